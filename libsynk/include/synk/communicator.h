@@ -1,0 +1,116 @@
+// synk::Communicator: a group of ranks and the collectives they run together.
+// Built on MPI: it starts MPI when the program has not, or adopts the caller's MPI_Comm.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "synk/error.h"
+#include "synk/types.h"
+
+namespace synk {
+
+namespace detail {
+struct CommState;
+}
+
+struct CommOptions {
+  // "auto", "mpi", "shm" or "nccl"; empty means the SYNK_BACKEND variable (default auto).
+  std::string backend;
+};
+
+// Buffer conventions (those of NCCL):
+//  - Every call is collective: every rank of the communicator makes it, in the same order,
+//    with the same count, dtype, op and root.
+//  - In place means send == recv for all_reduce, reduce and broadcast; for all_gather and
+//    gather, send == recv + rank * count elements; for scatter (at the root),
+//    recv == send + root * count; for reduce_scatter, recv == send + rank * recv_count.
+//    Any other overlap of send and recv is an InvalidUsage error.
+//  - Counts are elements, not bytes, and may exceed 2^31.
+//  - A buffer that a rank does not use (recv of reduce/gather off the root, send of scatter
+//    off the root) may be null there.
+class Communicator {
+ public:
+  // All ranks of MPI_COMM_WORLD. Initializes MPI if the program has not (and then finalizes
+  // it at exit). Collective over MPI_COMM_WORLD.
+  Communicator();
+  // Adopts an existing communicator (any MPI_Comm, including a split one). synk works on its
+  // own duplicate, so its traffic never mixes with the caller's. Collective over comm.
+  explicit Communicator(MPI_Comm comm, const CommOptions& options = {});
+  explicit Communicator(const CommOptions& options);
+  ~Communicator();
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;  // rank among the ranks of this node
+  int local_size() const;
+  int node() const;  // index of this node, 0..num_nodes()-1, in order of the nodes' first ranks
+  int num_nodes() const;
+  const std::string& backend() const;  // the backend in use: "mpi", "shm", ...
+  MPI_Comm mpi_comm() const;           // synk's duplicate of the communicator
+
+  // Ranks with the same color form a new communicator, ordered by key then rank (MPI_Comm_split).
+  Communicator split(int color, int key) const;
+
+  void all_reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  void reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+              int root);
+  void broadcast(void* buf, std::size_t count, DataType dtype, int root);
+  // recv holds size() * count elements, rank r's at offset r * count.
+  void all_gather(const void* send, void* recv, std::size_t count, DataType dtype);
+  void gather(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  // Rank r sends send_count elements; at the root recv_counts[r] says how many come from rank r
+  // (recv_counts is read at the root only) and they land one after another in rank order.
+  void gatherv(const void* send, std::size_t send_count, void* recv,
+               std::span<const std::size_t> recv_counts, DataType dtype, int root);
+  // The root's send holds size() * count elements; rank r receives those at offset r * count.
+  void scatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  // send holds size() * recv_count elements; rank r receives the reduction of block r.
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType dtype,
+                      ReduceOp op);
+  void barrier();
+
+  // Typed conveniences: the DataType comes from the element type.
+  template <class T>
+  void all_reduce(std::span<T> buf, ReduceOp op = ReduceOp::sum) {
+    all_reduce(buf.data(), buf.data(), buf.size(), data_type_of<T>(), op);
+  }
+  template <class T>
+  void all_reduce(std::span<const T> send, std::span<T> recv, ReduceOp op = ReduceOp::sum) {
+    check_same_size("all_reduce", send.size(), recv.size());
+    all_reduce(send.data(), recv.data(), send.size(), data_type_of<T>(), op);
+  }
+  template <class T>
+  void all_reduce(std::vector<T>& buf, ReduceOp op = ReduceOp::sum) {
+    all_reduce(std::span<T>(buf), op);
+  }
+  template <class T>
+  void broadcast(std::span<T> buf, int root) {
+    broadcast(buf.data(), buf.size(), data_type_of<T>(), root);
+  }
+  template <class T>
+  void broadcast(std::vector<T>& buf, int root) {
+    broadcast(std::span<T>(buf), root);
+  }
+  template <class T>
+  std::vector<T> all_gather(std::span<const T> send) {
+    std::vector<T> out(send.size() * static_cast<std::size_t>(size()));
+    all_gather(send.data(), out.data(), send.size(), data_type_of<T>());
+    return out;
+  }
+
+ private:
+  static void check_same_size(const char* op, std::size_t send, std::size_t recv);
+  std::unique_ptr<detail::CommState> state_;
+};
+
+}  // namespace synk

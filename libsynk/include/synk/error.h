@@ -1,0 +1,31 @@
+// synk::Error, the one exception type of libsynk, and its codes.
+// Errors a caller can handle are thrown as synk::Error; invariants are assertions.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace synk {
+
+enum class ErrorCode {
+  InvalidArgument,  // a value the call cannot take: null buffer, root out of range, avg on ints
+  InvalidUsage,     // a call that is wrong in context: overlapping buffers, mismatched calls
+  NotSupported,     // a feature this build or machine does not have
+  System,           // an operating-system call failed (errno)
+  Backend,          // MPI, NCCL or CUDA reported an error
+  Timeout,          // a blocking wait passed its deadline (SYNK_TIMEOUT)
+  Remote,           // another rank failed; the message names it
+};
+
+const char* to_string(ErrorCode code) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message);
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+}  // namespace synk

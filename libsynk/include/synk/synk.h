@@ -1,0 +1,8 @@
+// The whole public API of libsynk in one include.
+#pragma once
+
+#include "synk/communicator.h"
+#include "synk/error.h"
+#include "synk/request.h"
+#include "synk/types.h"
+#include "synk/version.h"

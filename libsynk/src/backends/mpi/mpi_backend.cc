@@ -1,0 +1,338 @@
+// See mpi_backend.h. Conventions for in-place calls are NCCL's (see synk/communicator.h).
+#include "backends/mpi/mpi_backend.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+#include "core/env.h"
+#include "core/mpi_check.h"
+
+namespace synk::detail {
+
+namespace {
+
+constexpr int kGathervTag = 0x5e7;
+
+MPI_Datatype mpi_type(DataType t) {
+  switch (t) {
+    case DataType::int8: return MPI_INT8_T;
+    case DataType::uint8: return MPI_UINT8_T;
+    case DataType::int32: return MPI_INT32_T;
+    case DataType::uint32: return MPI_UINT32_T;
+    case DataType::int64: return MPI_INT64_T;
+    case DataType::uint64: return MPI_UINT64_T;
+    case DataType::float16:
+    case DataType::bfloat16: return MPI_UINT16_T;  // moved as bits; reduced through float
+    case DataType::float32: return MPI_FLOAT;
+    case DataType::float64: return MPI_DOUBLE;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return MPI_SUM;  // avg scales afterwards
+    case ReduceOp::prod: return MPI_PROD;
+    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::max: return MPI_MAX;
+  }
+  return MPI_OP_NULL;
+}
+
+bool is_16bit_float(DataType t) { return t == DataType::float16 || t == DataType::bfloat16; }
+
+// Pointer arithmetic that tolerates the null buffers of ranks that do not use them.
+const void* at(const void* p, std::size_t bytes) {
+  return p ? static_cast<const unsigned char*>(p) + bytes : nullptr;
+}
+void* at(void* p, std::size_t bytes) { return p ? static_cast<unsigned char*>(p) + bytes : nullptr; }
+
+int as_int(std::size_t n) { return static_cast<int>(n); }  // callers chunk to <= INT_MAX first
+
+// avg = sum * (1/n) in the accumulation type.
+void scale_avg(void* buf, std::size_t count, DataType t, int n) {
+  if (t == DataType::float64) {
+    const double inv = 1.0 / static_cast<double>(n);
+    double* d = static_cast<double*>(buf);
+    for (std::size_t i = 0; i < count; ++i) d[i] *= inv;
+  } else {  // float32, or a float staging buffer of float16/bfloat16
+    const float inv = 1.0f / static_cast<float>(n);
+    float* f = static_cast<float*>(buf);
+    for (std::size_t i = 0; i < count; ++i) f[i] *= inv;
+  }
+}
+
+void widen(const void* src, DataType t, float* dst, std::size_t n) {
+  if (t == DataType::float16) {
+    const float16* s = static_cast<const float16*>(src);
+    for (std::size_t i = 0; i < n; ++i) dst[i] = to_float(s[i]);
+  } else {
+    const bfloat16* s = static_cast<const bfloat16*>(src);
+    for (std::size_t i = 0; i < n; ++i) dst[i] = to_float(s[i]);
+  }
+}
+
+void narrow(const float* src, DataType t, void* dst, std::size_t n) {
+  if (t == DataType::float16) {
+    float16* d = static_cast<float16*>(dst);
+    for (std::size_t i = 0; i < n; ++i) d[i] = to_float16(src[i]);
+  } else {
+    bfloat16* d = static_cast<bfloat16*>(dst);
+    for (std::size_t i = 0; i < n; ++i) d[i] = to_bfloat16(src[i]);
+  }
+}
+
+// Calls fn(offset, n) for consecutive chunks of at most `chunk` elements covering [0, count).
+template <class Fn>
+void for_chunks(std::size_t count, std::size_t chunk, Fn&& fn) {
+  for (std::size_t off = 0; off < count; off += chunk) fn(off, std::min(chunk, count - off));
+}
+
+// A datatype of n contiguous elements whose extent is `stride_bytes`, so that block r of a
+// gather lands r * stride_bytes from the buffer start. Freed by the destructor.
+class StridedBlock {
+ public:
+  StridedBlock(MPI_Datatype base, std::size_t n, std::size_t stride_bytes) {
+    MPI_Datatype contiguous;
+    SYNK_CHECK_MPI(MPI_Type_contiguous(as_int(n), base, &contiguous));
+    const int rc = MPI_Type_create_resized(contiguous, 0, static_cast<MPI_Aint>(stride_bytes), &type_);
+    MPI_Type_free(&contiguous);
+    if (rc != MPI_SUCCESS) throw_mpi_error(rc, "MPI_Type_create_resized");
+    SYNK_CHECK_MPI(MPI_Type_commit(&type_));
+  }
+  ~StridedBlock() { MPI_Type_free(&type_); }
+  StridedBlock(const StridedBlock&) = delete;
+  StridedBlock& operator=(const StridedBlock&) = delete;
+  MPI_Datatype get() const { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+}  // namespace
+
+MpiBackend::MpiBackend(const CommContext& ctx) : ctx_(ctx) {
+  const std::size_t configured = settings().mpi_max_chunk;
+  max_chunk_ = configured ? configured : static_cast<std::size_t>(INT_MAX);
+  stage_chunk_ = std::min<std::size_t>(max_chunk_, std::size_t{1} << 20);
+}
+
+float* MpiBackend::stage(std::vector<float>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+Request MpiBackend::all_reduce(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  if (is_16bit_float(a.dtype)) {
+    for_chunks(a.count, stage_chunk_, [&](std::size_t off, std::size_t n) {
+      float* buf = stage(stage_in_, n);
+      widen(at(a.send, off * es), a.dtype, buf, n);
+      SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, as_int(n), MPI_FLOAT, mpi_op(a.op), ctx_.comm));
+      if (a.op == ReduceOp::avg) scale_avg(buf, n, DataType::float32, ctx_.size);
+      narrow(buf, a.dtype, at(a.recv, off * es), n);
+    });
+    return {};
+  }
+  const bool in_place = a.send == a.recv;
+  for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
+    SYNK_CHECK_MPI(MPI_Allreduce(in_place ? MPI_IN_PLACE : at(a.send, off * es), at(a.recv, off * es),
+                                 as_int(n), mpi_type(a.dtype), mpi_op(a.op), ctx_.comm));
+  });
+  if (a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
+  return {};
+}
+
+Request MpiBackend::reduce(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  const bool root = ctx_.rank == a.root;
+  if (is_16bit_float(a.dtype)) {
+    for_chunks(a.count, stage_chunk_, [&](std::size_t off, std::size_t n) {
+      float* buf = stage(stage_in_, n);
+      widen(at(a.send, off * es), a.dtype, buf, n);
+      SYNK_CHECK_MPI(MPI_Reduce(root ? MPI_IN_PLACE : buf, root ? buf : nullptr, as_int(n), MPI_FLOAT,
+                                mpi_op(a.op), a.root, ctx_.comm));
+      if (root) {
+        if (a.op == ReduceOp::avg) scale_avg(buf, n, DataType::float32, ctx_.size);
+        narrow(buf, a.dtype, at(a.recv, off * es), n);
+      }
+    });
+    return {};
+  }
+  const bool in_place = root && a.send == a.recv;
+  for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
+    SYNK_CHECK_MPI(MPI_Reduce(in_place ? MPI_IN_PLACE : at(a.send, off * es),
+                              root ? at(a.recv, off * es) : nullptr, as_int(n), mpi_type(a.dtype),
+                              mpi_op(a.op), a.root, ctx_.comm));
+  });
+  if (root && a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
+  return {};
+}
+
+Request MpiBackend::broadcast(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
+    SYNK_CHECK_MPI(MPI_Bcast(at(a.recv, off * es), as_int(n), mpi_type(a.dtype), a.root, ctx_.comm));
+  });
+  return {};
+}
+
+Request MpiBackend::all_gather(const CollArgs& a) {
+  if (a.count > max_chunk_) {
+    gather_like_chunked(a);
+    return {};
+  }
+  const std::size_t es = size_of(a.dtype);
+  const bool in_place = a.send == at(a.recv, static_cast<std::size_t>(ctx_.rank) * a.count * es);
+  const MPI_Datatype t = mpi_type(a.dtype);
+  SYNK_CHECK_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : a.send, as_int(a.count), t, a.recv,
+                               as_int(a.count), t, ctx_.comm));
+  return {};
+}
+
+Request MpiBackend::gather(const CollArgs& a) {
+  if (a.count > max_chunk_) {
+    gather_like_chunked(a);
+    return {};
+  }
+  const std::size_t es = size_of(a.dtype);
+  const bool root = ctx_.rank == a.root;
+  const bool in_place =
+      root && a.send == at(a.recv, static_cast<std::size_t>(a.root) * a.count * es);
+  const MPI_Datatype t = mpi_type(a.dtype);
+  SYNK_CHECK_MPI(MPI_Gather(in_place ? MPI_IN_PLACE : a.send, as_int(a.count), t,
+                            root ? a.recv : nullptr, as_int(a.count), t, a.root, ctx_.comm));
+  return {};
+}
+
+Request MpiBackend::scatter(const CollArgs& a) {
+  if (a.count > max_chunk_) {
+    gather_like_chunked(a);
+    return {};
+  }
+  const std::size_t es = size_of(a.dtype);
+  const bool root = ctx_.rank == a.root;
+  const bool in_place =
+      root && a.recv == at(a.send, static_cast<std::size_t>(a.root) * a.count * es);
+  const MPI_Datatype t = mpi_type(a.dtype);
+  SYNK_CHECK_MPI(MPI_Scatter(root ? a.send : nullptr, as_int(a.count), t,
+                             in_place ? MPI_IN_PLACE : a.recv, as_int(a.count), t, a.root,
+                             ctx_.comm));
+  return {};
+}
+
+// Chunk j of every rank's block travels in one call; a strided block type places it at
+// rank * count within the gathered buffer.
+void MpiBackend::gather_like_chunked(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  const MPI_Datatype t = mpi_type(a.dtype);
+  const bool root = ctx_.rank == a.root;
+  const std::size_t my_block = static_cast<std::size_t>(ctx_.rank) * a.count * es;
+  const std::size_t root_block = static_cast<std::size_t>(a.root) * a.count * es;
+  for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
+    StridedBlock block(t, n, a.count * es);
+    const std::size_t b = off * es;
+    switch (a.coll) {
+      case Collective::all_gather: {
+        const bool in_place = a.send == at(a.recv, my_block);
+        SYNK_CHECK_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : at(a.send, b), as_int(n), t,
+                                     at(a.recv, b), 1, block.get(), ctx_.comm));
+        break;
+      }
+      case Collective::gather: {
+        const bool in_place = root && a.send == at(a.recv, root_block);
+        SYNK_CHECK_MPI(MPI_Gather(in_place ? MPI_IN_PLACE : at(a.send, b), as_int(n), t,
+                                  root ? at(a.recv, b) : nullptr, 1, block.get(), a.root, ctx_.comm));
+        break;
+      }
+      case Collective::scatter: {
+        const bool in_place = root && a.recv == at(a.send, root_block);
+        SYNK_CHECK_MPI(MPI_Scatter(root ? at(a.send, b) : nullptr, 1, block.get(),
+                                   in_place ? MPI_IN_PLACE : at(a.recv, b), as_int(n), t, a.root,
+                                   ctx_.comm));
+        break;
+      }
+      default:
+        break;
+    }
+  });
+}
+
+// Point to point, so that counts and displacements of any size work: the root receives every
+// rank's chunks straight into place, the others send theirs.
+Request MpiBackend::gatherv(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  const MPI_Datatype t = mpi_type(a.dtype);
+  if (ctx_.rank != a.root) {
+    for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
+      SYNK_CHECK_MPI(MPI_Send(at(a.send, off * es), as_int(n), t, a.root, kGathervTag, ctx_.comm));
+    });
+    return {};
+  }
+  std::vector<MPI_Request> reqs;
+  std::size_t displ = 0;
+  for (int r = 0; r < ctx_.size; ++r) {
+    const std::size_t c = a.recv_counts[static_cast<std::size_t>(r)];
+    if (r == ctx_.rank) {
+      if (a.send != at(a.recv, displ * es) && c > 0) std::memcpy(at(a.recv, displ * es), a.send, c * es);
+    } else {
+      for_chunks(c, max_chunk_, [&](std::size_t off, std::size_t n) {
+        reqs.emplace_back();
+        SYNK_CHECK_MPI(MPI_Irecv(at(a.recv, (displ + off) * es), as_int(n), t, r, kGathervTag,
+                                 ctx_.comm, &reqs.back()));
+      });
+    }
+    displ += c;
+  }
+  SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+  return {};
+}
+
+Request MpiBackend::reduce_scatter(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  const bool half = is_16bit_float(a.dtype);
+  const bool in_place = a.recv == at(a.send, static_cast<std::size_t>(ctx_.rank) * a.count * es);
+  if (!half && !in_place && a.count <= max_chunk_) {
+    SYNK_CHECK_MPI(MPI_Reduce_scatter_block(a.send, a.recv, as_int(a.count), mpi_type(a.dtype),
+                                            mpi_op(a.op), ctx_.comm));
+    if (a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
+    return {};
+  }
+  // Staged: chunk j of every block is packed (and widened to float for 16-bit types) into one
+  // buffer, reduce-scattered, then written to recv. Reads of chunk j precede its write, so the
+  // in-place layout is safe.
+  const std::size_t n_ranks = static_cast<std::size_t>(ctx_.size);
+  const std::size_t ses = half ? sizeof(float) : es;  // staged element size
+  const MPI_Datatype st = half ? MPI_FLOAT : mpi_type(a.dtype);
+  for_chunks(a.count, stage_chunk_, [&](std::size_t off, std::size_t n) {
+    if (pack_.size() < n_ranks * n * ses + n * ses) pack_.resize(n_ranks * n * ses + n * ses);
+    unsigned char* packed = pack_.data();
+    unsigned char* out = packed + n_ranks * n * ses;
+    for (std::size_t r = 0; r < n_ranks; ++r) {
+      const void* src = at(a.send, (r * a.count + off) * es);
+      if (half) {
+        widen(src, a.dtype, reinterpret_cast<float*>(packed + r * n * ses), n);
+      } else {
+        std::memcpy(packed + r * n * ses, src, n * es);
+      }
+    }
+    SYNK_CHECK_MPI(MPI_Reduce_scatter_block(packed, out, as_int(n), st, mpi_op(a.op), ctx_.comm));
+    if (a.op == ReduceOp::avg) scale_avg(out, n, half ? DataType::float32 : a.dtype, ctx_.size);
+    if (half) {
+      narrow(reinterpret_cast<const float*>(out), a.dtype, at(a.recv, off * es), n);
+    } else {
+      std::memcpy(at(a.recv, off * es), out, n * es);
+    }
+  });
+  return {};
+}
+
+Request MpiBackend::barrier() {
+  SYNK_CHECK_MPI(MPI_Barrier(ctx_.comm));
+  return {};
+}
+
+}  // namespace synk::detail

@@ -1,0 +1,38 @@
+// MpiBackend: every collective on any MPI communicator, any node layout. The fallback backend.
+// Counts above the MPI int limit are split into chunks; float16/bfloat16 reductions are staged
+// through float so they accumulate in float and round once.
+#pragma once
+
+#include <vector>
+
+#include "core/backend.h"
+
+namespace synk::detail {
+
+class MpiBackend final : public Backend {
+ public:
+  explicit MpiBackend(const CommContext& ctx);
+  const char* name() const override { return "mpi"; }
+  Request all_reduce(const CollArgs& a) override;
+  Request reduce(const CollArgs& a) override;
+  Request broadcast(const CollArgs& a) override;
+  Request all_gather(const CollArgs& a) override;
+  Request gather(const CollArgs& a) override;
+  Request gatherv(const CollArgs& a) override;
+  Request scatter(const CollArgs& a) override;
+  Request reduce_scatter(const CollArgs& a) override;
+  Request barrier() override;
+
+ private:
+  // Gather-like calls (all_gather, gather, scatter) whose per-rank count exceeds one MPI call.
+  void gather_like_chunked(const CollArgs& a);
+  float* stage(std::vector<float>& v, std::size_t n);
+
+  CommContext ctx_;
+  std::size_t max_chunk_;  // elements per MPI call (INT_MAX, or SYNK_MPI_MAX_CHUNK for tests)
+  std::size_t stage_chunk_;  // elements per staged (converted or packed) chunk
+  std::vector<float> stage_in_, stage_out_;
+  std::vector<unsigned char> pack_;
+};
+
+}  // namespace synk::detail

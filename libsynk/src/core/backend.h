@@ -1,0 +1,76 @@
+// The seam between Communicator and the backends: one descriptor per call (CollArgs), already
+// validated by the Communicator, and one virtual function per collective.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "synk/request.h"
+#include "synk/types.h"
+
+namespace synk::detail {
+
+enum class Collective {
+  all_reduce,
+  reduce,
+  broadcast,
+  all_gather,
+  gather,
+  gatherv,
+  scatter,
+  reduce_scatter,
+  barrier,
+};
+const char* to_string(Collective c) noexcept;
+
+// Who the ranks are. Every communicator on the seam is synk's own duplicate.
+struct CommContext {
+  MPI_Comm comm = MPI_COMM_NULL;         // all ranks
+  MPI_Comm local_comm = MPI_COMM_NULL;   // the ranks of this (possibly simulated) node
+  MPI_Comm leader_comm = MPI_COMM_NULL;  // local rank 0 of every node; MPI_COMM_NULL elsewhere
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int node = 0;
+  int num_nodes = 1;
+};
+
+// One call, as the user made it. Meaning of count: per rank for all_gather, gather and scatter,
+// the result size for reduce_scatter, the send count for gatherv (recv_counts at the root).
+struct CollArgs {
+  Collective coll = Collective::barrier;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::uint8;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  std::span<const std::size_t> recv_counts;
+  void* stream = nullptr;  // cudaStream_t for device backends; null means the backend's own
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual Request all_reduce(const CollArgs& a) = 0;
+  virtual Request reduce(const CollArgs& a) = 0;
+  virtual Request broadcast(const CollArgs& a) = 0;
+  virtual Request all_gather(const CollArgs& a) = 0;
+  virtual Request gather(const CollArgs& a) = 0;
+  virtual Request gatherv(const CollArgs& a) = 0;
+  virtual Request scatter(const CollArgs& a) = 0;
+  virtual Request reduce_scatter(const CollArgs& a) = 0;
+  virtual Request barrier() = 0;
+};
+
+// The backend named `requested` ("auto", "mpi", "shm", "nccl") for the ranks in ctx.
+// Collective over ctx.comm. Throws NotSupported for a backend this build or machine lacks.
+std::unique_ptr<Backend> make_backend(const std::string& requested, const CommContext& ctx);
+
+}  // namespace synk::detail

@@ -1,0 +1,121 @@
+// See call_check.h.
+#include "core/call_check.h"
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/validation.h"
+#include "synk/error.h"
+
+namespace synk::detail {
+
+namespace {
+
+struct CallRecord {
+  std::int64_t coll;
+  std::int64_t dtype;
+  std::int64_t op;
+  std::int64_t root;
+  std::uint64_t count;
+  std::int64_t error_code;  // -1: this rank's arguments passed local validation
+  char message[208];
+};
+
+std::string describe(const CallRecord& r) {
+  std::string s = to_string(static_cast<Collective>(r.coll));
+  s += "(count " + std::to_string(r.count) + ", " + to_string(static_cast<DataType>(r.dtype));
+  const auto c = static_cast<Collective>(r.coll);
+  if (c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter) {
+    s += std::string(", ") + to_string(static_cast<ReduceOp>(r.op));
+  }
+  if (c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
+      c == Collective::gatherv || c == Collective::scatter) {
+    s += ", root " + std::to_string(r.root);
+  }
+  return s + ")";
+}
+
+void check_mpi(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    throw Error(ErrorCode::Backend, std::string(what) + " failed: " + std::string(msg, len));
+  }
+}
+
+}  // namespace
+
+void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
+  CallRecord mine{};
+  mine.coll = static_cast<std::int64_t>(a.coll);
+  mine.dtype = static_cast<std::int64_t>(a.dtype);
+  mine.op = static_cast<std::int64_t>(a.op);
+  mine.root = a.root;
+  mine.count = a.count;
+  mine.error_code = -1;
+  std::optional<Error> local_error;
+  try {
+    validate(a, ctx);
+  } catch (const Error& e) {
+    local_error = e;
+    mine.error_code = static_cast<std::int64_t>(e.code());
+    std::strncpy(mine.message, e.what(), sizeof mine.message - 1);
+  }
+
+  std::vector<CallRecord> all(static_cast<std::size_t>(ctx.size));
+  check_mpi(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, ctx.comm),
+            "MPI_Allgather (SYNK_CHECK_CALLS)");
+
+  if (local_error) throw *local_error;
+  for (int r = 0; r < ctx.size; ++r) {
+    if (all[static_cast<std::size_t>(r)].error_code >= 0) {
+      throw Error(ErrorCode::Remote, std::string(to_string(a.coll)) + ": rank " +
+                                         std::to_string(r) + " rejected its arguments: " +
+                                         all[static_cast<std::size_t>(r)].message);
+    }
+  }
+
+  const CallRecord& first = all[0];
+  for (int r = 1; r < ctx.size; ++r) {
+    const CallRecord& other = all[static_cast<std::size_t>(r)];
+    bool same = other.coll == first.coll && other.dtype == first.dtype;
+    const auto c = static_cast<Collective>(first.coll);
+    if (c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter) {
+      same = same && other.op == first.op;
+    }
+    if (c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
+        c == Collective::gatherv || c == Collective::scatter) {
+      same = same && other.root == first.root;
+    }
+    if (c != Collective::gatherv) same = same && other.count == first.count;
+    if (!same) {
+      throw Error(ErrorCode::InvalidUsage, std::string(to_string(a.coll)) +
+                                               ": mismatched calls: rank 0 called " +
+                                               describe(first) + ", rank " + std::to_string(r) +
+                                               " called " + describe(other));
+    }
+  }
+
+  if (a.coll == Collective::gatherv) {
+    // Only the root knows recv_counts: share them so every rank can compare its send count.
+    std::vector<std::uint64_t> counts(static_cast<std::size_t>(ctx.size));
+    if (ctx.rank == a.root) counts.assign(a.recv_counts.begin(), a.recv_counts.end());
+    check_mpi(MPI_Bcast(counts.data(), ctx.size, MPI_UINT64_T, a.root, ctx.comm),
+              "MPI_Bcast (SYNK_CHECK_CALLS)");
+    for (int r = 0; r < ctx.size; ++r) {
+      if (counts[static_cast<std::size_t>(r)] != all[static_cast<std::size_t>(r)].count) {
+        throw Error(ErrorCode::InvalidUsage,
+                    "gatherv: rank " + std::to_string(r) + " sends " +
+                        std::to_string(all[static_cast<std::size_t>(r)].count) +
+                        " elements but the root's recv_counts[" + std::to_string(r) + "] is " +
+                        std::to_string(counts[static_cast<std::size_t>(r)]));
+      }
+    }
+  }
+}
+
+}  // namespace synk::detail

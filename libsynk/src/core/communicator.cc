@@ -1,0 +1,177 @@
+// synk::Communicator: bootstrap, then validate-once-and-dispatch for every collective.
+#include "synk/communicator.h"
+
+#include "core/backend.h"
+#include "core/call_check.h"
+#include "core/env.h"
+#include "core/logging.h"
+#include "core/mpi_runtime.h"
+#include "core/validation.h"
+
+namespace synk {
+
+namespace detail {
+
+struct CommState {
+  CommContext ctx;
+  std::unique_ptr<Backend> backend;
+  std::string backend_name;
+
+  ~CommState() {
+    backend.reset();  // before the communicators it uses
+    free_context(ctx);
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::CollArgs;
+using detail::Collective;
+
+std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& options) {
+  const detail::Settings& s = detail::settings();
+  auto state = std::make_unique<detail::CommState>();
+  state->ctx = detail::make_context(comm, s.simulate_nodes);
+  if (comm == MPI_COMM_WORLD) detail::set_log_rank(state->ctx.rank);
+  const std::string requested = options.backend.empty() ? s.backend : options.backend;
+  state->backend = detail::make_backend(requested, state->ctx);
+  state->backend_name = state->backend->name();
+  return state;
+}
+
+}  // namespace
+
+Communicator::Communicator() : Communicator(CommOptions{}) {}
+
+Communicator::Communicator(const CommOptions& options) {
+  detail::ensure_mpi_initialized();
+  state_ = bootstrap(MPI_COMM_WORLD, options);
+}
+
+Communicator::Communicator(MPI_Comm comm, const CommOptions& options) {
+  detail::ensure_mpi_initialized();
+  if (comm == MPI_COMM_NULL) {
+    throw Error(ErrorCode::InvalidArgument, "Communicator: comm is MPI_COMM_NULL");
+  }
+  state_ = bootstrap(comm, options);
+}
+
+Communicator::~Communicator() = default;
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+
+int Communicator::rank() const { return state_->ctx.rank; }
+int Communicator::size() const { return state_->ctx.size; }
+int Communicator::local_rank() const { return state_->ctx.local_rank; }
+int Communicator::local_size() const { return state_->ctx.local_size; }
+int Communicator::node() const { return state_->ctx.node; }
+int Communicator::num_nodes() const { return state_->ctx.num_nodes; }
+const std::string& Communicator::backend() const { return state_->backend_name; }
+MPI_Comm Communicator::mpi_comm() const { return state_->ctx.comm; }
+
+Communicator Communicator::split(int color, int key) const {
+  MPI_Comm part = MPI_COMM_NULL;
+  const int rc = MPI_Comm_split(state_->ctx.comm, color, key, &part);
+  if (rc != MPI_SUCCESS) {
+    throw Error(ErrorCode::Backend, "split: MPI_Comm_split(color " + std::to_string(color) +
+                                        ", key " + std::to_string(key) + ") failed");
+  }
+  CommOptions options;
+  options.backend = state_->backend_name;
+  Communicator out(part, options);  // duplicates part
+  MPI_Comm_free(&part);
+  return out;
+}
+
+void Communicator::check_same_size(const char* op, std::size_t send, std::size_t recv) {
+  if (send != recv) {
+    throw Error(ErrorCode::InvalidArgument, std::string(op) + ": send has " + std::to_string(send) +
+                                                " elements but recv has " + std::to_string(recv));
+  }
+}
+
+namespace {
+
+// Validate once (locally, or against every rank under SYNK_CHECK_CALLS), then dispatch.
+void run(detail::CommState& st, const CollArgs& a) {
+  if (detail::settings().check_calls) {
+    detail::validate_across_ranks(a, st.ctx);
+  } else {
+    detail::validate(a, st.ctx);
+  }
+  detail::Backend& b = *st.backend;
+  Request req;
+  switch (a.coll) {
+    case Collective::all_reduce: req = b.all_reduce(a); break;
+    case Collective::reduce: req = b.reduce(a); break;
+    case Collective::broadcast: req = b.broadcast(a); break;
+    case Collective::all_gather: req = b.all_gather(a); break;
+    case Collective::gather: req = b.gather(a); break;
+    case Collective::gatherv: req = b.gatherv(a); break;
+    case Collective::scatter: req = b.scatter(a); break;
+    case Collective::reduce_scatter: req = b.reduce_scatter(a); break;
+    case Collective::barrier: req = b.barrier(); break;
+  }
+  req.wait();
+}
+
+CollArgs args(Collective c, const void* send, void* recv, std::size_t count, DataType dtype,
+              ReduceOp op = ReduceOp::sum, int root = 0) {
+  CollArgs a;
+  a.coll = c;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+
+}  // namespace
+
+void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                              ReduceOp op) {
+  run(*state_, args(Collective::all_reduce, send, recv, count, dtype, op));
+}
+
+void Communicator::reduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                          ReduceOp op, int root) {
+  run(*state_, args(Collective::reduce, send, recv, count, dtype, op, root));
+}
+
+void Communicator::broadcast(void* buf, std::size_t count, DataType dtype, int root) {
+  run(*state_, args(Collective::broadcast, buf, buf, count, dtype, ReduceOp::sum, root));
+}
+
+void Communicator::all_gather(const void* send, void* recv, std::size_t count, DataType dtype) {
+  run(*state_, args(Collective::all_gather, send, recv, count, dtype));
+}
+
+void Communicator::gather(const void* send, void* recv, std::size_t count, DataType dtype,
+                          int root) {
+  run(*state_, args(Collective::gather, send, recv, count, dtype, ReduceOp::sum, root));
+}
+
+void Communicator::gatherv(const void* send, std::size_t send_count, void* recv,
+                           std::span<const std::size_t> recv_counts, DataType dtype, int root) {
+  CollArgs a = args(Collective::gatherv, send, recv, send_count, dtype, ReduceOp::sum, root);
+  a.recv_counts = recv_counts;
+  run(*state_, a);
+}
+
+void Communicator::scatter(const void* send, void* recv, std::size_t count, DataType dtype,
+                           int root) {
+  run(*state_, args(Collective::scatter, send, recv, count, dtype, ReduceOp::sum, root));
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
+                                  DataType dtype, ReduceOp op) {
+  run(*state_, args(Collective::reduce_scatter, send, recv, recv_count, dtype, op));
+}
+
+void Communicator::barrier() { run(*state_, args(Collective::barrier, nullptr, nullptr, 0, DataType::uint8)); }
+
+}  // namespace synk

@@ -1,0 +1,84 @@
+// Parsing of the SYNK_* environment variables (see env.h).
+#include "core/env.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string_view>
+
+#include "synk/error.h"
+
+namespace synk::detail {
+
+namespace {
+
+[[noreturn]] void bad(const char* var, const char* value, const std::string& expected) {
+  throw Error(ErrorCode::InvalidArgument,
+              std::string(var) + "='" + value + "' is not valid: expected " + expected);
+}
+
+long long parse_integer(const char* var, const char* value, long long min, long long max) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || v < min || v > max) {
+    bad(var, value, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  }
+  return v;
+}
+
+}  // namespace
+
+Settings parse_settings(const std::function<const char*(const char*)>& get) {
+  Settings s;
+  if (const char* v = get("SYNK_BACKEND"); v && *v) {
+    const std::string_view b(v);
+    if (b != "auto" && b != "mpi" && b != "shm" && b != "nccl") bad("SYNK_BACKEND", v, "auto, mpi, shm or nccl");
+    s.backend = b;
+  }
+  if (const char* v = get("SYNK_LOG"); v && *v) {
+    const std::string_view l(v);
+    if (l == "error") s.log_level = LogLevel::error;
+    else if (l == "warn") s.log_level = LogLevel::warn;
+    else if (l == "info") s.log_level = LogLevel::info;
+    else if (l == "debug") s.log_level = LogLevel::debug;
+    else bad("SYNK_LOG", v, "error, warn, info or debug");
+  }
+  if (const char* v = get("SYNK_TIMEOUT"); v && *v) {
+    errno = 0;
+    char* end = nullptr;
+    const double t = std::strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !std::isfinite(t) || t <= 0) {
+      bad("SYNK_TIMEOUT", v, "a positive number of seconds");
+    }
+    s.timeout_s = t;
+  }
+  if (const char* v = get("SYNK_SIMULATE_NODES"); v && *v) {
+    s.simulate_nodes = static_cast<int>(parse_integer("SYNK_SIMULATE_NODES", v, 1, 1 << 20));
+  }
+  if (const char* v = get("SYNK_CHECK_CALLS"); v && *v) {
+    s.check_calls = parse_integer("SYNK_CHECK_CALLS", v, 0, 1) != 0;
+  }
+  if (const char* v = get("SYNK_MPI_MAX_CHUNK"); v && *v) {
+    s.mpi_max_chunk =
+        static_cast<std::size_t>(parse_integer("SYNK_MPI_MAX_CHUNK", v, 0, 2147483647LL));
+  }
+  return s;
+}
+
+const Settings& settings() {
+  static const Settings cached = parse_settings([](const char* name) { return std::getenv(name); });
+  return cached;
+}
+
+const char* to_string(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::error: return "error";
+    case LogLevel::warn: return "warn";
+    case LogLevel::info: return "info";
+    case LogLevel::debug: return "debug";
+  }
+  return "?";
+}
+
+}  // namespace synk::detail

@@ -1,0 +1,31 @@
+// Every SYNK_* environment variable libsynk reads, parsed in one place, once per process.
+// The README lists them all; add a variable here and there together.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace synk::detail {
+
+enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+
+struct Settings {
+  std::string backend = "auto";    // SYNK_BACKEND: auto|mpi|shm|nccl
+  LogLevel log_level = LogLevel::warn;  // SYNK_LOG: error|warn|info|debug
+  double timeout_s = 300.0;        // SYNK_TIMEOUT: deadline of every blocking wait, seconds
+  int simulate_nodes = 1;          // SYNK_SIMULATE_NODES: split each real node into k fake ones
+  bool check_calls = false;        // SYNK_CHECK_CALLS: ranks compare every call before running it
+  std::size_t mpi_max_chunk = 0;   // SYNK_MPI_MAX_CHUNK: elements per MPI call (0: INT_MAX)
+};
+
+// Parses the variables through `get` (which returns nullptr for an unset variable).
+// Throws synk::Error(InvalidArgument) naming the variable and its value when one is malformed.
+Settings parse_settings(const std::function<const char*(const char*)>& get);
+
+// The process's settings, read from the environment on first use and cached.
+const Settings& settings();
+
+const char* to_string(LogLevel level) noexcept;
+
+}  // namespace synk::detail

@@ -1,0 +1,86 @@
+// See mpi_runtime.h.
+#include "core/mpi_runtime.h"
+
+#include <cstdlib>
+
+#include "core/logging.h"
+#include "core/mpi_check.h"
+
+namespace synk::detail {
+
+namespace {
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+void ensure_mpi_initialized() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  if (mpi_is_finalized()) {
+    throw Error(ErrorCode::InvalidUsage, "MPI has already been finalized; synk cannot start it again");
+  }
+  int provided = 0;
+  SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+  std::atexit(finalize_at_exit);
+}
+
+bool mpi_is_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+CommContext make_context(MPI_Comm comm, int simulate_nodes) {
+  CommContext c;
+  SYNK_CHECK_MPI(MPI_Comm_dup(comm, &c.comm));
+  SYNK_CHECK_MPI(MPI_Comm_set_errhandler(c.comm, MPI_ERRORS_RETURN));
+  SYNK_CHECK_MPI(MPI_Comm_rank(c.comm, &c.rank));
+  SYNK_CHECK_MPI(MPI_Comm_size(c.comm, &c.size));
+
+  MPI_Comm shared = MPI_COMM_NULL;
+  SYNK_CHECK_MPI(MPI_Comm_split_type(c.comm, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &shared));
+  if (simulate_nodes > 1) {
+    // Contiguous blocks of the real node's ranks become the fake nodes.
+    int lr = 0, ls = 1;
+    SYNK_CHECK_MPI(MPI_Comm_rank(shared, &lr));
+    SYNK_CHECK_MPI(MPI_Comm_size(shared, &ls));
+    const int fake = static_cast<int>(static_cast<long long>(lr) * simulate_nodes / ls);
+    SYNK_CHECK_MPI(MPI_Comm_split(shared, fake, lr, &c.local_comm));
+    MPI_Comm_free(&shared);
+  } else {
+    c.local_comm = shared;
+  }
+  SYNK_CHECK_MPI(MPI_Comm_set_errhandler(c.local_comm, MPI_ERRORS_RETURN));
+  SYNK_CHECK_MPI(MPI_Comm_rank(c.local_comm, &c.local_rank));
+  SYNK_CHECK_MPI(MPI_Comm_size(c.local_comm, &c.local_size));
+
+  SYNK_CHECK_MPI(
+      MPI_Comm_split(c.comm, c.local_rank == 0 ? 0 : MPI_UNDEFINED, c.rank, &c.leader_comm));
+  int node_info[2] = {0, 1};
+  if (c.leader_comm != MPI_COMM_NULL) {
+    SYNK_CHECK_MPI(MPI_Comm_set_errhandler(c.leader_comm, MPI_ERRORS_RETURN));
+    SYNK_CHECK_MPI(MPI_Comm_rank(c.leader_comm, &node_info[0]));
+    SYNK_CHECK_MPI(MPI_Comm_size(c.leader_comm, &node_info[1]));
+  }
+  SYNK_CHECK_MPI(MPI_Bcast(node_info, 2, MPI_INT, 0, c.local_comm));
+  c.node = node_info[0];
+  c.num_nodes = node_info[1];
+  SYNK_LOG_AT(debug, "rank " << c.rank << "/" << c.size << ": local rank " << c.local_rank << "/"
+                             << c.local_size << " on node " << c.node << "/" << c.num_nodes);
+  return c;
+}
+
+void free_context(CommContext& c) noexcept {
+  if (mpi_is_finalized()) return;
+  for (MPI_Comm* m : {&c.leader_comm, &c.local_comm, &c.comm}) {
+    if (*m != MPI_COMM_NULL) MPI_Comm_free(m);
+  }
+}
+
+}  // namespace synk::detail

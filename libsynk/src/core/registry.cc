@@ -1,0 +1,47 @@
+// Backend choice: SYNK_BACKEND (or CommOptions::backend) names one; "auto" picks the best
+// backend that exists for the communicator's layout.
+#include "backends/mpi/mpi_backend.h"
+#include "core/backend.h"
+#include "core/logging.h"
+#include "synk/error.h"
+
+namespace synk::detail {
+
+const char* to_string(Collective c) noexcept {
+  switch (c) {
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::reduce: return "reduce";
+    case Collective::broadcast: return "broadcast";
+    case Collective::all_gather: return "all_gather";
+    case Collective::gather: return "gather";
+    case Collective::gatherv: return "gatherv";
+    case Collective::scatter: return "scatter";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::barrier: return "barrier";
+  }
+  return "?";
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& requested, const CommContext& ctx) {
+  if (requested == "mpi" || requested == "auto") {
+    // auto: the shared-memory and NCCL backends join the choice when they exist; MPI is the
+    // fallback that works for every layout.
+    SYNK_LOG_AT(info, "backend mpi (" << requested << ") for " << ctx.size << " ranks on "
+                                      << ctx.num_nodes << " node(s)");
+    return std::make_unique<MpiBackend>(ctx);
+  }
+  if (requested == "shm") {
+    throw Error(ErrorCode::NotSupported,
+                "SYNK_BACKEND=shm: the shared-memory backend is not part of this build yet; "
+                "use auto or mpi");
+  }
+  if (requested == "nccl") {
+    throw Error(ErrorCode::NotSupported,
+                "SYNK_BACKEND=nccl: the NCCL backend is not part of this build yet; "
+                "use auto or mpi");
+  }
+  throw Error(ErrorCode::InvalidArgument,
+              "backend '" + requested + "' is not one of auto, mpi, shm, nccl");
+}
+
+}  // namespace synk::detail

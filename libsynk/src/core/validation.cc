@@ -1,0 +1,196 @@
+// Argument checks for every collective; see validation.h.
+#include "core/validation.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "synk/error.h"
+
+namespace synk::detail {
+
+namespace {
+
+std::string ptr_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+[[noreturn]] void fail(ErrorCode code, const CollArgs& a, const std::string& what) {
+  throw Error(code, std::string(to_string(a.coll)) + ": " + what);
+}
+
+// count * factor * esize without overflow, or an error.
+std::size_t bytes_of(const CollArgs& a, std::size_t count, std::size_t factor) {
+  const std::size_t es = size_of(a.dtype);
+  const std::size_t max = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  if (count != 0 && (factor > max / count || count * factor > max / es)) {
+    fail(ErrorCode::InvalidArgument, a,
+         "count " + std::to_string(count) + " x " + std::to_string(factor) + " elements of " +
+             to_string(a.dtype) + " does not fit in memory");
+  }
+  return count * factor * es;
+}
+
+bool uses_op(Collective c) {
+  return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
+}
+
+bool has_root(Collective c) {
+  return c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
+         c == Collective::gatherv || c == Collective::scatter;
+}
+
+}  // namespace
+
+BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx) {
+  const std::size_t n = static_cast<std::size_t>(ctx.size);
+  const bool root = ctx.rank == a.root;
+  BufferExtent e;
+  switch (a.coll) {
+    case Collective::all_reduce:
+      e.send_bytes = e.recv_bytes = bytes_of(a, a.count, 1);
+      break;
+    case Collective::reduce:
+      e.send_bytes = bytes_of(a, a.count, 1);
+      e.recv_bytes = root ? e.send_bytes : 0;
+      break;
+    case Collective::broadcast:
+      e.recv_bytes = bytes_of(a, a.count, 1);
+      break;
+    case Collective::all_gather:
+      e.send_bytes = bytes_of(a, a.count, 1);
+      e.recv_bytes = bytes_of(a, a.count, n);
+      break;
+    case Collective::gather:
+      e.send_bytes = bytes_of(a, a.count, 1);
+      e.recv_bytes = root ? bytes_of(a, a.count, n) : 0;
+      break;
+    case Collective::gatherv: {
+      e.send_bytes = bytes_of(a, a.count, 1);
+      if (root) {
+        std::size_t total = 0;
+        for (std::size_t c : a.recv_counts) {
+          if (c > std::numeric_limits<std::size_t>::max() - total) {
+            fail(ErrorCode::InvalidArgument, a, "the sum of recv_counts overflows size_t");
+          }
+          total += c;
+        }
+        e.recv_bytes = bytes_of(a, total, 1);
+      }
+      break;
+    }
+    case Collective::scatter:
+      e.send_bytes = root ? bytes_of(a, a.count, n) : 0;
+      e.recv_bytes = bytes_of(a, a.count, 1);
+      break;
+    case Collective::reduce_scatter:
+      e.send_bytes = bytes_of(a, a.count, n);
+      e.recv_bytes = bytes_of(a, a.count, 1);
+      break;
+    case Collective::barrier:
+      break;
+  }
+  return e;
+}
+
+void validate(const CollArgs& a, const CommContext& ctx) {
+  if (!is_valid(a.dtype)) {
+    fail(ErrorCode::InvalidArgument, a,
+         "dtype " + std::to_string(static_cast<int>(a.dtype)) + " is not a synk::DataType");
+  }
+  if (uses_op(a.coll)) {
+    if (!is_valid(a.op)) {
+      fail(ErrorCode::InvalidArgument, a,
+           "op " + std::to_string(static_cast<int>(a.op)) + " is not a synk::ReduceOp");
+    }
+    if (a.op == ReduceOp::avg && !is_floating(a.dtype)) {
+      fail(ErrorCode::InvalidArgument, a,
+           std::string("op avg is not defined for integer dtype ") + to_string(a.dtype) +
+               " (it would truncate); use sum and divide");
+    }
+  }
+  if (has_root(a.coll) && (a.root < 0 || a.root >= ctx.size)) {
+    fail(ErrorCode::InvalidArgument, a,
+         "root " + std::to_string(a.root) + " is out of range for " + std::to_string(ctx.size) +
+             " ranks (valid: 0.." + std::to_string(ctx.size - 1) + ")");
+  }
+  const bool root = ctx.rank == a.root;
+  if (a.coll == Collective::gatherv && root) {
+    if (a.recv_counts.size() != static_cast<std::size_t>(ctx.size)) {
+      fail(ErrorCode::InvalidArgument, a,
+           "recv_counts has " + std::to_string(a.recv_counts.size()) + " entries at the root, " +
+               "expected one per rank (" + std::to_string(ctx.size) + ")");
+    }
+    if (a.recv_counts[static_cast<std::size_t>(ctx.rank)] != a.count) {
+      fail(ErrorCode::InvalidArgument, a,
+           "the root sends " + std::to_string(a.count) + " elements but recv_counts[" +
+               std::to_string(ctx.rank) + "] is " +
+               std::to_string(a.recv_counts[static_cast<std::size_t>(ctx.rank)]));
+    }
+  }
+
+  const BufferExtent e = buffer_extent(a, ctx);
+  const char* send_name = a.coll == Collective::broadcast ? "buf" : "send";
+  const char* recv_name = a.coll == Collective::broadcast ? "buf" : "recv";
+  if (e.send_bytes > 0 && a.send == nullptr) {
+    fail(ErrorCode::InvalidArgument, a,
+         std::string(send_name) + " is null but " + std::to_string(e.send_bytes) +
+             " bytes are to be sent (count " + std::to_string(a.count) + ")");
+  }
+  if (e.recv_bytes > 0 && a.recv == nullptr) {
+    fail(ErrorCode::InvalidArgument, a,
+         std::string(recv_name) + " is null but " + std::to_string(e.recv_bytes) +
+             " bytes are to be received (count " + std::to_string(a.count) + ")");
+  }
+  if (e.send_bytes == 0 || e.recv_bytes == 0) return;
+
+  // In place is allowed only in the NCCL positions; any other overlap would make the result
+  // depend on the backend's algorithm.
+  const auto s = reinterpret_cast<std::uintptr_t>(a.send);
+  const auto r = reinterpret_cast<std::uintptr_t>(a.recv);
+  if (s >= r + e.recv_bytes || r >= s + e.send_bytes) return;  // disjoint
+  const std::size_t es = size_of(a.dtype);
+  std::uintptr_t expected_send = r, expected_recv = s;
+  const char* rule = "send == recv";
+  switch (a.coll) {
+    case Collective::all_gather:
+      expected_send = r + static_cast<std::uintptr_t>(ctx.rank) * a.count * es;
+      rule = "send == recv + rank * count";
+      break;
+    case Collective::gather:
+      expected_send = r + static_cast<std::uintptr_t>(a.root) * a.count * es;
+      rule = "send == recv + root * count";
+      break;
+    case Collective::gatherv: {
+      const std::size_t displ = std::accumulate(a.recv_counts.begin(),
+                                                a.recv_counts.begin() + a.root, std::size_t{0});
+      expected_send = r + displ * es;
+      rule = "send == recv + (sum of recv_counts before the root)";
+      break;
+    }
+    case Collective::scatter:
+      expected_recv = s + static_cast<std::uintptr_t>(a.root) * a.count * es;
+      rule = "recv == send + root * count";
+      break;
+    case Collective::reduce_scatter:
+      expected_recv = s + static_cast<std::uintptr_t>(ctx.rank) * a.count * es;
+      rule = "recv == send + rank * recv_count";
+      break;
+    default:
+      break;
+  }
+  const bool send_side = a.coll == Collective::scatter || a.coll == Collective::reduce_scatter;
+  const bool ok = send_side ? r == expected_recv : s == expected_send;
+  if (!ok) {
+    fail(ErrorCode::InvalidUsage, a,
+         "send " + ptr_text(a.send) + " (" + std::to_string(e.send_bytes) + " bytes) and recv " +
+             ptr_text(a.recv) + " (" + std::to_string(e.recv_bytes) +
+             " bytes) overlap but are not in place (in place means " + rule + ")");
+  }
+}
+
+}  // namespace synk::detail

@@ -1,0 +1,19 @@
+// The one place where a collective's arguments are checked. Backends trust what passes.
+#pragma once
+
+#include "core/backend.h"
+
+namespace synk::detail {
+
+// Throws synk::Error (InvalidArgument or InvalidUsage) naming the operation, the argument and
+// its value. Checks only what this rank can see; SYNK_CHECK_CALLS compares ranks (call_check.h).
+void validate(const CollArgs& a, const CommContext& ctx);
+
+// Bytes of the send and recv buffers this rank uses for the call (0 where unused).
+struct BufferExtent {
+  std::size_t send_bytes = 0;
+  std::size_t recv_bytes = 0;
+};
+BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx);
+
+}  // namespace synk::detail
