@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Usage: check_install.sh BUILD_DIR OUTSIDE_SRC MPIEXEC
+# An outside project must find synk after `cmake --install`, by CMake package and by pkg-config.
+set -euo pipefail
+build=$1 src=$2 mpiexec=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+for f in include/synk/synk.h include/synk/version.h lib/libsynk.so lib/cmake/synk/synkConfig.cmake \
+         lib/pkgconfig/synk.pc; do
+  [ -e "$prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
+done
+if grep -rqE '#include *[<"](cuda|nccl)' "$prefix/include/synk"; then
+  echo "a public header mentions CUDA or NCCL"; exit 1
+fi
+
+echo "== find_package(synk)"
+cmake -S "$src" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/cmake-build" >/dev/null
+"$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$work/cmake-build/outside"
+
+echo "== pkg-config synk"
+# synk.pc is relocatable (its prefix comes from ${pcfiledir}).
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+flags=$(pkg-config --cflags --libs synk)
+g++ -std=c++20 "$src/main.cc" -o "$work/outside-pc" $flags -Wl,-rpath,"$prefix/lib"
+"$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$work/outside-pc"
+echo "install check passed"

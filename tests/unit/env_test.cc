@@ -1,0 +1,82 @@
+// Parsing of the SYNK_* environment variables: defaults, valid values, and clear errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/env.h"
+#include "synk/error.h"
+
+namespace synk::detail {
+namespace {
+
+using ::testing::HasSubstr;
+
+Settings parse(const std::map<std::string, std::string>& vars) {
+  return parse_settings([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+void expect_rejected(const std::string& var, const std::string& value) {
+  try {
+    parse({{var, value}});
+    ADD_FAILURE() << var << "=" << value << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr(var));
+    EXPECT_THAT(e.what(), HasSubstr("'" + value + "'"));
+  }
+}
+
+TEST(Env, Defaults) {
+  const Settings s = parse({});
+  EXPECT_EQ(s.backend, "auto");
+  EXPECT_EQ(s.log_level, LogLevel::warn);
+  EXPECT_DOUBLE_EQ(s.timeout_s, 300.0);
+  EXPECT_EQ(s.simulate_nodes, 1);
+  EXPECT_FALSE(s.check_calls);
+  EXPECT_EQ(s.mpi_max_chunk, 0u);
+}
+
+TEST(Env, EmptyMeansDefault) {
+  EXPECT_EQ(parse({{"SYNK_BACKEND", ""}, {"SYNK_TIMEOUT", ""}}).backend, "auto");
+}
+
+TEST(Env, ValidValues) {
+  const Settings s = parse({{"SYNK_BACKEND", "mpi"},
+                            {"SYNK_LOG", "debug"},
+                            {"SYNK_TIMEOUT", "2.5"},
+                            {"SYNK_SIMULATE_NODES", "3"},
+                            {"SYNK_CHECK_CALLS", "1"},
+                            {"SYNK_MPI_MAX_CHUNK", "1000"}});
+  EXPECT_EQ(s.backend, "mpi");
+  EXPECT_EQ(s.log_level, LogLevel::debug);
+  EXPECT_DOUBLE_EQ(s.timeout_s, 2.5);
+  EXPECT_EQ(s.simulate_nodes, 3);
+  EXPECT_TRUE(s.check_calls);
+  EXPECT_EQ(s.mpi_max_chunk, 1000u);
+  for (const char* b : {"auto", "shm", "nccl"}) EXPECT_EQ(parse({{"SYNK_BACKEND", b}}).backend, b);
+  EXPECT_EQ(parse({{"SYNK_LOG", "error"}}).log_level, LogLevel::error);
+  EXPECT_EQ(parse({{"SYNK_LOG", "info"}}).log_level, LogLevel::info);
+}
+
+TEST(Env, BadValuesAreClearErrors) {
+  expect_rejected("SYNK_BACKEND", "gloo");
+  expect_rejected("SYNK_LOG", "verbose");
+  expect_rejected("SYNK_TIMEOUT", "abc");
+  expect_rejected("SYNK_TIMEOUT", "-1");
+  expect_rejected("SYNK_TIMEOUT", "0");
+  expect_rejected("SYNK_TIMEOUT", "5s");
+  expect_rejected("SYNK_TIMEOUT", "inf");
+  expect_rejected("SYNK_SIMULATE_NODES", "0");
+  expect_rejected("SYNK_SIMULATE_NODES", "two");
+  expect_rejected("SYNK_CHECK_CALLS", "yes");
+  expect_rejected("SYNK_MPI_MAX_CHUNK", "-5");
+  expect_rejected("SYNK_MPI_MAX_CHUNK", "99999999999");
+}
+
+}  // namespace
+}  // namespace synk::detail
