@@ -63,6 +63,12 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
     s.mpi_max_chunk =
         static_cast<std::size_t>(parse_integer("SYNK_MPI_MAX_CHUNK", v, 0, 2147483647LL));
   }
+  if (const char* v = get("SYNK_SHM_SLOT_BYTES"); v && *v) {
+    // A multiple of 4096 keeps every slot page- and cache-line-aligned.
+    const long long b = parse_integer("SYNK_SHM_SLOT_BYTES", v, 4096, 1LL << 30);
+    if (b % 4096 != 0) bad("SYNK_SHM_SLOT_BYTES", v, "a multiple of 4096");
+    s.shm_slot_bytes = static_cast<std::size_t>(b);
+  }
   return s;
 }
 

@@ -17,6 +17,7 @@ struct Settings {
   int simulate_nodes = 1;          // SYNK_SIMULATE_NODES: split each real node into k fake ones
   bool check_calls = false;        // SYNK_CHECK_CALLS: ranks compare every call before running it
   std::size_t mpi_max_chunk = 0;   // SYNK_MPI_MAX_CHUNK: elements per MPI call (0: INT_MAX)
+  std::size_t shm_slot_bytes = 0;  // SYNK_SHM_SLOT_BYTES: shm step size per rank (0: 1 MiB)
 };
 
 // Parses the variables through `get` (which returns nullptr for an unset variable).

@@ -1,6 +1,7 @@
 // Backend choice: SYNK_BACKEND (or CommOptions::backend) names one; "auto" picks the best
 // backend that exists for the communicator's layout.
 #include "backends/mpi/mpi_backend.h"
+#include "backends/shm/shm_backend.h"
 #include "core/backend.h"
 #include "core/logging.h"
 #include "synk/error.h"
@@ -31,9 +32,8 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const CommCo
     return std::make_unique<MpiBackend>(ctx);
   }
   if (requested == "shm") {
-    throw Error(ErrorCode::NotSupported,
-                "SYNK_BACKEND=shm: the shared-memory backend is not part of this build yet; "
-                "use auto or mpi");
+    SYNK_LOG_AT(info, "backend shm (requested) for " << ctx.size << " ranks");
+    return std::make_unique<ShmBackend>(ctx);
   }
   if (requested == "nccl") {
     throw Error(ErrorCode::NotSupported,

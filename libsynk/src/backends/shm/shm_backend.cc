@@ -1,0 +1,103 @@
+// See shm_backend.h.
+#include "backends/shm/shm_backend.h"
+
+#include <vector>
+
+#include "core/env.h"
+#include "core/logging.h"
+#include "core/mpi_check.h"
+#include "synk/error.h"
+
+namespace synk::detail {
+
+ShmBackend::ShmBackend(const CommContext& ctx) {
+  if (ctx.num_nodes != 1 || ctx.local_size != ctx.size) {
+    throw Error(ErrorCode::NotSupported,
+                "the shm backend needs all ranks on one node; these " + std::to_string(ctx.size) +
+                    " ranks span " + std::to_string(ctx.num_nodes) + " nodes");
+  }
+  const Settings& s = settings();
+  shm::GroupConfig cfg;
+  cfg.rank = ctx.rank;
+  cfg.size = ctx.size;
+  if (s.shm_slot_bytes) cfg.slot_bytes = s.shm_slot_bytes;
+  cfg.timeout_s = s.timeout_s;
+  const std::size_t bytes = shm::Group::segment_bytes(ctx.size, cfg.slot_bytes);
+
+  // Rank 0 creates; a failure there must reach every rank, not leave them waiting.
+  char name[64] = {};
+  std::string error;
+  if (ctx.rank == 0) {
+    try {
+      segment_ = shm::Segment::create(bytes);
+      std::snprintf(name, sizeof name, "%s", segment_.name().c_str());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, ctx.comm));
+  if (name[0] == '\0') {
+    throw Error(ErrorCode::System, "shm backend: rank 0 could not create the shared segment" +
+                                       (error.empty() ? std::string() : ": " + error));
+  }
+  int ok = 1;
+  if (ctx.rank != 0) {
+    try {
+      segment_ = shm::Segment::open(name, bytes);
+    } catch (const Error& e) {
+      error = e.what();
+      ok = 0;
+    }
+  }
+  if (ok) group_ = std::make_unique<shm::Group>(segment_.data(), cfg);
+  int all_ok = 0;
+  SYNK_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, ctx.comm));
+  segment_.unlink();  // every rank has mapped it (or failed): the name is no longer needed
+  if (!all_ok) {
+    throw Error(ErrorCode::System,
+                "shm backend: a rank could not map segment " + std::string(name) +
+                    (error.empty() ? std::string() : ": " + error));
+  }
+  SYNK_LOG_AT(info, "shm backend: segment " << name << ", " << bytes << " bytes, slot "
+                                             << cfg.slot_bytes << " bytes, " << ctx.size
+                                             << " ranks");
+}
+
+Request ShmBackend::all_reduce(const CollArgs& a) {
+  group_->all_reduce(a.send, a.recv, a.count, a.dtype, a.op);
+  return {};
+}
+Request ShmBackend::reduce(const CollArgs& a) {
+  group_->reduce(a.send, a.recv, a.count, a.dtype, a.op, a.root);
+  return {};
+}
+Request ShmBackend::broadcast(const CollArgs& a) {
+  group_->broadcast(a.recv, a.count, a.dtype, a.root);
+  return {};
+}
+Request ShmBackend::all_gather(const CollArgs& a) {
+  group_->all_gather(a.send, a.recv, a.count, a.dtype);
+  return {};
+}
+Request ShmBackend::gather(const CollArgs& a) {
+  group_->gather(a.send, a.recv, a.count, a.dtype, a.root);
+  return {};
+}
+Request ShmBackend::gatherv(const CollArgs& a) {
+  group_->gatherv(a.send, a.count, a.recv, a.recv_counts, a.dtype, a.root);
+  return {};
+}
+Request ShmBackend::scatter(const CollArgs& a) {
+  group_->scatter(a.send, a.recv, a.count, a.dtype, a.root);
+  return {};
+}
+Request ShmBackend::reduce_scatter(const CollArgs& a) {
+  group_->reduce_scatter(a.send, a.recv, a.count, a.dtype, a.op);
+  return {};
+}
+Request ShmBackend::barrier() {
+  group_->barrier();
+  return {};
+}
+
+}  // namespace synk::detail

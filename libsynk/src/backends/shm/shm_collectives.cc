@@ -1,0 +1,240 @@
+// The collectives of shm::Group. Each one runs in steps of at most one slot per rank:
+// copy in, sync, then read what the others wrote (see shm_group.cc for why that is safe).
+// Large all-reduces are a reduce-scatter (each rank reduces its own slice of every slot into
+// the shared result area) followed by an all-gather (every rank copies the result out).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/shm/reduce_kernels.h"
+#include "backends/shm/shm_group.h"
+#include "synk/error.h"
+
+namespace synk::shm {
+
+namespace {
+
+using detail::Collective;
+
+const unsigned char* cat(const void* p, std::size_t bytes) {
+  return static_cast<const unsigned char*>(p) + bytes;
+}
+unsigned char* at(void* p, std::size_t bytes) { return static_cast<unsigned char*>(p) + bytes; }
+
+void copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes && dst != src) std::memcpy(dst, src, bytes);
+}
+
+}  // namespace
+
+// Reduces elements [lo, hi) found at src_offset (in elements) of every rank's slot into dst.
+void Group::reduce_slice(std::size_t lo, std::size_t hi, std::size_t src_offset, void* dst,
+                         DataType t, ReduceOp op) {
+  if (hi <= lo) return;
+  const std::size_t es = size_of(t);
+  const void* srcs[256];
+  std::vector<const void*> many;
+  const void** s = srcs;
+  if (cfg_.size > 256) {
+    many.resize(static_cast<std::size_t>(cfg_.size));
+    s = many.data();
+  }
+  for (int q = 0; q < cfg_.size; ++q) s[q] = slot(q) + (src_offset + lo) * es;
+  reduce_into(dst, s, cfg_.size, hi - lo, t, op, cfg_.size);
+}
+
+void Group::all_reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op) {
+  begin(Collective::all_reduce, count, t, op, 0);
+  if (count * size_of(t) <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
+    all_reduce_small(send, recv, count, t, op);
+  } else {
+    reduce_large(send, recv, count, t, op, -1);
+  }
+}
+
+// One step: everyone copies in, then everyone reduces the whole vector from all slots.
+void Group::all_reduce_small(const void* send, void* recv, std::size_t count, DataType t,
+                             ReduceOp op) {
+  next_step();
+  copy(slot(cfg_.rank), send, count * size_of(t));
+  sync();
+  reduce_slice(0, count, 0, recv, t, op);
+}
+
+void Group::reduce_large(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
+                         int root) {
+  const std::size_t es = size_of(t);
+  const std::size_t chunk = slot_elems(t);
+  const bool receives = root < 0 || root == cfg_.rank;
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(chunk, count - off);
+    next_step();
+    copy(slot(cfg_.rank), cat(send, off * es), n * es);
+    sync();
+    std::size_t lo, hi;
+    slice(cfg_.rank, n, es, &lo, &hi);
+    reduce_slice(lo, hi, 0, result() + lo * es, t, op);
+    sync();
+    if (receives) copy(at(recv, off * es), result(), n * es);
+    off += n;
+  } while (off < count);
+}
+
+void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
+                   int root) {
+  begin(Collective::reduce, count, t, op, root);
+  if (count * size_of(t) <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
+    next_step();
+    copy(slot(cfg_.rank), send, count * size_of(t));
+    sync();
+    if (cfg_.rank == root) reduce_slice(0, count, 0, recv, t, op);
+  } else {
+    reduce_large(send, recv, count, t, op, root);
+  }
+}
+
+void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
+  begin(Collective::broadcast, count, t, ReduceOp::sum, root);
+  const std::size_t es = size_of(t);
+  const std::size_t chunk = slot_elems(t);
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(chunk, count - off);
+    next_step();
+    if (cfg_.rank == root) copy(slot(root), at(buf, off * es), n * es);
+    sync();
+    if (cfg_.rank != root) copy(at(buf, off * es), slot(root), n * es);
+    off += n;
+  } while (off < count);
+}
+
+// all_gather (root -1) and gather: everyone copies a chunk in; the receivers copy all out.
+void Group::gather_common(const void* send, void* recv, std::size_t count, DataType t, int root) {
+  const std::size_t es = size_of(t);
+  const std::size_t chunk = slot_elems(t);
+  const bool receives = root < 0 || root == cfg_.rank;
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(chunk, count - off);
+    next_step();
+    copy(slot(cfg_.rank), cat(send, off * es), n * es);
+    sync();
+    if (receives) {
+      for (int q = 0; q < cfg_.size; ++q) {
+        copy(at(recv, (static_cast<std::size_t>(q) * count + off) * es), slot(q), n * es);
+      }
+    }
+    off += n;
+  } while (off < count);
+}
+
+void Group::all_gather(const void* send, void* recv, std::size_t count, DataType t) {
+  begin(Collective::all_gather, count, t, ReduceOp::sum, 0);
+  gather_common(send, recv, count, t, -1);
+}
+
+void Group::gather(const void* send, void* recv, std::size_t count, DataType t, int root) {
+  begin(Collective::gather, count, t, ReduceOp::sum, root);
+  gather_common(send, recv, count, t, root);
+}
+
+// The first sync shares every rank's count (in the call descriptors); the root checks them
+// against recv_counts and a second sync tells everyone its verdict.
+void Group::gatherv(const void* send, std::size_t count, void* recv,
+                    std::span<const std::size_t> recv_counts, DataType t, int root) {
+  begin(Collective::gatherv, count, t, ReduceOp::sum, root);
+  next_step();
+  sync();
+  std::vector<std::size_t> counts(static_cast<std::size_t>(cfg_.size));
+  std::size_t max_count = 0;
+  for (int q = 0; q < cfg_.size; ++q) {
+    counts[static_cast<std::size_t>(q)] = peer_call_count(q);
+    max_count = std::max(max_count, counts[static_cast<std::size_t>(q)]);
+  }
+  int bad = -1;
+  if (cfg_.rank == root) {
+    for (int q = 0; q < cfg_.size && bad < 0; ++q) {
+      if (recv_counts[static_cast<std::size_t>(q)] != counts[static_cast<std::size_t>(q)]) bad = q;
+    }
+    set_status(bad);
+  }
+  sync();
+  bad = static_cast<int>(status_of(root));
+  if (bad >= 0) {
+    throw Error(ErrorCode::InvalidUsage,
+                "gatherv: rank " + std::to_string(bad) + " sends " +
+                    std::to_string(counts[static_cast<std::size_t>(bad)]) +
+                    " elements but the root's recv_counts[" + std::to_string(bad) +
+                    "] says otherwise");
+  }
+  const std::size_t es = size_of(t);
+  const std::size_t chunk = slot_elems(t);
+  for (std::size_t off = 0; off < max_count; off += chunk) {
+    next_step();
+    const std::size_t mine = count > off ? std::min(chunk, count - off) : 0;
+    copy(slot(cfg_.rank), cat(send, std::min(off, count) * es), mine * es);
+    sync();
+    if (cfg_.rank != root) continue;
+    std::size_t displ = 0;
+    for (int q = 0; q < cfg_.size; ++q) {
+      const std::size_t c = counts[static_cast<std::size_t>(q)];
+      if (c > off) copy(at(recv, (displ + off) * es), slot(q), std::min(chunk, c - off) * es);
+      displ += c;
+    }
+  }
+}
+
+void Group::scatter(const void* send, void* recv, std::size_t count, DataType t, int root) {
+  begin(Collective::scatter, count, t, ReduceOp::sum, root);
+  const std::size_t es = size_of(t);
+  const std::size_t chunk = slot_elems(t);
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(chunk, count - off);
+    next_step();
+    if (cfg_.rank == root) {
+      for (int q = 0; q < cfg_.size; ++q) {
+        copy(slot(q), cat(send, (static_cast<std::size_t>(q) * count + off) * es), n * es);
+      }
+    }
+    sync();
+    const unsigned char* src = slot(cfg_.rank);
+    unsigned char* dst = at(recv, off * es);
+    // In place at the root, recv already holds the root's block.
+    if (!(cfg_.rank == root && recv == cat(send, static_cast<std::size_t>(root) * count * es))) {
+      copy(dst, src, n * es);
+    }
+    off += n;
+  } while (off < count);
+}
+
+// Each step carries chunk j of all size() blocks from every rank; rank r reduces block r of
+// every slot straight into its recv.
+void Group::reduce_scatter(const void* send, void* recv, std::size_t count, DataType t,
+                           ReduceOp op) {
+  begin(Collective::reduce_scatter, count, t, op, 0);
+  const std::size_t es = size_of(t);
+  const std::size_t n_ranks = static_cast<std::size_t>(cfg_.size);
+  const std::size_t chunk = std::max<std::size_t>(1, slot_elems(t) / n_ranks);
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(chunk, count - off);
+    next_step();
+    unsigned char* mine = slot(cfg_.rank);
+    for (std::size_t b = 0; b < n_ranks; ++b) {
+      copy(mine + b * n * es, cat(send, (b * count + off) * es), n * es);
+    }
+    sync();
+    reduce_slice(0, n, static_cast<std::size_t>(cfg_.rank) * n, at(recv, off * es), t, op);
+    off += n;
+  } while (off < count);
+}
+
+void Group::barrier() {
+  begin(Collective::barrier, 0, DataType::uint8, ReduceOp::sum, 0);
+  next_step();
+  sync();
+}
+
+}  // namespace synk::shm

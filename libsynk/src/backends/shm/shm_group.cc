@@ -1,0 +1,234 @@
+// shm::Group set-up and synchronization. The collectives themselves are in shm_collectives.cc.
+//
+// Why one sync per step is enough: step s writes the slot set s % 2. A rank writes set s % 2
+// again only at step s + 2, after it has passed the last sync of step s + 1, which every rank
+// reaches only after it finished reading what step s left in the set.
+#include "backends/shm/shm_group.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "synk/error.h"
+
+namespace synk::shm {
+
+namespace {
+
+constexpr std::size_t kLine = 128;  // two cache lines: no false sharing with the prefetcher
+constexpr std::size_t kHeaderBytes = 4096;
+constexpr int kSpinIterations = 2000;  // then yield: 4 ranks on 2 cores must make progress
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+struct Group::Call {
+  std::int32_t coll;
+  std::int32_t dtype;
+  std::int32_t op;
+  std::int32_t root;
+  std::uint64_t count;
+  std::uint64_t number;
+};
+
+// One rank's control block, each field on its own line.
+struct alignas(kLine) RankBlock {
+  alignas(kLine) std::atomic<std::uint64_t> arrived;
+  alignas(kLine) std::atomic<std::int64_t> pid;
+  alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
+  alignas(kLine) Group::Call calls[2];              // by call-number parity
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
+              "cross-process atomics need lock-free 64-bit atomics");
+
+namespace {
+RankBlock& block_at(unsigned char* blocks, int r) {
+  return reinterpret_cast<RankBlock*>(blocks)[r];
+}
+}  // namespace
+
+std::size_t Group::segment_bytes(int size, std::size_t slot_bytes) {
+  const std::size_t n = static_cast<std::size_t>(size);
+  std::size_t control = (n * sizeof(RankBlock) + 4095) / 4096 * 4096;
+  // Two sets of (one slot per rank + one shared result area).
+  return kHeaderBytes + control + 2 * (n + 1) * slot_bytes;
+}
+
+Group::Group(void* base, const GroupConfig& config) : cfg_(config) {
+  base_ = static_cast<unsigned char*>(base);
+  blocks_ = base_ + kHeaderBytes;
+  const std::size_t n = static_cast<std::size_t>(cfg_.size);
+  data_ = blocks_ + (n * sizeof(RankBlock) + 4095) / 4096 * 4096;
+  block_at(blocks_, cfg_.rank).pid.store(getpid(), std::memory_order_release);
+}
+
+unsigned char* Group::slot(int peer) const {
+  const std::size_t set = step_ & 1;
+  const std::size_t n = static_cast<std::size_t>(cfg_.size);
+  return data_ + (set * (n + 1) + static_cast<std::size_t>(peer)) * cfg_.slot_bytes;
+}
+
+unsigned char* Group::result() const { return slot(cfg_.size); }
+
+void Group::slice(int peer, std::size_t count, std::size_t es, std::size_t* lo,
+                  std::size_t* hi) const {
+  const std::size_t unit = 64 / es;
+  const std::size_t units = (count + unit - 1) / unit;
+  const std::size_t n = static_cast<std::size_t>(cfg_.size);
+  const std::size_t p = static_cast<std::size_t>(peer);
+  *lo = std::min(count, units * p / n * unit);
+  *hi = std::min(count, units * (p + 1) / n * unit);
+}
+
+void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root) {
+  op_name_ = detail::to_string(c);
+  using detail::Collective;
+  // Fields a collective does not use are normalized, so only real differences are mismatches.
+  if (c != Collective::all_reduce && c != Collective::reduce && c != Collective::reduce_scatter) {
+    op = ReduceOp::sum;
+  }
+  if (c != Collective::reduce && c != Collective::broadcast && c != Collective::gather &&
+      c != Collective::gatherv && c != Collective::scatter) {
+    root = 0;
+  }
+  if (broken_) {
+    throw Error(ErrorCode::InvalidUsage,
+                std::string(op_name_) + ": the shared-memory group failed earlier (a rank died "
+                "or timed out); create a new communicator");
+  }
+  Call& mine = block_at(blocks_, cfg_.rank).calls[calls_ & 1];
+  mine.coll = static_cast<std::int32_t>(c);
+  mine.dtype = static_cast<std::int32_t>(t);
+  mine.op = static_cast<std::int32_t>(op);
+  mine.root = root;
+  mine.count = count;
+  mine.number = calls_;
+  ++calls_;
+  check_pending_ = true;  // published by the release store of the first sync
+}
+
+void Group::sync() {
+  ++seq_;
+  block_at(blocks_, cfg_.rank).arrived.store(seq_, std::memory_order_release);
+  for (int q = 0; q < cfg_.size; ++q) {
+    if (q != cfg_.rank) wait_for(q, seq_);
+  }
+  if (check_pending_) {
+    check_pending_ = false;
+    check_calls();
+  }
+}
+
+bool Group::peer_alive(int peer) const {
+  const auto pid = static_cast<pid_t>(block_at(blocks_, peer).pid.load(std::memory_order_acquire));
+  if (pid <= 0) return true;  // not started yet: only the deadline can tell
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A zombie (dead, not yet reaped by its parent) still answers kill(); its state says 'Z'.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (std::getline(stat, line)) {
+    const auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') return false;
+  }
+  return true;
+}
+
+std::size_t Group::peer_call_count(int peer) const {
+  return block_at(blocks_, peer).calls[(calls_ - 1) & 1].count;
+}
+
+void Group::set_status(std::int64_t v) {
+  block_at(blocks_, cfg_.rank).status.store(v, std::memory_order_relaxed);  // published by sync
+}
+
+std::int64_t Group::status_of(int peer) const {
+  return block_at(blocks_, peer).status.load(std::memory_order_relaxed);
+}
+
+std::string Group::describe_call(int peer) const {
+  const Call& c = block_at(blocks_, peer).calls[(calls_ - 1) & 1];
+  const auto coll = static_cast<detail::Collective>(c.coll);
+  std::string s = std::string(detail::to_string(coll)) + "(count " + std::to_string(c.count) +
+                  ", " + to_string(static_cast<DataType>(c.dtype));
+  if (coll == detail::Collective::all_reduce || coll == detail::Collective::reduce ||
+      coll == detail::Collective::reduce_scatter) {
+    s += std::string(", ") + to_string(static_cast<ReduceOp>(c.op));
+  }
+  if (coll == detail::Collective::reduce || coll == detail::Collective::broadcast ||
+      coll == detail::Collective::gather || coll == detail::Collective::gatherv ||
+      coll == detail::Collective::scatter) {
+    s += ", root " + std::to_string(c.root);
+  }
+  return s + ")";
+}
+
+// Every rank sees the same descriptors, so a mismatch throws on every rank at the same point
+// and the group stays usable.
+void Group::check_calls() {
+  const Call& mine = block_at(blocks_, cfg_.rank).calls[(calls_ - 1) & 1];
+  for (int q = 0; q < cfg_.size; ++q) {
+    const Call& other = block_at(blocks_, q).calls[(calls_ - 1) & 1];
+    const bool counts_differ =
+        other.count != mine.count && mine.coll != static_cast<int>(detail::Collective::gatherv);
+    if (other.coll != mine.coll || other.dtype != mine.dtype || other.op != mine.op ||
+        other.root != mine.root || counts_differ || other.number != mine.number) {
+      const int first = std::min(q, cfg_.rank), second = std::max(q, cfg_.rank);
+      throw Error(ErrorCode::InvalidUsage,
+                  std::string(op_name_) + ": mismatched calls: rank " + std::to_string(first) +
+                      " called " + describe_call(first) + ", rank " + std::to_string(second) +
+                      " called " + describe_call(second));
+    }
+  }
+}
+
+void Group::wait_for(int peer, std::uint64_t target) {
+  const std::atomic<std::uint64_t>& a = block_at(blocks_, peer).arrived;
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (a.load(std::memory_order_acquire) >= target) return;
+    cpu_relax();
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(cfg_.timeout_s));
+  auto next_liveness_check = start + std::chrono::milliseconds(10);
+  for (std::uint32_t i = 1;; ++i) {
+    sched_yield();
+    if (a.load(std::memory_order_acquire) >= target) return;
+    if ((i & 31) != 0) continue;
+    const auto now = Clock::now();
+    if (now >= next_liveness_check) {
+      next_liveness_check = now + std::chrono::milliseconds(10);
+      if (!peer_alive(peer) && a.load(std::memory_order_acquire) < target) {
+        broken_ = true;
+        throw Error(ErrorCode::Remote,
+                    std::string(op_name_) + ": rank " + std::to_string(peer) + " (pid " +
+                        std::to_string(block_at(blocks_, peer).pid.load()) + ") died; rank " +
+                        std::to_string(cfg_.rank) + " was waiting for it");
+      }
+    }
+    if (now >= deadline) {
+      broken_ = true;
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f", cfg_.timeout_s);
+      throw Error(ErrorCode::Timeout,
+                  std::string(op_name_) + ": rank " + std::to_string(cfg_.rank) + " waited " +
+                      secs + " s (SYNK_TIMEOUT) for rank " + std::to_string(peer) +
+                      ", which has not reached this call (sync " + std::to_string(target) + ")");
+    }
+  }
+}
+
+}  // namespace synk::shm

@@ -1,0 +1,89 @@
+// shm::Group: the ranks of one node exchanging data through one shared-memory segment.
+// Synchronization is by per-rank monotonic counters (release on post, acquire on wait); each
+// collective runs in steps through two alternating sets of per-rank slots, so one sync per
+// step is enough to make reuse safe (see shm_group.cc). No MPI here: the MPI bootstrap is in
+// shm_backend.cc and the tests drive a Group from forked processes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/backend.h"
+
+namespace synk::shm {
+
+struct GroupConfig {
+  int rank = 0;
+  int size = 1;
+  std::size_t slot_bytes = std::size_t{1} << 20;  // per rank per set; a multiple of 4096
+  std::size_t small_bytes = 32 * 1024;  // all_reduce up to this many bytes: one-step algorithm
+  double timeout_s = 300.0;
+};
+
+class Group {
+ public:
+  // Bytes of the segment a group of `size` ranks with `slot_bytes` slots needs.
+  static std::size_t segment_bytes(int size, std::size_t slot_bytes);
+
+  // `base` is the mapped segment (zero-filled when made). Records this rank's pid there.
+  Group(void* base, const GroupConfig& config);
+
+  // The collectives, on arguments already validated (as in detail::CollArgs).
+  void all_reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
+  void reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op, int root);
+  void broadcast(void* buf, std::size_t count, DataType t, int root);
+  void all_gather(const void* send, void* recv, std::size_t count, DataType t);
+  void gather(const void* send, void* recv, std::size_t count, DataType t, int root);
+  void gatherv(const void* send, std::size_t count, void* recv,
+               std::span<const std::size_t> recv_counts, DataType t, int root);
+  void scatter(const void* send, void* recv, std::size_t count, DataType t, int root);
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
+  void barrier();
+
+  int rank() const { return cfg_.rank; }
+  int size() const { return cfg_.size; }
+
+  struct Call;  // the descriptor of one collective call, exchanged at its first sync
+
+ private:
+
+  void begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root);
+  void sync();  // post my counter, wait for every rank; the first sync of a call checks calls
+  void wait_for(int peer, std::uint64_t target);
+  void check_calls();
+  bool peer_alive(int peer) const;
+  std::string describe_call(int peer) const;
+  void next_step() { ++step_; }
+  std::size_t peer_call_count(int peer) const;  // the count in peer's current call descriptor
+  void set_status(std::int64_t v);              // this rank's status word (gatherv verdict)
+  std::int64_t status_of(int peer) const;
+
+  unsigned char* slot(int peer) const;  // this step's slot of `peer`
+  unsigned char* result() const;        // this step's shared result area
+  std::size_t slot_elems(DataType t) const { return cfg_.slot_bytes / size_of(t); }
+  // [lo, hi) of `count` elements that `peer` reduces, split on 64-byte boundaries.
+  void slice(int peer, std::size_t count, std::size_t es, std::size_t* lo, std::size_t* hi) const;
+  void reduce_slice(std::size_t lo, std::size_t hi, std::size_t src_offset, void* dst, DataType t,
+                    ReduceOp op);
+
+  void all_reduce_small(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
+  void reduce_large(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
+                    int root);  // root -1: every rank receives (all_reduce)
+  void gather_common(const void* send, void* recv, std::size_t count, DataType t, int root);
+
+  GroupConfig cfg_;
+  unsigned char* base_;
+  unsigned char* blocks_;
+  unsigned char* data_;
+  std::uint64_t seq_ = 0;    // syncs done by this rank; every rank does the same number
+  std::uint64_t calls_ = 0;  // calls begun
+  std::uint64_t step_ = 0;   // data steps begun; its parity picks the slot set
+  bool check_pending_ = false;
+  const char* op_name_ = "";
+  bool broken_ = false;  // a peer died or timed out: the group cannot be trusted any more
+};
+
+}  // namespace synk::shm

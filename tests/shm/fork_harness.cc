@@ -1,0 +1,116 @@
+// See fork_harness.h.
+#include "fork_harness.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "backends/shm/segment.h"
+
+namespace synk::shm::testing {
+
+namespace {
+
+struct SharedResult {
+  int code;
+  char message[1024];
+};
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, const RankBody& body) {
+  GroupConfig cfg;
+  cfg.size = size;
+  cfg.slot_bytes = options.slot_bytes;
+  cfg.timeout_s = options.timeout_s;
+  Segment segment = Segment::create(Group::segment_bytes(size, cfg.slot_bytes));
+  segment.unlink();  // children inherit the mapping across fork; the name is not needed
+
+  const std::size_t table_bytes = sizeof(SharedResult) * static_cast<std::size_t>(size);
+  void* table = mmap(nullptr, table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (table == MAP_FAILED) throw std::runtime_error("mmap of the result table failed");
+  auto* results = static_cast<SharedResult*>(table);
+  std::memset(results, 0, table_bytes);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      SharedResult& mine = results[r];
+      auto report = [&mine](const std::string& text) {
+        std::snprintf(mine.message, sizeof mine.message, "%s", text.c_str());
+      };
+      int code = 0;
+      try {
+        GroupConfig c = cfg;
+        c.rank = r;
+        Group group(segment.data(), c);
+        code = body(group, report);
+      } catch (const std::exception& e) {
+        report(std::string("uncaught: ") + e.what());
+        code = 99;
+      }
+      mine.code = code;
+      _exit(code);
+    }
+    pids[static_cast<std::size_t>(r)] = pid;
+  }
+
+  std::vector<RankOutcome> out(static_cast<std::size_t>(size));
+  int remaining = size;
+  bool kill_sent = options.kill_rank < 0;
+  while (remaining > 0) {
+    int status = 0;
+    const pid_t done = waitpid(-1, &status, WNOHANG);  // reap at once: a dead peer must vanish
+    if (done > 0) {
+      for (int r = 0; r < size; ++r) {
+        if (pids[static_cast<std::size_t>(r)] != done) continue;
+        RankOutcome& o = out[static_cast<std::size_t>(r)];
+        o.seconds = since(t0);
+        o.killed = WIFSIGNALED(status);
+        o.exit_code = o.killed ? 100 + WTERMSIG(status) : WEXITSTATUS(status);
+        o.message = results[r].message;
+        --remaining;
+      }
+      continue;
+    }
+    const double elapsed = since(t0);
+    if (!kill_sent && elapsed * 1000 >= options.kill_after_ms) {
+      kill(pids[static_cast<std::size_t>(options.kill_rank)], SIGKILL);
+      kill_sent = true;
+    }
+    if (elapsed > options.overall_deadline_s) {
+      for (pid_t p : pids) kill(p, SIGKILL);  // a hang: end it, the outcomes will show it
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  munmap(table, table_bytes);
+  return out;
+}
+
+std::vector<std::string> synk_segments() {
+  std::vector<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      if (std::strncmp(e->d_name, kSegmentPrefix, std::strlen(kSegmentPrefix)) == 0) {
+        names.emplace_back(e->d_name);
+      }
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+}  // namespace synk::shm::testing

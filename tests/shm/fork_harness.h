@@ -1,0 +1,37 @@
+// A fork-per-rank harness for shm::Group (after gloo's MultiProcTest): the parent makes one
+// segment, forks one process per rank, each runs the test body on its own Group, and reports
+// an exit code and a message through a shared result table. Ranks can be killed mid-call.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/shm/shm_group.h"
+
+namespace synk::shm::testing {
+
+struct RankOutcome {
+  int exit_code = -1;    // the body's return value, or 100 + signal when killed
+  bool killed = false;   // ended by a signal
+  std::string message;   // what the body reported (an exception's text, or "")
+  double seconds = 0;    // from start until this rank ended
+};
+
+struct HarnessOptions {
+  std::size_t slot_bytes = 64 * 1024;
+  double timeout_s = 10.0;
+  int kill_rank = -1;            // SIGKILL this rank...
+  int kill_after_ms = 0;         // ...this long after start
+  double overall_deadline_s = 60;  // then every rank still running is killed (a hang)
+};
+
+// body(group, report) runs in each child; report(text) records a message for the parent.
+using RankBody = std::function<int(Group& group, const std::function<void(const std::string&)>& report)>;
+
+std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, const RankBody& body);
+
+// Names of synk segments now in /dev/shm.
+std::vector<std::string> synk_segments();
+
+}  // namespace synk::shm::testing

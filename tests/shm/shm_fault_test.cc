@@ -1,0 +1,240 @@
+// Faults of the shared-memory backend, with real processes (fork_harness.h): a rank killed in
+// the middle of a collective, a rank that never arrives, mismatched calls, leftover and foreign
+// segments, and no segment left behind by any of it.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "backends/shm/segment.h"
+#include "fork_harness.h"
+#include "synk/error.h"
+
+namespace synk::shm::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs fn, returns 0 when it throws synk::Error with `code` (reporting its message), 1 if it
+// throws something else or nothing.
+template <class Fn>
+int expect_error(ErrorCode code, const std::function<void(const std::string&)>& report, Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    report(e.what());
+    return e.code() == code ? 0 : 1;
+  } catch (const std::exception& e) {
+    report(std::string("not a synk::Error: ") + e.what());
+    return 1;
+  }
+  report("no error");
+  return 1;
+}
+
+class ShmFaults : public ::testing::Test {
+ protected:
+  void SetUp() override { before_ = synk_segments(); }
+  void TearDown() override {
+    // No test, passing or failing, leaves a synk segment behind.
+    EXPECT_EQ(synk_segments(), before_);
+  }
+  std::vector<std::string> before_;
+};
+
+TEST_F(ShmFaults, KilledRankMidCollectiveIsAnErrorOnTheOthers) {
+  HarnessOptions opt;
+  opt.timeout_s = 30;  // far beyond the detection time: the error must come from liveness
+  opt.kill_rank = 1;
+  opt.kill_after_ms = 300;
+  const auto out = run_ranks(3, opt, [](Group& g, auto report) {
+    std::vector<float> buf(1 << 20, 1.0f);  // 4 MiB: many steps per call
+    return expect_error(ErrorCode::Remote, report, [&] {
+      for (int i = 0; i < 1000000; ++i) {
+        g.all_reduce(buf.data(), buf.data(), buf.size(), DataType::float32, ReduceOp::max);
+      }
+    });
+  });
+  EXPECT_TRUE(out[1].killed);
+  for (int r : {0, 2}) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+    EXPECT_THAT(out[r].message, HasSubstr("all_reduce: rank 1"));
+    EXPECT_THAT(out[r].message, HasSubstr("died"));
+    EXPECT_LT(out[r].seconds, 10.0) << "detection took too long";
+  }
+}
+
+TEST_F(ShmFaults, RankThatNeverArrivesIsATimeoutNamingIt) {
+  HarnessOptions opt;
+  opt.timeout_s = 1.0;
+  const auto out = run_ranks(2, opt, [](Group& g, auto report) {
+    if (g.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));  // alive, but never calls
+      return 0;
+    }
+    std::vector<double> v(10, 1.0);
+    return expect_error(ErrorCode::Timeout, report, [&] {
+      g.all_reduce(v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+    });
+  });
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_THAT(out[0].message, HasSubstr("all_reduce: rank 0 waited 1.0 s (SYNK_TIMEOUT) for rank 1"));
+  EXPECT_LT(out[0].seconds, 2.9);
+}
+
+TEST_F(ShmFaults, MismatchedCountsFailOnEveryRankAndTheGroupStaysUsable) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::vector<float> v(200, 1.0f);
+    const std::size_t count = g.rank() == 0 ? 100 : 200;
+    int rc = expect_error(ErrorCode::InvalidUsage, report, [&] {
+      g.all_reduce(v.data(), v.data(), count, DataType::float32, ReduceOp::sum);
+    });
+    // Afterwards a matching call works and is exact.
+    std::vector<float> w(300, static_cast<float>(g.rank() + 1));
+    g.all_reduce(w.data(), w.data(), w.size(), DataType::float32, ReduceOp::sum);
+    if (std::any_of(w.begin(), w.end(), [](float x) { return x != 3.0f; })) rc = 2;
+    return rc;
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_THAT(out[r].message,
+                HasSubstr("mismatched calls: rank 0 called all_reduce(count 100, float32, sum), "
+                          "rank 1 called all_reduce(count 200, float32, sum)"));
+  }
+}
+
+TEST_F(ShmFaults, AllReduceAgainstBroadcastFailsOnEveryRank) {
+  const auto out = run_ranks(3, {}, [](Group& g, auto report) {
+    std::vector<std::int32_t> v(64, 7);
+    return expect_error(ErrorCode::InvalidUsage, report, [&] {
+      if (g.rank() == 2) {
+        g.broadcast(v.data(), v.size(), DataType::int32, 0);
+      } else {
+        g.all_reduce(v.data(), v.data(), v.size(), DataType::int32, ReduceOp::sum);
+      }
+    });
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+    EXPECT_THAT(out[r].message, HasSubstr("rank 2 called broadcast(count 64, int32, root 0)"));
+  }
+}
+
+TEST_F(ShmFaults, GathervCountsDisagreeingWithTheRootFailEverywhere) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::vector<std::uint8_t> send(10, 1), recv(20);
+    const std::vector<std::size_t> counts = {10, 5};  // rank 1 really sends 10
+    return expect_error(ErrorCode::InvalidUsage, report, [&] {
+      g.gatherv(send.data(), 10, recv.data(), counts, DataType::uint8, 0);
+    });
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_THAT(out[r].message, HasSubstr("gatherv: rank 1 sends 10 elements"));
+  }
+}
+
+// Four ranks on two cores: spinning ranks must yield, and every result stays exact.
+TEST_F(ShmFaults, FourRanksOnTwoCoresAreExact) {
+  HarnessOptions opt;
+  opt.slot_bytes = 4096;  // many steps per call
+  const auto out = run_ranks(4, opt, [](Group& g, auto report) {
+    const int n = g.size();
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{50001}}) {
+      std::vector<std::int64_t> v(count), sum(count), gathered(count * 4), rs(count);
+      for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<std::int64_t>(i) * (g.rank() + 1);
+      g.all_reduce(v.data(), sum.data(), count, DataType::int64, ReduceOp::sum);
+      g.all_gather(v.data(), gathered.data(), count, DataType::int64);
+      std::vector<std::int64_t> big(count * 4);
+      for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::int64_t>(i) + g.rank();
+      g.reduce_scatter(big.data(), rs.data(), count, DataType::int64, ReduceOp::max);
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto ii = static_cast<std::int64_t>(i);
+        if (sum[i] != ii * n * (n + 1) / 2 || gathered[3 * count + i] != ii * 4 ||
+            rs[i] != static_cast<std::int64_t>(g.rank() * count + i) + n - 1) {
+          report("wrong at count " + std::to_string(count) + " index " + std::to_string(i));
+          return 1;
+        }
+      }
+      g.barrier();
+    }
+    return 0;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+TEST_F(ShmFaults, LeftoverSegmentOfACrashedJobDoesNotDisturbANewOne) {
+  // What a crashed job could leave: a segment with synk's prefix, full of garbage.
+  const std::string stale = std::string("/") + kSegmentPrefix + "000000000000000000000000";
+  const int fd = shm_open(stale.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
+  void* p = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  std::memset(p, 0xff, 1 << 20);
+  munmap(p, 1 << 20);
+  close(fd);
+
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::vector<float> v(5000, 2.0f);
+    g.all_reduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::prod);
+    if (v.front() != 4.0f || v.back() != 4.0f) {
+      report("wrong");
+      return 1;
+    }
+    return 0;
+  });
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
+  // The new job neither used nor removed it: it is still there, and only now removed.
+  EXPECT_EQ(shm_unlink(stale.c_str()), 0);
+}
+
+TEST(ShmSegment, NewSegmentsAreUniqueModeSixHundredAndGoneAfterUnlink) {
+  Segment a = Segment::create(8192), b = Segment::create(8192);
+  EXPECT_NE(a.name(), b.name());
+  EXPECT_EQ(a.name().size(), 1 + std::string(kSegmentPrefix).size() + 24);
+  struct stat st {};
+  const int fd = shm_open(a.name().c_str(), O_RDONLY, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fstat(fd, &st), 0);
+  close(fd);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string name = a.name();
+  a.unlink();
+  EXPECT_LT(shm_open(name.c_str(), O_RDONLY, 0), 0);
+}
+
+TEST(ShmSegment, ASegmentWithOtherRightsIsRefused) {
+  Segment mine = Segment::create(8192);
+  const int fd = shm_open(mine.name().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fchmod(fd, 0644), 0);
+  try {
+    Segment::open(mine.name(), 8192);
+    ADD_FAILURE() << "a 0644 segment was used";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
+    EXPECT_THAT(e.what(), HasSubstr("mode 0644"));
+  }
+  if (geteuid() == 0) {  // only root can give a segment to another user
+    ASSERT_EQ(fchmod(fd, 0600), 0);
+    ASSERT_EQ(fchown(fd, 65534, 65534), 0);
+    try {
+      Segment::open(mine.name(), 8192);
+      ADD_FAILURE() << "another user's segment was used";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("owner uid 65534"));
+    }
+  }
+  close(fd);
+}
+
+}  // namespace
+}  // namespace synk::shm::testing
