@@ -1,5 +1,6 @@
 // Backend choice: SYNK_BACKEND (or CommOptions::backend) names one; "auto" picks the best
 // backend that exists for the communicator's layout.
+#include "backends/hier/hier_backend.h"
 #include "backends/mpi/mpi_backend.h"
 #include "backends/shm/shm_backend.h"
 #include "core/backend.h"
@@ -24,16 +25,21 @@ const char* to_string(Collective c) noexcept {
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& requested, const CommContext& ctx) {
-  if (requested == "mpi" || requested == "auto") {
-    // auto: the shared-memory and NCCL backends join the choice when they exist; MPI is the
-    // fallback that works for every layout.
-    SYNK_LOG_AT(info, "backend mpi (" << requested << ") for " << ctx.size << " ranks on "
-                                      << ctx.num_nodes << " node(s)");
+  if (requested == "mpi") {
+    SYNK_LOG_AT(info, "backend mpi (requested) for " << ctx.size << " ranks on " << ctx.num_nodes
+                                                    << " node(s)");
     return std::make_unique<MpiBackend>(ctx);
   }
-  if (requested == "shm") {
-    SYNK_LOG_AT(info, "backend shm (requested) for " << ctx.size << " ranks");
-    return std::make_unique<ShmBackend>(ctx);
+  // auto and shm: shared memory inside a node, and MPI between node leaders when there are
+  // several nodes.
+  if (requested == "shm" || requested == "auto") {
+    if (ctx.num_nodes == 1) {
+      SYNK_LOG_AT(info, "backend shm (" << requested << ") for " << ctx.size << " ranks on one node");
+      return std::make_unique<ShmBackend>(ctx);
+    }
+    SYNK_LOG_AT(info, "backend hier (" << requested << ") for " << ctx.size << " ranks on "
+                                       << ctx.num_nodes << " nodes");
+    return std::make_unique<HierBackend>(ctx);
   }
   if (requested == "nccl") {
     throw Error(ErrorCode::NotSupported,

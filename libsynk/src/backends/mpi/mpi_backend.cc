@@ -295,7 +295,11 @@ Request MpiBackend::reduce_scatter(const CollArgs& a) {
   const std::size_t es = size_of(a.dtype);
   const bool half = is_16bit_float(a.dtype);
   const bool in_place = a.recv == at(a.send, static_cast<std::size_t>(ctx_.rank) * a.count * es);
-  if (!half && !in_place && a.count <= max_chunk_) {
+  // In place is each rank's own choice, so both paths must make the same MPI calls: one call
+  // of a.count elements, which the staged path makes only up to stage_chunk_ (and not at all
+  // for a count of 0).
+  if (a.count == 0) return {};
+  if (!half && !in_place && a.count <= stage_chunk_) {
     SYNK_CHECK_MPI(MPI_Reduce_scatter_block(a.send, a.recv, as_int(a.count), mpi_type(a.dtype),
                                             mpi_op(a.op), ctx_.comm));
     if (a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);

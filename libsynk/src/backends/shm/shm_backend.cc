@@ -1,7 +1,7 @@
 // See shm_backend.h.
 #include "backends/shm/shm_backend.h"
 
-#include <vector>
+#include <string>
 
 #include "core/env.h"
 #include "core/logging.h"
@@ -10,57 +10,67 @@
 
 namespace synk::detail {
 
-ShmBackend::ShmBackend(const CommContext& ctx) {
-  if (ctx.num_nodes != 1 || ctx.local_size != ctx.size) {
-    throw Error(ErrorCode::NotSupported,
-                "the shm backend needs all ranks on one node; these " + std::to_string(ctx.size) +
-                    " ranks span " + std::to_string(ctx.num_nodes) + " nodes");
-  }
+ShmNode join_shm_node(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  SYNK_CHECK_MPI(MPI_Comm_size(comm, &size));
   const Settings& s = settings();
   shm::GroupConfig cfg;
-  cfg.rank = ctx.rank;
-  cfg.size = ctx.size;
+  cfg.rank = rank;
+  cfg.size = size;
   if (s.shm_slot_bytes) cfg.slot_bytes = s.shm_slot_bytes;
   cfg.timeout_s = s.timeout_s;
-  const std::size_t bytes = shm::Group::segment_bytes(ctx.size, cfg.slot_bytes);
+  const std::size_t bytes = shm::Group::segment_bytes(size, cfg.slot_bytes);
 
+  ShmNode node;
   // Rank 0 creates; a failure there must reach every rank, not leave them waiting.
   char name[64] = {};
   std::string error;
-  if (ctx.rank == 0) {
+  if (rank == 0) {
     try {
-      segment_ = shm::Segment::create(bytes);
-      std::snprintf(name, sizeof name, "%s", segment_.name().c_str());
+      node.segment = shm::Segment::create(bytes);
+      std::snprintf(name, sizeof name, "%s", node.segment.name().c_str());
     } catch (const Error& e) {
       error = e.what();
     }
   }
-  SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, ctx.comm));
+  SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm));
   if (name[0] == '\0') {
     throw Error(ErrorCode::System, "shm backend: rank 0 could not create the shared segment" +
                                        (error.empty() ? std::string() : ": " + error));
   }
   int ok = 1;
-  if (ctx.rank != 0) {
+  if (rank != 0) {
     try {
-      segment_ = shm::Segment::open(name, bytes);
+      node.segment = shm::Segment::open(name, bytes);
     } catch (const Error& e) {
       error = e.what();
       ok = 0;
     }
   }
-  if (ok) group_ = std::make_unique<shm::Group>(segment_.data(), cfg);
+  if (ok) node.group = std::make_unique<shm::Group>(node.segment.data(), cfg);
   int all_ok = 0;
-  SYNK_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, ctx.comm));
-  segment_.unlink();  // every rank has mapped it (or failed): the name is no longer needed
+  SYNK_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
+  node.segment.unlink();  // every rank has mapped it (or failed): the name is no longer needed
   if (!all_ok) {
     throw Error(ErrorCode::System,
                 "shm backend: a rank could not map segment " + std::string(name) +
                     (error.empty() ? std::string() : ": " + error));
   }
-  SYNK_LOG_AT(info, "shm backend: segment " << name << ", " << bytes << " bytes, slot "
-                                             << cfg.slot_bytes << " bytes, " << ctx.size
-                                             << " ranks");
+  SYNK_LOG_AT(info, "shm group: segment " << name << ", " << bytes << " bytes, slot "
+                                           << cfg.slot_bytes << " bytes, " << size << " ranks");
+  return node;
+}
+
+ShmBackend::ShmBackend(const CommContext& ctx) {
+  if (ctx.num_nodes != 1 || ctx.local_size != ctx.size) {
+    throw Error(ErrorCode::NotSupported,
+                "the shm backend needs all ranks on one node; these " + std::to_string(ctx.size) +
+                    " ranks span " + std::to_string(ctx.num_nodes) + " nodes (use auto: it "
+                    "picks the hierarchical backend)");
+  }
+  node_ = join_shm_node(ctx.comm);
+  group_ = node_.group.get();
 }
 
 Request ShmBackend::all_reduce(const CollArgs& a) {

@@ -10,6 +10,16 @@
 
 namespace synk::detail {
 
+// One node's shared-memory group: the segment (unlinked already) and the Group on it.
+struct ShmNode {
+  shm::Segment segment;
+  std::unique_ptr<shm::Group> group;
+};
+// Sets up the group of the ranks of `comm` (all on one node): rank 0 creates the segment, the
+// name travels by MPI_Bcast, every rank maps it, then it is unlinked. Collective over comm;
+// a failure on any rank is an error on every rank.
+ShmNode join_shm_node(MPI_Comm comm);
+
 class ShmBackend final : public Backend {
  public:
   // Throws NotSupported when the ranks of ctx span more than one node.
@@ -26,8 +36,8 @@ class ShmBackend final : public Backend {
   Request barrier() override;
 
  private:
-  shm::Segment segment_;
-  std::unique_ptr<shm::Group> group_;
+  ShmNode node_;
+  shm::Group* group_;
 };
 
 }  // namespace synk::detail
