@@ -1,0 +1,227 @@
+// run_job: fork+exec mpirun in its own process group, then one poll loop over its stderr pipe
+// and a signalfd (SIGINT, SIGTERM, SIGHUP forwarded to the group; SIGCHLD ends the loop),
+// with the --timeout deadline as the poll timeout.
+#include "job.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <regex>
+#include <stdexcept>
+
+namespace synk::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr double kKillGraceSeconds = 3.0;
+
+void write_all(int fd, const char* data, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    data += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// Keeps SIGINT, SIGTERM, SIGHUP and SIGCHLD blocked (read from a signalfd) while it lives.
+class BlockedSignals {
+ public:
+  BlockedSignals() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set_, s);
+    sigprocmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~BlockedSignals() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+  const sigset_t& set() const { return set_; }
+  const sigset_t& old() const { return old_; }
+
+ private:
+  sigset_t set_, old_;
+};
+
+int status_to_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+void FailureParser::feed_line(const std::string& line) {
+  if (rank_) return;  // the first failure only
+  static const std::regex name(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
+  static const std::regex code(R"(Exit code:\s*(-?\d+))");
+  static const std::regex noticed(
+      R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
+  std::smatch m;
+  if (std::regex_search(line, m, name)) {
+    pending_rank_ = std::stoi(m[1]);
+  } else if (pending_rank_ && std::regex_search(line, m, code)) {
+    rank_ = pending_rank_;
+    code_ = std::stoi(m[1]);
+  } else if (std::regex_search(line, m, noticed)) {
+    rank_ = std::stoi(m[1]);
+    signal_ = std::stoi(m[2]);
+  }
+}
+
+std::string FailureParser::describe() const {
+  if (!rank_) return "";
+  std::string out = "rank " + std::to_string(*rank_);
+  if (code_) out += " (exit code " + std::to_string(*code_) + ")";
+  if (signal_) {
+    const char* name = strsignal(*signal_);
+    out += " (signal " + std::to_string(*signal_) + (name ? std::string(", ") + name : "") + ")";
+  }
+  return out;
+}
+
+JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
+  JobResult result;
+  BlockedSignals blocked;
+  Fd sigfd(signalfd(-1, &blocked.set(), SFD_CLOEXEC));
+  if (sigfd.get() < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  Fd err_read(p[0]), err_write(p[1]);
+
+  // With a terminal in the foreground, mpirun's group takes the terminal: Ctrl-C reaches it
+  // directly, and mpirun can read stdin for rank 0.
+  const bool own_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    setpgid(0, 0);
+    dup2(err_write.get(), STDERR_FILENO);
+    sigprocmask(SIG_SETMASK, &blocked.old(), nullptr);
+    execvp(cargv[0], cargv.data());
+    const std::string msg =
+        std::string("synkrun: cannot run ") + cargv[0] + ": " + std::strerror(errno) + "\n";
+    write_all(p[1], msg.data(), msg.size());
+    _exit(127);
+  }
+  setpgid(child, child);  // also here: whichever runs first, the group exists before any kill
+  err_write.reset();
+  if (own_tty) {
+    signal(SIGTTOU, SIG_IGN);
+    tcsetpgrp(STDIN_FILENO, child);
+  }
+
+  const auto start = Clock::now();
+  const auto deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  Clock::time_point kill_at{}, drain_until{};
+  bool kill_pending = false, draining = false;
+  std::string line;
+  bool child_done = false, pipe_open = true;
+  int status = 0;
+
+  while (!child_done || pipe_open) {
+    int wait_ms = -1;
+    const auto now = Clock::now();
+    auto limit_to = [&](Clock::time_point t) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count();
+      const int m = static_cast<int>(std::max<long long>(0, ms) + 1);
+      wait_ms = wait_ms < 0 ? m : std::min(wait_ms, m);
+    };
+    if (timeout_s > 0 && !result.timed_out) limit_to(deadline);
+    if (kill_pending) limit_to(kill_at);
+    if (draining) limit_to(drain_until);
+
+    pollfd fds[2] = {{sigfd.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
+    const int n = poll(fds, pipe_open ? 2 : 1, wait_ms);
+    if (n < 0 && errno != EINTR) break;
+
+    if (n > 0 && (fds[0].revents & POLLIN)) {
+      signalfd_siginfo si;
+      if (read(sigfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        const int sig = static_cast<int>(si.ssi_signo);
+        if (sig != SIGCHLD && !child_done) {
+          if (!result.forwarded_signal) result.forwarded_signal = sig;
+          kill(-child, sig);
+        }
+      }
+    }
+    if (pipe_open && n > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      char buf[4096];
+      const ssize_t r = read(err_read.get(), buf, sizeof buf);
+      if (r <= 0) {
+        pipe_open = false;
+      } else {
+        write_all(STDERR_FILENO, buf, static_cast<std::size_t>(r));
+        for (ssize_t i = 0; i < r; ++i) {
+          if (buf[i] == '\n') {
+            result.failure.feed_line(line);
+            line.clear();
+          } else if (line.size() < 4096) {
+            line += buf[i];
+          }
+        }
+      }
+    }
+    if (!child_done && waitpid(child, &status, WNOHANG) == child) {
+      child_done = true;
+      // Ranks may still hold the pipe if mpirun died hard; drain briefly, then stop.
+      drain_until = Clock::now() + std::chrono::seconds(1);
+      draining = true;
+    }
+    const auto after = Clock::now();
+    if (draining && after >= drain_until) break;
+    if (timeout_s > 0 && !result.timed_out && !child_done && after >= deadline) {
+      result.timed_out = true;
+      std::fprintf(stderr, "synkrun: timeout after %g s: stopping every rank\n", timeout_s);
+      kill(-child, SIGTERM);
+      kill_at = after + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(kKillGraceSeconds));
+      kill_pending = true;
+    }
+    if (kill_pending && !child_done && after >= kill_at) {
+      kill(-child, SIGKILL);
+      kill_pending = false;
+    }
+  }
+  if (!line.empty()) result.failure.feed_line(line);
+  if (!child_done) waitpid(child, &status, 0);
+  if (own_tty) tcsetpgrp(STDIN_FILENO, getpgrp());
+
+  result.exit_code = result.timed_out ? 124 : status_to_code(status);
+  return result;
+}
+
+}  // namespace synk::launch

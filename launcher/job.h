@@ -1,0 +1,38 @@
+// Running mpirun for synkrun: its own process group, SIGINT/SIGTERM/SIGHUP forwarded to it,
+// --timeout, and its stderr relayed and read to name the first failing rank.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace synk::launch {
+
+// Reads mpirun's messages (line by line) for the first rank that failed:
+//   "Process name: [[30945,1],1]" followed by "Exit code:    3"
+//   "mpirun noticed that process rank 1 with PID 42 on node vm exited on signal 11 (...)"
+class FailureParser {
+ public:
+  void feed_line(const std::string& line);
+  std::optional<int> rank() const { return rank_; }
+  std::optional<int> exit_code() const { return code_; }
+  std::optional<int> signal() const { return signal_; }
+  std::string describe() const;  // "rank 1 (exit code 3)", or "" when none was seen
+
+ private:
+  std::optional<int> pending_rank_;
+  std::optional<int> rank_, code_, signal_;
+};
+
+struct JobResult {
+  int exit_code = 0;
+  bool timed_out = false;
+  std::optional<int> forwarded_signal;  // the first signal synkrun forwarded (SIGINT...)
+  FailureParser failure;
+};
+
+// Runs argv (argv[0] is looked up on PATH) and waits. timeout_s <= 0: no timeout. On timeout,
+// SIGTERM to the job's process group, SIGKILL after a grace period, and exit_code 124.
+JobResult run_job(const std::vector<std::string>& argv, double timeout_s);
+
+}  // namespace synk::launch

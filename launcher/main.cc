@@ -1,0 +1,202 @@
+// synkrun: plan the node, then run mpirun with synkrun's rank step on every rank
+// (or, with --rank-step, be that step). Usage errors exit 2 with one line on stderr.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "job.h"
+#include "mpirun_command.h"
+#include "options.h"
+#include "rank_step.h"
+#include "topology.h"
+#include "topology_plan.h"
+
+#ifndef SYNK_MPIRUN_PATH
+#define SYNK_MPIRUN_PATH "mpirun"
+#endif
+
+namespace {
+
+using namespace synk::launch;
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "synkrun: error: %s\n", message.c_str());
+  return 2;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+// A file in $TMPDIR (or /tmp), removed when the object goes.
+struct TempFile {
+  std::string path;
+  static TempFile create(const std::string& pattern_with_suffix) {
+    const char* dir = std::getenv("TMPDIR");
+    std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/" + pattern_with_suffix;
+    const std::size_t suffix = tmpl.size() - (tmpl.rfind("XXXXXX") + 6);
+    const int fd = mkstemps(tmpl.data(), static_cast<int>(suffix));
+    TempFile f;
+    if (fd < 0) return f;
+    close(fd);
+    f.path = tmpl;
+    return f;
+  }
+  TempFile() = default;
+  TempFile(TempFile&& other) noexcept : path(std::move(other.path)) { other.path.clear(); }
+  TempFile& operator=(TempFile&& other) noexcept {
+    std::swap(path, other.path);
+    return *this;
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (!path.empty()) unlink(path.c_str());
+  }
+};
+
+std::string self_path(const char* argv0) {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : p.string();
+}
+
+// mpirun on PATH first (the user's choice), else the one found at build time.
+std::string find_mpirun() {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  std::size_t pos = 0;
+  while (pos <= dirs.size()) {
+    std::size_t end = dirs.find(':', pos);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(pos, end - pos);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/mpirun";
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    pos = end + 1;
+  }
+  return SYNK_MPIRUN_PATH;
+}
+
+int launch(Options& o, const char* argv0) {
+  if (const std::string err = check_files(o); !err.empty()) return usage_error(err);
+  if (!o.topology.empty()) o.topology = std::filesystem::absolute(o.topology).string();
+
+  NodeTopology topo;
+  std::unique_ptr<Hwloc> hw;
+  try {
+    TopologySource src;
+    if (!o.topology.empty()) src = {TopologySource::Kind::xml_file, o.topology, false};
+    hw = std::make_unique<Hwloc>(src);
+    topo = hw->extract();
+  } catch (const std::exception& e) {
+    return usage_error(e.what());
+  }
+  // Ranks on this host load this export instead of discovering the machine again.
+  TempFile exported;
+  if (o.topology.empty() && !o.dry_run) {
+    exported = TempFile::create("synkrun-topology-XXXXXX.xml");
+    try {
+      if (!exported.path.empty()) {
+        hw->export_xml(exported.path);
+        o.node_topology = host_name() + "=" + exported.path;
+      }
+    } catch (const std::exception&) {
+      // Not fatal: every rank then discovers the machine itself.
+    }
+  }
+  hw.reset();
+
+  const bool multi_node = !o.hosts.empty() || !o.hostfile.empty();
+  int nranks = 0;
+  Plan plan;
+  bool planned = false;
+  try {
+    nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
+    plan = make_plan(topo, nranks, o.plan);
+    planned = true;
+  } catch (const PlanError& e) {
+    // With several hosts this node may run fewer ranks; each node plans for itself.
+    if (!multi_node || nranks == 0) return usage_error(e.what());
+  }
+
+  MpirunContext ctx;
+  ctx.mpirun = find_mpirun();
+  ctx.self = self_path(argv0);
+  ctx.nranks = nranks;
+  ctx.as_root = geteuid() == 0;
+  ctx.oversubscribe = !multi_node && nranks > static_cast<int>(topo.cores.size());
+  const std::vector<std::string> cmd = mpirun_command(o, ctx);
+
+  std::vector<std::string> notes = plan.notes;
+  if (ctx.oversubscribe) {
+    notes.insert(notes.begin(), std::to_string(nranks) + " ranks on " +
+                                    std::to_string(topo.cores.size()) +
+                                    " cores: oversubscribing (mpirun --oversubscribe)");
+  }
+  if (multi_node && !planned) notes.push_back("this node's plan is made on each node");
+
+  if (o.dry_run) {
+    if (o.json) {
+      std::printf("%s\n", plan_to_json(plan, topo).c_str());
+      for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
+      std::fprintf(stderr, "synkrun: mpirun command: %s\n", shell_join(cmd).c_str());
+    } else {
+      if (planned) std::printf("%s", plan_to_text(plan, topo).c_str());
+      if (ctx.oversubscribe) std::printf("note: %s\n", notes.front().c_str());
+      std::printf("mpirun command:\n  %s\n", shell_join(cmd).c_str());
+    }
+    return 0;
+  }
+  for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
+
+  JobResult r;
+  try {
+    r = run_job(cmd, o.timeout_s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "synkrun: error: %s\n", e.what());
+    return 1;
+  }
+  if (r.timed_out) {
+    std::fprintf(stderr, "synkrun: the job ran out of time (--timeout %g); exit code 124\n",
+                 o.timeout_s);
+  } else if (r.forwarded_signal) {
+    // The shell convention for a job ended by a signal, whatever mpirun made of it.
+    r.exit_code = 128 + *r.forwarded_signal;
+    std::fprintf(stderr, "synkrun: stopped by signal %d; exit code %d\n", *r.forwarded_signal,
+                 r.exit_code);
+  } else if (r.exit_code != 0) {
+    const std::string who = r.failure.describe();
+    if (who.empty()) {
+      std::fprintf(stderr, "synkrun: the job failed with exit code %d\n", r.exit_code);
+    } else {
+      std::fprintf(stderr, "synkrun: %s failed first; exit code %d\n", who.c_str(), r.exit_code);
+    }
+  }
+  return r.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  ParseResult parsed = parse_options(args);
+  switch (parsed.status) {
+    case ParseResult::Status::help:
+      std::printf("%s", parsed.text.c_str());
+      return 0;
+    case ParseResult::Status::error:
+      return usage_error(parsed.text);
+    case ParseResult::Status::ok:
+      break;
+  }
+  if (parsed.options.rank_step) return run_rank_step(parsed.options);
+  return launch(parsed.options, argv[0]);
+}

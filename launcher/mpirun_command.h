@@ -1,0 +1,25 @@
+// The mpirun command line synkrun runs: mpirun's own options, then synkrun itself in rank-step
+// mode on every rank, then PROGRAM. A pure function of the options and a few facts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "options.h"
+
+namespace synk::launch {
+
+struct MpirunContext {
+  std::string mpirun;          // path of mpirun
+  std::string self;            // path of synkrun, run on every rank as the rank step
+  int nranks = 1;              // resolved -np
+  bool as_root = false;        // euid 0: Open MPI refuses without --allow-run-as-root
+  bool oversubscribe = false;  // more ranks than this node's cores, one node
+};
+
+std::vector<std::string> mpirun_command(const Options& options, const MpirunContext& context);
+
+// The command as one shell-quoted line, for --dry-run.
+std::string shell_join(const std::vector<std::string>& argv);
+
+}  // namespace synk::launch

@@ -1,0 +1,222 @@
+// Parsing synkrun's options with CLI11. synkrun first finds where PROGRAM starts (the first
+// word that is neither an option nor an option's value, or the word after "--"), then hands
+// only the words before it to CLI11, so PROGRAM's flags never reach CLI11.
+#include "options.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cmath>
+
+namespace synk::launch {
+namespace {
+
+struct Raw {
+  bool np_given = false;
+  std::string np, bind, gpus;
+  int gpus_per_rank = 1;
+  std::vector<std::string> exports;
+  double timeout = 0;
+};
+
+void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& program_help) {
+  app.description(
+      "synkrun: start PROGRAM on one rank per GPU (or -np N ranks), each bound to the cores\n"
+      "nearest its GPU, through Open MPI's mpirun. Options end at PROGRAM or at \"--\".");
+  // Shown in --help only: split_args hands CLI11 the words before PROGRAM, never PROGRAM.
+  app.add_option("PROGRAM", program_help, "the program to run on every rank, then its arguments");
+  app.add_option("-n,--np", raw.np, "number of ranks (also -np N); default: one per GPU")
+      ->type_name("N");
+  app.add_option("-H,--host", o.hosts, "hosts and slots, host:slots,... (passed to mpirun)")
+      ->type_name("HOSTS");
+  app.add_option("--hostfile", o.hostfile, "hostfile (passed to mpirun)")->type_name("FILE");
+  app.add_option("--bind", raw.bind,
+                 "gpu|numa|core|none: bind each rank to the cores near its GPU, to a NUMA node, "
+                 "to disjoint cores spread over NUMA nodes, or not at all (default: gpu when "
+                 "the node has GPUs, else core)")
+      ->type_name("MODE");
+  app.add_option("--gpus", raw.gpus, "GPU indexes ranks may use, e.g. 0-3,6 (PCI bus-id order)")
+      ->type_name("LIST");
+  app.add_option("--gpus-per-rank", raw.gpus_per_rank, "GPUs per rank (default 1)")->type_name("K");
+  app.add_flag("--report-bindings", o.report_bindings,
+               "each rank prints its host, rank, GPU, cpus and NUMA node on stderr");
+  app.add_flag("--dry-run", o.dry_run, "print the plan and the mpirun command; start nothing");
+  app.add_flag("--json", o.json, "with --dry-run: print the plan as JSON");
+  app.add_option("--topology", o.topology, "plan for this hwloc XML topology, not this machine")
+      ->type_name("FILE.xml");
+  app.add_option("-x", raw.exports, "export VAR (or set VAR=VALUE) on every rank; repeatable")
+      ->type_name("VAR[=VALUE]");
+  app.add_option("--timeout", raw.timeout, "stop every rank after SECONDS; exit code 124")
+      ->type_name("SECONDS");
+  app.add_flag("--rank-step", o.rank_step, "internal: the step synkrun runs on each rank")
+      ->group("");
+  app.add_option("--node-topology", o.node_topology, "internal: HOST=FILE.xml")->group("");
+  app.footer(
+      "Each rank gets SYNK_RANK, SYNK_WORLD_SIZE, SYNK_LOCAL_RANK, SYNK_LOCAL_SIZE,\n"
+      "SYNK_NODE_RANK, SYNK_GPU, SYNK_CPUS, CUDA_DEVICE_ORDER=PCI_BUS_ID and\n"
+      "CUDA_VISIBLE_DEVICES. Exit code: the first failing rank's; 124 on --timeout;\n"
+      "2 on a usage error.");
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Splits args into the options part and PROGRAM [ARGS...]. Returns an error or "".
+std::string split_args(CLI::App& app, const std::vector<std::string>& args,
+                       std::vector<std::string>& opts, std::vector<std::string>& program) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a == "--") {
+      program.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      return "";
+    }
+    if (a.size() < 2 || a[0] != '-') {  // PROGRAM ("-" alone counts as a word)
+      program.assign(args.begin() + static_cast<long>(i), args.end());
+      return "";
+    }
+    if (a == "-np") a = "-n";  // CLI11 would read -np as -n p
+    std::string name = a, attached;
+    bool has_attached = false;
+    if (starts_with(a, "--")) {
+      if (const auto eq = a.find('='); eq != std::string::npos) {
+        name = a.substr(0, eq);
+        has_attached = true;
+      }
+    } else if (a.size() > 2) {  // -n4, -xFOO=1
+      name = a.substr(0, 2);
+      has_attached = true;
+    }
+    const CLI::Option* opt = app.get_option_no_throw(name);
+    if (opt == nullptr && name != "-h" && name != "--help") return "unknown option " + a;
+    opts.push_back(a);
+    const bool takes_value = opt != nullptr && opt->get_items_expected_max() > 0;
+    if (takes_value && !has_attached) {
+      if (i + 1 >= args.size()) return "option " + a + " needs a value";
+      opts.push_back(args[++i]);
+    } else if (!takes_value && has_attached && starts_with(a, "--")) {
+      return "option " + name + " takes no value";
+    } else if (!takes_value && has_attached) {
+      return "unknown option " + a;
+    }
+  }
+  return "";
+}
+
+std::optional<int> parse_count(const std::string& s) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v < 1) return std::nullopt;
+  return v;
+}
+
+std::string finish(Options& o, const Raw& raw) {
+  if (raw.np_given) {
+    o.np = parse_count(raw.np);
+    if (!o.np) return "-np: \"" + raw.np + "\" is not a number of ranks (a whole number >= 1)";
+  }
+  if (!raw.bind.empty()) {
+    o.plan.bind = parse_bind_mode(raw.bind);
+    if (!o.plan.bind) return "--bind: \"" + raw.bind + "\" is not one of gpu, numa, core, none";
+  }
+  if (!raw.gpus.empty()) {
+    try {
+      const std::vector<unsigned> list = parse_list(raw.gpus);
+      o.plan.gpus = std::vector<int>(list.begin(), list.end());
+    } catch (const PlanError& e) {
+      return std::string("--gpus: ") + e.what();
+    }
+  }
+  if (raw.gpus_per_rank < 1) {
+    return "--gpus-per-rank: " + std::to_string(raw.gpus_per_rank) + " is not >= 1";
+  }
+  o.plan.gpus_per_rank = raw.gpus_per_rank;
+  for (const std::string& x : raw.exports) {
+    const std::string var = x.substr(0, x.find('='));
+    const bool ok = !var.empty() &&
+                    var.find_first_not_of(
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                        "0123456789_") == std::string::npos &&
+                    !(var[0] >= '0' && var[0] <= '9');
+    if (!ok) return "-x: \"" + x + "\" is not VAR or VAR=VALUE";
+  }
+  o.exports = raw.exports;
+  if (!(raw.timeout >= 0) || !std::isfinite(raw.timeout)) {
+    return "--timeout: " + std::to_string(raw.timeout) + " is not a number of seconds >= 0";
+  }
+  o.timeout_s = raw.timeout;
+  if (o.json && !o.dry_run) return "--json goes with --dry-run";
+  if (o.program.empty() && !o.dry_run)
+    return "missing PROGRAM: synkrun [options] [--] PROGRAM [ARGS...]";
+  return "";
+}
+
+}  // namespace
+
+ParseResult parse_options(const std::vector<std::string>& args) {
+  ParseResult result;
+  Options& o = result.options;
+  Raw raw;
+  CLI::App app;
+  app.name("synkrun");
+  std::vector<std::string> program_help;
+  define(app, o, raw, program_help);
+
+  std::vector<std::string> opts;
+  std::string err = split_args(app, args, opts, o.program);
+  if (err.empty()) {
+    try {
+      std::vector<std::string> reversed(opts.rbegin(), opts.rend());  // CLI11 pops from the back
+      app.parse(reversed);
+    } catch (const CLI::CallForHelp&) {
+      result.status = ParseResult::Status::help;
+      result.text = app.help();
+      return result;
+    } catch (const CLI::ParseError& e) {
+      err = e.what();
+    }
+  }
+  raw.np_given = app.count("--np") > 0;
+  if (err.empty()) err = finish(o, raw);
+  if (!err.empty()) {
+    result.status = ParseResult::Status::error;
+    if (const auto nl = err.find('\n'); nl != std::string::npos) err.resize(nl);
+    result.text = err;
+  }
+  return result;
+}
+
+std::string check_files(const Options& o) {
+  if (!o.hostfile.empty() && ::access(o.hostfile.c_str(), R_OK) != 0) {
+    return "cannot read hostfile " + o.hostfile;
+  }
+  if (!o.topology.empty() && ::access(o.topology.c_str(), R_OK) != 0) {
+    return "cannot read topology file " + o.topology;
+  }
+  return "";
+}
+
+std::vector<std::string> rank_step_args(const Options& o) {
+  std::vector<std::string> a{"--rank-step"};
+  if (o.plan.bind) a.insert(a.end(), {"--bind", to_string(*o.plan.bind)});
+  if (o.plan.gpus) {
+    std::vector<unsigned> u(o.plan.gpus->begin(), o.plan.gpus->end());
+    // The order matters (ranks take GPUs in the listed order), so no range compression.
+    std::string list;
+    for (unsigned g : u) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(g);
+    }
+    a.insert(a.end(), {"--gpus", list});
+  }
+  if (o.plan.gpus_per_rank != 1) {
+    a.insert(a.end(), {"--gpus-per-rank", std::to_string(o.plan.gpus_per_rank)});
+  }
+  if (!o.topology.empty()) a.insert(a.end(), {"--topology", o.topology});
+  if (!o.node_topology.empty()) a.insert(a.end(), {"--node-topology", o.node_topology});
+  if (o.report_bindings) a.push_back("--report-bindings");
+  a.push_back("--");
+  a.insert(a.end(), o.program.begin(), o.program.end());
+  return a;
+}
+
+}  // namespace synk::launch

@@ -1,0 +1,47 @@
+// synkrun's command line: `synkrun [options] [--] PROGRAM [ARGS...]`, parsed with CLI11.
+// Parsing stops at PROGRAM, so the program's own flags pass through untouched.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "topology_plan.h"
+
+namespace synk::launch {
+
+struct Options {
+  std::optional<int> np;  // -np / -n; unset: one rank per GPU
+  std::string hosts;      // -H host:slots,... (for mpirun)
+  std::string hostfile;   // --hostfile FILE (for mpirun)
+  PlanOptions plan;       // --bind, --gpus, --gpus-per-rank
+  bool report_bindings = false;
+  bool dry_run = false;
+  bool json = false;
+  std::string topology;              // --topology FILE.xml; empty: this machine
+  std::vector<std::string> exports;  // -x VAR[=VALUE], in order
+  double timeout_s = 0;              // --timeout; 0: none
+  bool rank_step = false;            // internal: run as the rank step on each rank
+  std::string node_topology;         // internal: "HOST=FILE.xml", this machine's topology
+                                     // as the launching synkrun saw it, for ranks on HOST
+  std::vector<std::string> program;  // PROGRAM and its arguments
+};
+
+struct ParseResult {
+  enum class Status { ok, help, error };
+  Status status = Status::ok;
+  Options options;
+  std::string text;  // the help text, or the one-line error message (without "synkrun: ")
+};
+
+// Parses argv[1..]. Pure: touches no file (see check_files).
+ParseResult parse_options(const std::vector<std::string>& args);
+
+// Checks that the hostfile and the topology file can be read; returns the error or "".
+std::string check_files(const Options& options);
+
+// The rank-step arguments that carry the plan options to every rank:
+// {"--rank-step", "--bind", "gpu", ..., "--", PROGRAM, ARGS...}.
+std::vector<std::string> rank_step_args(const Options& options);
+
+}  // namespace synk::launch

@@ -1,0 +1,223 @@
+// The rank step on each rank: layout from the launcher's environment, the node's plan (every
+// rank of a node computes the same one), binding, exported variables, then exec of PROGRAM.
+#include "rank_step.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "topology.h"
+#include "topology_plan.h"
+
+namespace synk::launch {
+namespace {
+
+std::optional<int> to_int(const char* s) {
+  if (s == nullptr || *s == '\0') return std::nullopt;
+  int v = 0;
+  const char* end = s + std::strlen(s);
+  auto [p, ec] = std::from_chars(s, end, v);
+  if (ec != std::errc() || p != end) return std::nullopt;
+  return v;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+std::vector<unsigned> current_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<unsigned> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (unsigned i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &set)) out.push_back(i);
+  }
+  return out;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(x);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<int> slurm_tasks_on_node(const std::string& text, int node) {
+  // Items "N" or "N(xR)", comma-separated, covering consecutive nodes.
+  int first = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    int count = 0, repeat = 1;
+    const std::size_t paren = item.find("(x");
+    const auto c = to_int(item.substr(0, paren).c_str());
+    if (!c) return std::nullopt;
+    count = *c;
+    if (paren != std::string::npos) {
+      if (item.back() != ')') return std::nullopt;
+      const auto r = to_int(item.substr(paren + 2, item.size() - paren - 3).c_str());
+      if (!r || *r < 1) return std::nullopt;
+      repeat = *r;
+    }
+    if (node < first + repeat) return count;
+    first += repeat;
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
+RankEnv read_rank_env(const GetEnv& get) {
+  RankEnv e;
+  auto num = [&](const char* name) { return to_int(get(name)); };
+  std::optional<int> rank, size, local, local_size, node;
+  if ((local = num("OMPI_COMM_WORLD_LOCAL_RANK"))) {
+    e.source = "openmpi";
+    rank = num("OMPI_COMM_WORLD_RANK");
+    size = num("OMPI_COMM_WORLD_SIZE");
+    local_size = num("OMPI_COMM_WORLD_LOCAL_SIZE");
+  } else if ((local = num("MPI_LOCALRANKID"))) {
+    e.source = "hydra";
+    rank = num("PMI_RANK");
+    size = num("PMI_SIZE");
+    local_size = num("MPI_LOCALNRANKS");
+  } else if ((local = num("SLURM_LOCALID"))) {
+    e.source = "slurm";
+    rank = num("SLURM_PROCID");
+    size = num("SLURM_NTASKS");
+    node = num("SLURM_NODEID");
+    const char* per_node = get("SLURM_STEP_TASKS_PER_NODE");
+    if (per_node == nullptr) per_node = get("SLURM_TASKS_PER_NODE");
+    if (per_node != nullptr && node) local_size = slurm_tasks_on_node(per_node, *node);
+  } else if ((local = num("PMI_LOCAL_RANK"))) {
+    e.source = "pmi";
+    rank = num("PMI_RANK");
+    size = num("PMI_SIZE");
+    local_size = num("PMI_LOCAL_SIZE");
+  } else {
+    e.source = "none";
+    return e;
+  }
+  if (!rank || !size || !local_size) {
+    throw std::runtime_error("the " + e.source +
+                             " launcher set a local rank but not the rank, size and local size");
+  }
+  e.rank = *rank;
+  e.world_size = *size;
+  e.local_rank = *local;
+  e.local_size = *local_size;
+  if (e.local_rank < 0 || e.local_rank >= e.local_size || e.rank < 0 || e.rank >= e.world_size ||
+      e.local_size > e.world_size) {
+    throw std::runtime_error("inconsistent layout from " + e.source + ": rank " +
+                             std::to_string(e.rank) + " of " + std::to_string(e.world_size) +
+                             ", local rank " + std::to_string(e.local_rank) + " of " +
+                             std::to_string(e.local_size));
+  }
+  // Slurm numbers its nodes. mpirun does not: with its default by-slot mapping, a node's ranks
+  // are consecutive, so this is exact when every node runs as many ranks as this one.
+  e.node_rank = node ? *node : (e.rank - e.local_rank) / e.local_size;
+  return e;
+}
+
+int run_rank_step(const Options& o) {
+  RankEnv env;
+  try {
+    env = read_rank_env([](const char* n) { return std::getenv(n); });
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "synkrun: rank step: %s\n", ex.what());
+    return 2;
+  }
+  const std::string who = "synkrun: rank " + std::to_string(env.rank) + " on " + host_name();
+  if (o.program.empty()) {
+    std::fprintf(stderr, "%s: missing PROGRAM\n", who.c_str());
+    return 2;
+  }
+
+  RankPlan me;
+  NodeTopology topo;
+  try {
+    TopologySource src;
+    if (!o.topology.empty()) {
+      src = {TopologySource::Kind::xml_file, o.topology, false};
+    } else if (const auto eq = o.node_topology.find('=');
+               eq != std::string::npos && o.node_topology.substr(0, eq) == host_name() &&
+               access(o.node_topology.c_str() + eq + 1, R_OK) == 0) {
+      // Same host as the launching synkrun: its export of this machine spares the PCI scan.
+      src = {TopologySource::Kind::xml_file, o.node_topology.substr(eq + 1), true};
+    }
+    Hwloc hw(src);
+    topo = hw.extract();
+    Plan plan = make_plan(topo, env.local_size, o.plan);
+    me = plan.ranks[static_cast<std::size_t>(env.local_rank)];
+    if (!me.cpus.empty()) {
+      const std::optional<unsigned> numa = topo.numas.size() > 1 ? me.numa : std::nullopt;
+      std::string warning;
+      if (o.topology.empty()) {  // this machine, discovered or exported by the launcher
+        warning = hw.bind_process(me.cpus, numa);
+      } else {
+        warning = Hwloc(TopologySource{}).bind_process(me.cpus, numa);
+      }
+      if (!warning.empty() && o.report_bindings) {
+        std::fprintf(stderr, "%s: note: %s\n", who.c_str(), warning.c_str());
+      }
+    }
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), ex.what());
+    return 2;
+  }
+
+  const std::string cpus = format_list(current_affinity());
+  auto set = [](const char* name, const std::string& value) { setenv(name, value.c_str(), 1); };
+  set("SYNK_RANK", std::to_string(env.rank));
+  set("SYNK_WORLD_SIZE", std::to_string(env.world_size));
+  set("SYNK_LOCAL_RANK", std::to_string(env.local_rank));
+  set("SYNK_LOCAL_SIZE", std::to_string(env.local_size));
+  set("SYNK_NODE_RANK", std::to_string(env.node_rank));
+  set("SYNK_GPU", join(me.gpus));
+  set("SYNK_CPUS", cpus);
+  set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  // On a node without GPUs CUDA_VISIBLE_DEVICES is left alone; on a GPU node a rank without a
+  // GPU gets an empty list, so it cannot take another rank's GPU by default.
+  if (!topo.gpus.empty()) set("CUDA_VISIBLE_DEVICES", join(me.gpus));
+
+  if (o.report_bindings) {
+    std::string gpu = "-";
+    if (!me.gpus.empty()) {
+      gpu.clear();
+      for (int g : me.gpus) {
+        if (!gpu.empty()) gpu += ',';
+        gpu += std::to_string(g);
+        gpu += " (" + topo.gpus[static_cast<std::size_t>(g)].pci + ")";
+      }
+    }
+    const std::string numa = me.numa ? std::to_string(*me.numa) : "-";
+    std::fprintf(stderr, "synkrun: host %s rank %d local rank %d: gpu %s, cpus %s, numa %s%s\n",
+                 host_name().c_str(), env.rank, env.local_rank, gpu.c_str(),
+                 cpus.empty() ? "?" : cpus.c_str(), numa.c_str(),
+                 me.shared ? " (cores shared with other ranks)" : "");
+  }
+
+  std::vector<char*> argv;
+  for (const std::string& a : o.program) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  const int err = errno;
+  std::fprintf(stderr, "%s: cannot run %s: %s\n", who.c_str(), argv[0], std::strerror(err));
+  return err == ENOENT ? 127 : 126;
+}
+
+}  // namespace synk::launch

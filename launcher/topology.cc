@@ -1,0 +1,214 @@
+// Loading a topology with hwloc (this machine, XML, synthetic), extracting GPUs, cores and NUMA
+// nodes into plain structs, and binding the calling process.
+#include "topology.h"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace synk::launch {
+namespace {
+
+std::string describe(const TopologySource& s) {
+  switch (s.kind) {
+    case TopologySource::Kind::this_machine:
+      return "this machine";
+    case TopologySource::Kind::xml_file:
+      return "topology file " + s.text;
+    case TopologySource::Kind::synthetic:
+      return "synthetic topology \"" + s.text + "\"";
+  }
+  return "topology";
+}
+
+std::vector<unsigned> bits(hwloc_const_bitmap_t set) {
+  std::vector<unsigned> out;
+  if (set == nullptr) return out;
+  for (int i = hwloc_bitmap_first(set); i >= 0; i = hwloc_bitmap_next(set, i)) {
+    out.push_back(static_cast<unsigned>(i));
+  }
+  return out;
+}
+
+// RAII for an hwloc bitmap.
+struct Bitmap {
+  hwloc_bitmap_t b = hwloc_bitmap_alloc();
+  Bitmap() = default;
+  Bitmap(const Bitmap&) = delete;
+  Bitmap& operator=(const Bitmap&) = delete;
+  ~Bitmap() { hwloc_bitmap_free(b); }
+};
+
+// "cudaN" or "nvmlN": the OS devices through which CUDA or NVML saw a GPU.
+bool is_cuda_or_nvml(const char* name) {
+  if (name == nullptr) return false;
+  if (std::strncmp(name, "cuda", 4) != 0 && std::strncmp(name, "nvml", 4) != 0) return false;
+  const char* digits = name + 4;
+  if (*digits == '\0') return false;
+  for (const char* c = digits; *c; ++c) {
+    if (*c < '0' || *c > '9') return false;
+  }
+  return true;
+}
+
+bool is_nvidia_gpu_class(hwloc_obj_t pci) {
+  const auto& a = pci->attr->pcidev;
+  return a.vendor_id == 0x10de && (a.class_id == 0x0300 || a.class_id == 0x0302);
+}
+
+auto bus_key(hwloc_obj_t pci) {
+  const auto& a = pci->attr->pcidev;
+  return std::make_tuple(static_cast<unsigned>(a.domain), a.bus, a.dev, a.func);
+}
+
+std::string bus_id(hwloc_obj_t pci) {
+  const auto& a = pci->attr->pcidev;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%01x", static_cast<unsigned>(a.domain),
+                static_cast<unsigned>(a.bus), static_cast<unsigned>(a.dev),
+                static_cast<unsigned>(a.func));
+  return buf;
+}
+
+std::vector<hwloc_obj_t> find_gpu_pci_devices(hwloc_topology_t topo) {
+  std::vector<hwloc_obj_t> found;
+  auto add = [&](hwloc_obj_t pci) {
+    if (std::find(found.begin(), found.end(), pci) == found.end()) found.push_back(pci);
+  };
+  // CUDA or NVML devices decide when present: they are the GPUs the driver can use.
+  for (hwloc_obj_t os = hwloc_get_next_osdev(topo, nullptr); os != nullptr;
+       os = hwloc_get_next_osdev(topo, os)) {
+    if (!is_cuda_or_nvml(os->name)) continue;
+    hwloc_obj_t p = os->parent;
+    while (p != nullptr && p->type != HWLOC_OBJ_PCI_DEVICE) p = p->parent;
+    if (p != nullptr) add(p);
+  }
+  if (found.empty()) {
+    for (hwloc_obj_t pci = hwloc_get_next_pcidev(topo, nullptr); pci != nullptr;
+         pci = hwloc_get_next_pcidev(topo, pci)) {
+      if (is_nvidia_gpu_class(pci)) add(pci);
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](hwloc_obj_t a, hwloc_obj_t b) { return bus_key(a) < bus_key(b); });
+  return found;
+}
+
+}  // namespace
+
+Hwloc::Hwloc(const TopologySource& source) {
+  hwloc_topology_t t = nullptr;
+  if (hwloc_topology_init(&t) != 0) {
+    throw std::runtime_error("hwloc_topology_init failed: " + std::string(std::strerror(errno)));
+  }
+  topo_ = t;
+  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // GPUs come from PCI, CUDA and NVML. OpenCL's discovery initializes every ICD (tens of ms
+  // per rank) and GL's probes X displays; neither can tell us more.
+  for (const char* skip : {"opencl", "gl"}) {
+    hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skip);
+  }
+  int rc = 0;
+  if (source.kind == TopologySource::Kind::xml_file) {
+    rc = hwloc_topology_set_xml(t, source.text.c_str());
+    if (rc == 0 && source.xml_of_this_machine) {
+      rc = hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
+    }
+  } else if (source.kind == TopologySource::Kind::synthetic) {
+    rc = hwloc_topology_set_synthetic(t, source.text.c_str());
+  }
+  if (rc == 0) rc = hwloc_topology_load(t);
+  if (rc != 0) {
+    const int err = errno;
+    hwloc_topology_destroy(t);
+    topo_ = nullptr;
+    throw std::runtime_error("cannot load " + describe(source) + ": " +
+                             (err ? std::strerror(err) : "hwloc failed"));
+  }
+  this_system_ = source.kind == TopologySource::Kind::this_machine || source.xml_of_this_machine;
+}
+
+void Hwloc::export_xml(const std::string& path) const {
+  if (hwloc_topology_export_xml(topo_, path.c_str(), 0) != 0) {
+    throw std::runtime_error("cannot write topology to " + path + ": " + std::strerror(errno));
+  }
+}
+
+Hwloc::~Hwloc() {
+  if (topo_ != nullptr) hwloc_topology_destroy(topo_);
+}
+
+NodeTopology Hwloc::extract() const {
+  hwloc_topology_t t = topo_;
+  NodeTopology node;
+
+  const int ncores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+  if (ncores > 0) {
+    for (int i = 0; i < ncores; ++i) {
+      hwloc_obj_t core = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, static_cast<unsigned>(i));
+      Core c{bits(core->cpuset)};
+      if (!c.pus.empty()) node.cores.push_back(std::move(c));
+    }
+  } else {
+    // No core level (some synthetic or virtual topologies): every PU is a core.
+    const int npus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
+    for (int i = 0; i < npus; ++i) {
+      hwloc_obj_t pu = hwloc_get_obj_by_type(t, HWLOC_OBJ_PU, static_cast<unsigned>(i));
+      node.cores.push_back(Core{{pu->os_index}});
+    }
+  }
+
+  const int nnuma = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < nnuma; ++i) {
+    hwloc_obj_t n = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+    node.numas.push_back(NumaNode{n->os_index, bits(n->cpuset)});
+  }
+
+  int index = 0;
+  for (hwloc_obj_t pci : find_gpu_pci_devices(t)) {
+    Gpu g;
+    g.index = index++;
+    g.pci = bus_id(pci);
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, pci);
+    if (anc == nullptr) anc = hwloc_get_root_obj(t);
+    g.cpus = bits(anc->cpuset);
+    if (anc->nodeset != nullptr && hwloc_bitmap_weight(anc->nodeset) == 1) {
+      g.numa = static_cast<unsigned>(hwloc_bitmap_first(anc->nodeset));
+    }
+    node.gpus.push_back(std::move(g));
+  }
+  return node;
+}
+
+std::string Hwloc::bind_process(const std::vector<unsigned>& cpus,
+                                const std::optional<unsigned>& numa) const {
+  if (!this_system_) {
+    throw std::runtime_error("cannot bind with a topology that does not describe this machine");
+  }
+  Bitmap set;
+  for (unsigned c : cpus) hwloc_bitmap_set(set.b, c);
+  if (hwloc_set_cpubind(topo_, set.b, HWLOC_CPUBIND_PROCESS) != 0) {
+    throw std::runtime_error("hwloc_set_cpubind failed: " + std::string(std::strerror(errno)));
+  }
+  if (!numa) return "";
+  Bitmap nodes;
+  hwloc_bitmap_set(nodes.b, *numa);
+  // Linux memory policy is per thread (hwloc cannot set it for a whole process), and it
+  // survives exec: the rank step is single-threaded, so binding this thread binds PROGRAM.
+  // Failing (containers without the permission, kernels without NUMA) costs locality only.
+  if (hwloc_set_membind(topo_, nodes.b, HWLOC_MEMBIND_BIND,
+                        HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) != 0) {
+    return "memory binding to NUMA node " + std::to_string(*numa) +
+           " not set: " + std::strerror(errno);
+  }
+  return "";
+}
+
+NodeTopology load_topology(const TopologySource& source) { return Hwloc(source).extract(); }
+
+}  // namespace synk::launch

@@ -1,0 +1,74 @@
+// A node's hardware as synkrun's plan needs it: GPUs (with PCI bus id and CPU locality),
+// cores with their PUs and NUMA nodes, extracted from hwloc into plain structs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+struct hwloc_topology;  // hwloc.h stays out of this header
+
+namespace synk::launch {
+
+struct Gpu {
+  int index = 0;                 // position in PCI bus-id order (CUDA_DEVICE_ORDER=PCI_BUS_ID)
+  std::string pci;               // "0000:84:00.0"
+  std::vector<unsigned> cpus;    // OS PU indexes of the nearest non-I/O ancestor, sorted
+  std::optional<unsigned> numa;  // OS index of that ancestor's NUMA node, when it has exactly one
+};
+
+struct Core {
+  std::vector<unsigned> pus;  // OS PU indexes, sorted
+};
+
+struct NumaNode {
+  unsigned os_index = 0;
+  std::vector<unsigned> pus;  // OS PU indexes, sorted (may be empty: memory-only node)
+};
+
+struct NodeTopology {
+  std::vector<Gpu> gpus;        // in PCI bus-id order
+  std::vector<Core> cores;      // in hwloc's logical order
+  std::vector<NumaNode> numas;  // in hwloc's logical order
+};
+
+// Where a topology comes from: this machine, an hwloc XML file, or an hwloc synthetic
+// description such as "pack:2 core:4 pu:2".
+struct TopologySource {
+  enum class Kind { this_machine, xml_file, synthetic };
+  Kind kind = Kind::this_machine;
+  std::string text;  // the file name or the synthetic description
+  // An XML file that synkrun exported from this very machine moments ago: hwloc may bind with
+  // it (HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM), and loading it skips the slow PCI discovery.
+  bool xml_of_this_machine = false;
+};
+
+// An hwloc topology, loaded with its important I/O devices (PCI GPUs, CUDA/NVML devices).
+class Hwloc {
+ public:
+  // Throws std::runtime_error naming the source when it cannot be read.
+  explicit Hwloc(const TopologySource& source);
+  ~Hwloc();
+  Hwloc(const Hwloc&) = delete;
+  Hwloc& operator=(const Hwloc&) = delete;
+
+  NodeTopology extract() const;
+
+  // Writes the topology as hwloc XML. Throws std::runtime_error on failure.
+  void export_xml(const std::string& path) const;
+
+  // Binds the calling process (all its threads) to the PUs, and its memory to the NUMA node
+  // where the system allows it. Throws std::runtime_error when the CPU binding fails; returns
+  // a warning (or "") when only the memory binding failed.
+  std::string bind_process(const std::vector<unsigned>& cpus,
+                           const std::optional<unsigned>& numa) const;
+
+ private:
+  ::hwloc_topology* topo_ = nullptr;
+  bool this_system_ = false;
+};
+
+// Loads a topology and extracts it (Hwloc(source).extract()).
+NodeTopology load_topology(const TopologySource& source);
+
+}  // namespace synk::launch

@@ -1,0 +1,335 @@
+// make_plan: GPUs in order, then CPUs: ranks that share a locality (a GPU's nearest CPU-side
+// object, or a NUMA node) split its whole cores evenly and disjointly, and share only when
+// there are fewer cores than ranks.
+#include "topology_plan.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace synk::launch {
+namespace {
+
+bool contains_all(const std::vector<unsigned>& sorted_set, const std::vector<unsigned>& items) {
+  return std::all_of(items.begin(), items.end(), [&](unsigned x) {
+    return std::binary_search(sorted_set.begin(), sorted_set.end(), x);
+  });
+}
+
+bool contains_any(const std::vector<unsigned>& sorted_set, const std::vector<unsigned>& items) {
+  return std::any_of(items.begin(), items.end(), [&](unsigned x) {
+    return std::binary_search(sorted_set.begin(), sorted_set.end(), x);
+  });
+}
+
+// The cores inside a locality: those wholly inside, else those touching it, else all.
+std::vector<const Core*> cores_within(const NodeTopology& topo, const std::vector<unsigned>& cpus) {
+  std::vector<const Core*> inside, touching, all;
+  for (const Core& c : topo.cores) {
+    all.push_back(&c);
+    if (contains_all(cpus, c.pus)) inside.push_back(&c);
+    if (contains_any(cpus, c.pus)) touching.push_back(&c);
+  }
+  if (!inside.empty()) return inside;
+  if (!touching.empty()) return touching;
+  return all;
+}
+
+std::string rank_range(const std::vector<int>& ranks) {
+  std::vector<unsigned> u(ranks.begin(), ranks.end());
+  return format_list(u);
+}
+
+// Splits the cores among the ranks (indexes into plan.ranks), in order: whole cores, evenly
+// and disjointly; when there are fewer cores than ranks, consecutive ranks share a core.
+void split_cores(const std::vector<const Core*>& cores, const std::vector<int>& ranks, Plan& plan) {
+  const std::size_t c = cores.size(), m = ranks.size();
+  if (m == 0 || c == 0) return;
+  if (c >= m) {
+    const std::size_t base = c / m, extra = c % m;
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::size_t take = base + (i < extra ? 1 : 0);
+      auto& cpus = plan.ranks[static_cast<std::size_t>(ranks[i])].cpus;
+      for (std::size_t k = 0; k < take; ++k, ++next) {
+        cpus.insert(cpus.end(), cores[next]->pus.begin(), cores[next]->pus.end());
+      }
+      std::sort(cpus.begin(), cpus.end());
+    }
+    return;
+  }
+  std::vector<unsigned> all_pus;
+  for (std::size_t i = 0; i < m; ++i) {
+    RankPlan& r = plan.ranks[static_cast<std::size_t>(ranks[i])];
+    r.cpus = cores[i * c / m]->pus;
+    r.shared = true;
+  }
+  for (const Core* core : cores) all_pus.insert(all_pus.end(), core->pus.begin(), core->pus.end());
+  std::sort(all_pus.begin(), all_pus.end());
+  plan.notes.push_back("local ranks " + rank_range(ranks) + " share " + std::to_string(c) +
+                       (c == 1 ? " core" : " cores") + " (cpus " + format_list(all_pus) +
+                       "): fewer cores than ranks");
+}
+
+std::vector<int> usable_gpus(const NodeTopology& topo, const PlanOptions& options) {
+  const int n = static_cast<int>(topo.gpus.size());
+  if (!options.gpus) {
+    std::vector<int> all(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
+    return all;
+  }
+  std::set<int> seen;
+  for (int g : *options.gpus) {
+    if (g < 0 || g >= n) {
+      throw PlanError("--gpus: GPU " + std::to_string(g) + " does not exist (the node has " +
+                      std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ")");
+    }
+    if (!seen.insert(g).second) {
+      throw PlanError("--gpus: GPU " + std::to_string(g) + " is listed twice");
+    }
+  }
+  return *options.gpus;
+}
+
+// NUMA nodes that have cores, each with its cores; a single unnamed group when there is none.
+struct NumaGroup {
+  std::optional<unsigned> os_index;
+  std::vector<unsigned> pus;
+  std::vector<const Core*> cores;
+};
+
+std::vector<NumaGroup> numa_groups(const NodeTopology& topo) {
+  std::vector<NumaGroup> groups;
+  for (const NumaNode& n : topo.numas) {
+    NumaGroup g{n.os_index, n.pus, {}};
+    for (const Core& c : topo.cores) {
+      if (!c.pus.empty() && std::binary_search(n.pus.begin(), n.pus.end(), c.pus.front())) {
+        g.cores.push_back(&c);
+      }
+    }
+    if (!g.cores.empty()) groups.push_back(std::move(g));
+  }
+  if (groups.empty()) {
+    NumaGroup g;
+    for (const Core& c : topo.cores) {
+      g.cores.push_back(&c);
+      g.pus.insert(g.pus.end(), c.pus.begin(), c.pus.end());
+    }
+    std::sort(g.pus.begin(), g.pus.end());
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+void plan_gpu_locality(const NodeTopology& topo, Plan& plan) {
+  // Ranks with the same locality (union of their GPUs' localities) form a group.
+  std::map<std::vector<unsigned>, std::vector<int>> by_locality;
+  std::vector<std::vector<unsigned>> order;
+  for (RankPlan& r : plan.ranks) {
+    std::set<unsigned> cpus;
+    std::set<std::optional<unsigned>> numas;
+    for (int g : r.gpus) {
+      const Gpu& gpu = topo.gpus[static_cast<std::size_t>(g)];
+      cpus.insert(gpu.cpus.begin(), gpu.cpus.end());
+      numas.insert(gpu.numa);
+    }
+    if (numas.size() == 1) r.numa = *numas.begin();
+    std::vector<unsigned> key(cpus.begin(), cpus.end());
+    auto [it, fresh] = by_locality.try_emplace(key);
+    if (fresh) order.push_back(key);
+    it->second.push_back(r.local_rank);
+  }
+  for (const auto& key : order) split_cores(cores_within(topo, key), by_locality[key], plan);
+}
+
+void plan_numa_spread(const NodeTopology& topo, bool whole_node, Plan& plan) {
+  const std::vector<NumaGroup> groups = numa_groups(topo);
+  const std::size_t n = groups.size(), m = plan.ranks.size();
+  std::size_t next = 0;
+  for (std::size_t j = 0; j < n && next < m; ++j) {
+    const std::size_t count = m / n + (j < m % n ? 1 : 0);
+    std::vector<int> ranks;
+    for (std::size_t k = 0; k < count; ++k, ++next) {
+      RankPlan& r = plan.ranks[next];
+      r.numa = groups[j].os_index;
+      if (whole_node) r.cpus = groups[j].pus;
+      ranks.push_back(r.local_rank);
+    }
+    if (!whole_node) split_cores(groups[j].cores, ranks, plan);
+  }
+}
+
+}  // namespace
+
+int default_rank_count(const NodeTopology& topo, const PlanOptions& options) {
+  const int usable = static_cast<int>(usable_gpus(topo, options).size());
+  const int k = std::max(1, options.gpus_per_rank);
+  if (usable / k == 0) {
+    throw PlanError(topo.gpus.empty()
+                        ? "no GPU found on this node: give the number of ranks with -np N"
+                        : "fewer GPUs (" + std::to_string(usable) + ") than --gpus-per-rank " +
+                              std::to_string(k) + ": give the number of ranks with -np N");
+  }
+  return usable / k;
+}
+
+Plan make_plan(const NodeTopology& topo, int nranks, const PlanOptions& options) {
+  if (nranks < 1)
+    throw PlanError("the number of ranks must be at least 1, not " + std::to_string(nranks));
+  const int k = options.gpus_per_rank;
+  if (k < 1) throw PlanError("--gpus-per-rank must be at least 1, not " + std::to_string(k));
+  const std::vector<int> gpus = usable_gpus(topo, options);
+
+  Plan plan;
+  plan.mode = options.bind.value_or(gpus.empty() ? BindMode::core : BindMode::gpu);
+  plan.ranks.resize(static_cast<std::size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) plan.ranks[static_cast<std::size_t>(r)].local_rank = r;
+
+  const long need = static_cast<long>(nranks) * k;
+  if (need <= static_cast<long>(gpus.size())) {
+    for (int r = 0; r < nranks; ++r) {
+      auto& mine = plan.ranks[static_cast<std::size_t>(r)].gpus;
+      for (int i = 0; i < k; ++i) mine.push_back(gpus[static_cast<std::size_t>(r * k + i)]);
+    }
+  } else if (plan.mode == BindMode::gpu) {
+    throw PlanError(std::to_string(nranks) + (nranks == 1 ? " rank" : " ranks") +
+                    (k > 1 ? " with " + std::to_string(k) + " GPUs each" : "") + " but " +
+                    (options.gpus ? "--gpus lists " : "the node has ") +
+                    std::to_string(gpus.size()) + (gpus.size() == 1 ? " GPU" : " GPUs") +
+                    " (--bind gpu): use fewer ranks, or --bind core");
+  } else if (!gpus.empty()) {
+    plan.notes.push_back(std::to_string(nranks) + " ranks need " + std::to_string(need) +
+                         " GPUs, the node offers " + std::to_string(gpus.size()) +
+                         ": ranks get no GPU");
+  }
+
+  switch (plan.mode) {
+    case BindMode::none:
+      break;
+    case BindMode::gpu:
+      plan_gpu_locality(topo, plan);
+      break;
+    case BindMode::core:
+      plan_numa_spread(topo, false, plan);
+      break;
+    case BindMode::numa:
+      plan_numa_spread(topo, true, plan);
+      break;
+  }
+  return plan;
+}
+
+std::string format_list(const std::vector<unsigned>& values) {
+  std::vector<unsigned> v = values;
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  std::string out;
+  for (std::size_t i = 0; i < v.size();) {
+    std::size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(v[i]);
+    if (j > i) out += '-' + std::to_string(v[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::vector<unsigned> parse_list(const std::string& text) {
+  auto bad = [&]() { return PlanError("bad list \"" + text + "\": expected e.g. 0-3,8"); };
+  auto number = [&](std::string_view s) {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || p != s.data() + s.size()) throw bad();
+    return v;
+  };
+  std::vector<unsigned> out;
+  std::string_view rest = text;
+  if (rest.empty()) throw bad();
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const std::size_t dash = item.find('-');
+    if (dash == std::string_view::npos) {
+      out.push_back(number(item));
+    } else {
+      const unsigned lo = number(item.substr(0, dash)), hi = number(item.substr(dash + 1));
+      if (hi < lo || hi - lo > 1u << 20) throw bad();
+      for (unsigned v = lo; v <= hi; ++v) out.push_back(v);
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+const char* to_string(BindMode mode) {
+  switch (mode) {
+    case BindMode::gpu:
+      return "gpu";
+    case BindMode::numa:
+      return "numa";
+    case BindMode::core:
+      return "core";
+    case BindMode::none:
+      return "none";
+  }
+  return "?";
+}
+
+std::optional<BindMode> parse_bind_mode(const std::string& text) {
+  for (BindMode m : {BindMode::gpu, BindMode::numa, BindMode::core, BindMode::none}) {
+    if (text == to_string(m)) return m;
+  }
+  return std::nullopt;
+}
+
+std::string plan_to_json(const Plan& plan, const NodeTopology& topo) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const RankPlan& r : plan.ranks) {
+    nlohmann::ordered_json j;
+    j["local_rank"] = r.local_rank;
+    j["gpu"] =
+        r.gpus.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.gpus.front());
+    j["pci"] =
+        r.gpus.empty()
+            ? nlohmann::ordered_json(nullptr)
+            : nlohmann::ordered_json(topo.gpus[static_cast<std::size_t>(r.gpus.front())].pci);
+    j["gpus"] = r.gpus;
+    j["cpus"] = r.cpus;
+    j["numa"] = r.numa ? nlohmann::ordered_json(*r.numa) : nlohmann::ordered_json(nullptr);
+    j["shared"] = r.shared;
+    out.push_back(std::move(j));
+  }
+  // One rank per line: readable, and still one JSON document.
+  std::string text = "[";
+  for (std::size_t i = 0; i < out.size(); ++i) text += (i ? ",\n  " : "\n  ") + out[i].dump();
+  return text + "\n]";
+}
+
+std::string plan_to_text(const Plan& plan, const NodeTopology& topo) {
+  std::ostringstream os;
+  os << "plan: " << plan.ranks.size() << " local " << (plan.ranks.size() == 1 ? "rank" : "ranks")
+     << ", bind " << to_string(plan.mode) << ", node has " << topo.gpus.size() << " GPUs, "
+     << topo.cores.size() << " cores, " << topo.numas.size() << " NUMA nodes\n";
+  for (const RankPlan& r : plan.ranks) {
+    os << "  local rank " << r.local_rank << ": gpu ";
+    if (r.gpus.empty()) {
+      os << "-";
+    } else {
+      for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+        const Gpu& g = topo.gpus[static_cast<std::size_t>(r.gpus[i])];
+        os << (i ? "," : "") << g.index << " (" << g.pci << ")";
+      }
+    }
+    os << ", cpus " << (r.cpus.empty() ? "unbound" : format_list(r.cpus)) << ", numa "
+       << (r.numa ? std::to_string(*r.numa) : "-") << (r.shared ? " (shared)" : "") << "\n";
+  }
+  for (const std::string& note : plan.notes) os << "note: " << note << "\n";
+  return os.str();
+}
+
+}  // namespace synk::launch

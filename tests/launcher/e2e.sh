@@ -1,0 +1,203 @@
+#!/bin/bash
+# End-to-end tests of synkrun and its rank step, one case per ctest:
+#   e2e.sh CASE    with SYNKRUN, PROBE, FIXTURES (and HELLO, MPIRUN) in the environment.
+set -u
+case_name=$1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Keep Open MPI on shared memory: no network probing in CI containers.
+export OMPI_MCA_btl=self,vader
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+fail() { echo "FAIL ($case_name): $*" >&2; echo "--- stdout:" >&2; cat "$work/out" >&2 2>/dev/null
+         echo "--- stderr:" >&2; cat "$work/err" >&2 2>/dev/null; exit 1; }
+field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+now() { date +%s.%N; }
+# A killed rank whose parent exited may linger as a zombie under a pid 1 that does not reap.
+alive() { [ -r "/proc/$1/stat" ] && ! awk '{ exit !($3 == "Z") }' "/proc/$1/stat" 2>/dev/null; }
+elapsed_below() { awk -v a="$1" -v b="$(now)" -v lim="$2" 'BEGIN { exit !((b - a) < lim) }'; }
+
+# "0-2,5" for the cpus of local rank $1 in synkrun's JSON plan for $2 ranks on this machine.
+planned_cpus() {
+  "$SYNKRUN" --dry-run --json -np "$2" 2>/dev/null | python3 -c '
+import json, sys
+plan = json.load(sys.stdin)
+cpus = sorted(plan[int(sys.argv[1])]["cpus"])
+out, i = [], 0
+while i < len(cpus):
+    j = i
+    while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1: j += 1
+    out.append(str(cpus[i]) if i == j else "%d-%d" % (cpus[i], cpus[j]))
+    i = j + 1
+print(",".join(out))' "$1"
+}
+
+# Checks the probe lines of an n-rank run on this node: one per rank, SYNK_* consistent with
+# Open MPI's view, the kernel's affinity equal to SYNK_CPUS and to the plan, cpus disjoint.
+check_probe_lines() {
+  local n=$1 r line
+  [ "$(grep -c '^probe ' "$work/out")" = "$n" ] || fail "expected $n probe lines"
+  local seen=""
+  for ((r = 0; r < n; r++)); do
+    line=$(grep "^probe rank=$r " "$work/out") || fail "no line from rank $r"
+    [ "$(field "$line" world)" = "$n" ] || fail "rank $r: SYNK_WORLD_SIZE: $line"
+    [ "$(field "$line" ompi_rank)" = "$r" ] || fail "rank $r: SYNK_RANK differs from Open MPI's: $line"
+    [ "$(field "$line" local)" = "$(field "$line" ompi_local)" ] || fail "rank $r: local rank: $line"
+    [ "$(field "$line" lsize)" = "$n" ] || fail "rank $r: SYNK_LOCAL_SIZE: $line"
+    [ "$(field "$line" node)" = "0" ] || fail "rank $r: SYNK_NODE_RANK: $line"
+    [ "$(field "$line" gpu)" = "[]" ] || fail "rank $r: SYNK_GPU on a node without GPU: $line"
+    [ "$(field "$line" order)" = "PCI_BUS_ID" ] || fail "rank $r: CUDA_DEVICE_ORDER: $line"
+    local cpus allowed
+    cpus=$(field "$line" cpus)
+    allowed=$(field "$line" allowed)
+    [ -n "$cpus" ] || fail "rank $r: empty SYNK_CPUS"
+    [ "$cpus" = "$allowed" ] || fail "rank $r: SYNK_CPUS=$cpus but Cpus_allowed_list=$allowed"
+    [ "$cpus" = "$(planned_cpus "$(field "$line" local)" "$n")" ] ||
+      fail "rank $r: bound to $cpus, the plan says $(planned_cpus "$r" "$n")"
+    case " $seen " in *" $cpus "*) [ "$n" -gt "$(nproc --all)" ] || fail "cpus $cpus bound twice";; esac
+    seen="$seen $cpus"
+  done
+}
+
+case $case_name in
+rank_step_mpirun)
+  # The rank step alone, under a plain mpirun that binds by itself (its default for 2 ranks).
+  "$MPIRUN" --oversubscribe -np 2 "$SYNKRUN" --rank-step -- "$PROBE" a1 >"$work/out" 2>"$work/err" ||
+    fail "mpirun exit $?"
+  check_probe_lines 2
+  grep -q 'args=a1$' "$work/out" || fail "PROGRAM's arguments lost"
+  ;;
+env_and_binding)
+  PROBE_EXPORTED=yes "$SYNKRUN" -np 2 -x FOO=bar -x PROBE_EXPORTED "$PROBE" -np 7 --x >"$work/out" \
+    2>"$work/err" || fail "synkrun exit $?"
+  check_probe_lines 2
+  [ "$(grep -c 'foo=bar exported=yes args=-np 7 --x$' "$work/out")" = 2 ] ||
+    fail "-x variables or PROGRAM's flags not passed"
+  # -H and --hostfile reach mpirun (this node under its own name: the plan stays the same).
+  "$SYNKRUN" -np 2 -H localhost:2 "$PROBE" >"$work/out" 2>"$work/err" || fail "-H: exit $?"
+  check_probe_lines 2
+  echo "localhost slots=2" >"$work/hosts"
+  "$SYNKRUN" -np 2 --hostfile "$work/hosts" "$PROBE" >"$work/out" 2>"$work/err" ||
+    fail "--hostfile: exit $?"
+  check_probe_lines 2
+  echo "localhost slots=1" >"$work/hosts"
+  "$SYNKRUN" -np 2 --hostfile "$work/hosts" "$PROBE" >"$work/out" 2>"$work/err" &&
+    fail "mpirun accepted 2 ranks on a hostfile with 1 slot: the hostfile was not passed"
+  ;;
+failing_rank)
+  start=$(now)
+  PROBE_FAIL_RANK=1 PROBE_FAIL_CODE=3 PROBE_SLEEP=30 "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 3 ] || fail "exit code $rc, expected rank 1's 3"
+  elapsed_below "$start" 15 || fail "the other rank was not stopped"
+  tail -n 1 "$work/err" | grep -q '^synkrun: rank 1 (exit code 3) failed first; exit code 3$' ||
+    fail "last stderr line does not name rank 1"
+  PROBE_FAIL_RANK=0 PROBE_FAIL_SIGNAL=SEGV PROBE_SLEEP=30 "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 139 ] || fail "exit code $rc after a segfault, expected 139"
+  tail -n 1 "$work/err" | grep -q '^synkrun: rank 0 (signal 11' || fail "segfault of rank 0 not named"
+  "$SYNKRUN" -np 2 /nonexistent/program >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 127 ] || fail "exit code $rc for a missing program, expected 127"
+  grep -q 'cannot run /nonexistent/program' "$work/err" || fail "missing program not reported"
+  ;;
+timeout)
+  mkdir "$work/pids"
+  start=$(now)
+  PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 "$SYNKRUN" --timeout 1 -np 2 "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 124 ] || fail "exit code $rc, expected 124"
+  elapsed_below "$start" 10 || fail "--timeout 1 took too long"
+  grep -q 'timeout after 1 s' "$work/err" || fail "no timeout message"
+  for f in "$work"/pids/*; do
+    [ -e "$f" ] || fail "no rank started"
+    if alive "$(cat "$f")"; then fail "rank pid $(cat "$f") still alive"; fi
+  done
+  ;;
+sigint)
+  mkdir "$work/pids"
+  start=$(now)
+  # A script's background jobs ignore SIGINT; give synkrun the default, as a terminal would.
+  PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 env --default-signal=INT "$SYNKRUN" -np 2 "$PROBE" \
+    >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" = 2 ] && break; sleep 0.1; done
+  [ "$(ls "$work/pids" | wc -l)" = 2 ] || fail "ranks did not start"
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" = 130 ] || fail "exit code $rc after SIGINT, expected 130"
+  elapsed_below "$start" 20 || fail "SIGINT took too long"
+  grep -q 'stopped by signal 2' "$work/err" || fail "no message about the signal"
+  for f in "$work"/pids/*; do
+    if alive "$(cat "$f")"; then fail "rank pid $(cat "$f") still alive"; fi
+  done
+  ;;
+oversubscribe)
+  n=$(( $(nproc --all) + 1 ))
+  "$SYNKRUN" -np "$n" --report-bindings "$PROBE" >"$work/out" 2>"$work/err" || fail "exit $?"
+  grep -q "^synkrun: note: $n ranks on .* cores: oversubscribing" "$work/err" || fail "no note"
+  grep -q 'fewer cores than ranks' "$work/err" || fail "sharing not reported"
+  [ "$(grep -c '^probe ' "$work/out")" = "$n" ] || fail "expected $n ranks"
+  [ "$(grep -c '^synkrun: host .* rank .* local rank .*: gpu -, cpus .*, numa ' "$work/err")" = "$n" ] ||
+    fail "expected $n --report-bindings lines"
+  ;;
+argument_errors)
+  check_usage_error() {  # args...: exit 2, one line on stderr starting "synkrun: error:", no stdout
+    "$SYNKRUN" "$@" >"$work/out" 2>"$work/err"
+    local rc=$?
+    [ "$rc" = 2 ] || fail "synkrun $*: exit $rc, expected 2"
+    [ "$(wc -l <"$work/err")" = 1 ] || fail "synkrun $*: not one line on stderr"
+    grep -q '^synkrun: error: ' "$work/err" || fail "synkrun $*: message format"
+    [ ! -s "$work/out" ] || fail "synkrun $*: output on stdout"
+  }
+  check_usage_error
+  check_usage_error -np 2
+  check_usage_error -np 0 "$PROBE"
+  check_usage_error -np -1 "$PROBE"
+  check_usage_error -np abc "$PROBE"
+  check_usage_error --hostfile "$work/no-such-hostfile" "$PROBE"
+  check_usage_error --topology "$work/no-such-topology.xml" "$PROBE"
+  echo "<topology>broken" >"$work/broken.xml"
+  check_usage_error --topology "$work/broken.xml" -np 1 "$PROBE"
+  check_usage_error --no-such-option "$PROBE"
+  check_usage_error --bind socket "$PROBE"
+  check_usage_error --topology "$FIXTURES/4numa-96pu-nogpu.xml" --dry-run "$PROBE"
+  check_usage_error --topology "$FIXTURES/2numa-32pu-1gpu.xml" -np 2 --dry-run "$PROBE"
+  grep -q '2 ranks but the node has 1 GPU' "$work/err" || fail "ranks vs GPUs message"
+  "$SYNKRUN" --help >"$work/out" 2>"$work/err" || fail "--help exit $?"
+  grep -q -- '--gpus-per-rank' "$work/out" || fail "--help output"
+  ;;
+dry_run_json)
+  "$SYNKRUN" --dry-run --json --topology "$FIXTURES/dgx2-16gpu.xml" -np 16 >"$work/out" 2>"$work/err" ||
+    fail "exit $?"
+  python3 - "$work/out" <<'PY' || fail "JSON plan"
+import json, sys
+plan = json.load(open(sys.argv[1]))
+assert len(plan) == 16, len(plan)
+pcis = [r["pci"] for r in plan]
+assert pcis == sorted(pcis), pcis
+for i, r in enumerate(plan):
+    assert r["local_rank"] == i and r["gpu"] == i, r
+    assert r["cpus"] == ([i // 4] if i < 8 else [24 + (i - 8) // 4]), r
+    assert r["numa"] == (0 if i < 8 else 1), r
+    assert set(["local_rank", "gpu", "pci", "cpus", "numa"]) <= set(r), r
+PY
+  grep -q -- '--bind-to none' "$work/err" || fail "mpirun command not shown"
+  "$SYNKRUN" --dry-run --json --topology "$FIXTURES/4numa-96pu-nogpu.xml" -np 2 >"$work/out" 2>"$work/err" ||
+    fail "exit $?"
+  python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p[0]["gpu"] is None and p[0]["pci"] is None and p[1]["numa"] == 1 and p[1]["cpus"] == list(range(24, 48)), p' \
+    "$work/out" || fail "CPU-only JSON plan"
+  ;;
+hello)
+  "$SYNKRUN" -np 2 --report-bindings "$HELLO" >"$work/out" 2>"$work/err" || fail "exit $?"
+  [ "$(grep -c 'all_reduce(rank+1) = 3 (ok)' "$work/out")" = 2 ] || fail "hello output"
+  [ "$(grep -c '^synkrun: host .* rank [01] local rank [01]: gpu -, cpus ' "$work/err")" = 2 ] ||
+    fail "--report-bindings lines"
+  ;;
+*)
+  echo "unknown case $case_name" >&2
+  exit 2
+  ;;
+esac
+echo "PASS $case_name"

@@ -1,0 +1,242 @@
+// synkrun's command line, mpirun command line, rank-step environment and failure parsing:
+// the pure parts of the launcher, without starting anything.
+#include "options.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "job.h"
+#include "mpirun_command.h"
+#include "rank_step.h"
+
+namespace synk::launch {
+namespace {
+
+ParseResult parse(std::vector<std::string> args) { return parse_options(args); }
+
+Options ok(std::vector<std::string> args) {
+  ParseResult r = parse(args);
+  EXPECT_EQ(r.status, ParseResult::Status::ok) << r.text;
+  return r.options;
+}
+
+std::string error(std::vector<std::string> args) {
+  ParseResult r = parse(args);
+  EXPECT_EQ(r.status, ParseResult::Status::error);
+  EXPECT_EQ(r.text.find('\n'), std::string::npos) << "not one line: " << r.text;
+  return r.text;
+}
+
+TEST(Options, NpAndProgramFlagsPassThrough) {
+  Options o = ok({"-np", "4", "./train", "-np", "3", "--bind", "x", "--", "y"});
+  EXPECT_EQ(o.np, 4);
+  EXPECT_EQ(o.program, (std::vector<std::string>{"./train", "-np", "3", "--bind", "x", "--", "y"}));
+  EXPECT_EQ(ok({"-n", "2", "prog"}).np, 2);
+  EXPECT_EQ(ok({"-n3", "prog"}).np, 3);
+  EXPECT_EQ(ok({"--np=5", "prog"}).np, 5);
+  EXPECT_FALSE(ok({"prog"}).np);
+  // "--" ends the options: what follows is PROGRAM even when it looks like an option.
+  Options d = ok({"--report-bindings", "--", "--weird-name", "-x"});
+  EXPECT_TRUE(d.report_bindings);
+  EXPECT_EQ(d.program, (std::vector<std::string>{"--weird-name", "-x"}));
+}
+
+TEST(Options, AllOptions) {
+  Options o = ok({"-H",
+                  "a:2,b:2",
+                  "--hostfile",
+                  "hf",
+                  "--bind",
+                  "numa",
+                  "--gpus",
+                  "3,1",
+                  "--gpus-per-rank",
+                  "2",
+                  "--report-bindings",
+                  "--dry-run",
+                  "--json",
+                  "--topology",
+                  "t.xml",
+                  "-x",
+                  "A",
+                  "-x",
+                  "B=1",
+                  "--timeout",
+                  "2.5",
+                  "prog"});
+  EXPECT_EQ(o.hosts, "a:2,b:2");
+  EXPECT_EQ(o.hostfile, "hf");
+  EXPECT_EQ(o.plan.bind, BindMode::numa);
+  EXPECT_EQ(o.plan.gpus, (std::vector<int>{3, 1}));
+  EXPECT_EQ(o.plan.gpus_per_rank, 2);
+  EXPECT_TRUE(o.report_bindings && o.dry_run && o.json);
+  EXPECT_EQ(o.topology, "t.xml");
+  EXPECT_EQ(o.exports, (std::vector<std::string>{"A", "B=1"}));
+  EXPECT_DOUBLE_EQ(o.timeout_s, 2.5);
+  EXPECT_EQ(o.program, std::vector<std::string>{"prog"});
+  EXPECT_EQ(ok({"--bind=core", "prog"}).plan.bind, BindMode::core);
+  EXPECT_TRUE(ok({"--dry-run"}).program.empty());  // a dry run needs no PROGRAM
+}
+
+TEST(Options, ErrorsAreOneLine) {
+  EXPECT_NE(error({}).find("missing PROGRAM"), std::string::npos);
+  EXPECT_NE(error({"-np", "2"}).find("missing PROGRAM"), std::string::npos);
+  for (const char* n : {"0", "-1", "abc", "2x", ""}) {
+    EXPECT_NE(error({"-np", n, "prog"}).find("-np"), std::string::npos) << n;
+  }
+  EXPECT_NE(error({"-np"}).find("needs a value"), std::string::npos);
+  EXPECT_NE(error({"--bogus", "prog"}).find("unknown option --bogus"), std::string::npos);
+  EXPECT_NE(error({"-q", "prog"}).find("unknown option -q"), std::string::npos);
+  EXPECT_NE(error({"--bind", "socket", "prog"}).find("--bind"), std::string::npos);
+  EXPECT_NE(error({"--gpus", "1-", "prog"}).find("--gpus"), std::string::npos);
+  EXPECT_NE(error({"--gpus-per-rank", "0", "prog"}).find("--gpus-per-rank"), std::string::npos);
+  EXPECT_NE(error({"-x", "1A=2", "prog"}).find("-x"), std::string::npos);
+  EXPECT_NE(error({"--timeout", "soon", "prog"}).find("--timeout"), std::string::npos);
+  EXPECT_NE(error({"--timeout", "-3", "prog"}).find("--timeout"), std::string::npos);
+  EXPECT_NE(error({"--json", "prog"}).find("--dry-run"), std::string::npos);
+  EXPECT_NE(error({"--dry-run=1", "prog"}).find("takes no value"), std::string::npos);
+}
+
+TEST(Options, HelpListsEveryOption) {
+  ParseResult r = parse({"--help"});
+  ASSERT_EQ(r.status, ParseResult::Status::help);
+  for (const char* opt :
+       {"--np", "-H", "--hostfile", "--bind", "--gpus", "--gpus-per-rank", "--report-bindings",
+        "--dry-run", "--json", "--topology", "-x", "--timeout", "PROGRAM"}) {
+    EXPECT_NE(r.text.find(opt), std::string::npos) << opt;
+  }
+  EXPECT_EQ(r.text.find("--rank-step"), std::string::npos);  // internal
+  EXPECT_EQ(parse({"-np", "2", "-h"}).status, ParseResult::Status::help);
+}
+
+TEST(MpirunCommand, FlagsAndRankStep) {
+  Options o = ok({"-np", "3", "-H", "a:2,b:1", "-x", "FOO=1", "--gpus", "2,0", "--bind", "core",
+                  "--report-bindings", "--topology", "/t.xml", "prog", "--flag"});
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 3, true, false};
+  EXPECT_EQ(mpirun_command(o, c), (std::vector<std::string>{"/usr/bin/mpirun",
+                                                            "-np",
+                                                            "3",
+                                                            "--bind-to",
+                                                            "none",
+                                                            "--allow-run-as-root",
+                                                            "-H",
+                                                            "a:2,b:1",
+                                                            "-x",
+                                                            "FOO=1",
+                                                            "/opt/synkrun",
+                                                            "--rank-step",
+                                                            "--bind",
+                                                            "core",
+                                                            "--gpus",
+                                                            "2,0",
+                                                            "--topology",
+                                                            "/t.xml",
+                                                            "--report-bindings",
+                                                            "--",
+                                                            "prog",
+                                                            "--flag"}));
+  c.as_root = false;
+  c.oversubscribe = true;
+  const auto cmd = mpirun_command(ok({"prog"}), c);
+  EXPECT_EQ(std::count(cmd.begin(), cmd.end(), "--allow-run-as-root"), 0);
+  EXPECT_EQ(std::count(cmd.begin(), cmd.end(), "--oversubscribe"), 1);
+  // The rank step parses its own arguments back into the same plan options.
+  const std::vector<std::string> step = rank_step_args(o);
+  Options back = ok(step);
+  EXPECT_TRUE(back.rank_step);
+  EXPECT_EQ(back.plan.bind, o.plan.bind);
+  EXPECT_EQ(back.plan.gpus, o.plan.gpus);
+  EXPECT_EQ(back.topology, o.topology);
+  EXPECT_EQ(back.program, o.program);
+  EXPECT_EQ(shell_join({"a b", "it's", "x=1"}), "'a b' 'it'\\''s' x=1");
+}
+
+RankEnv env_of(const std::map<std::string, std::string>& vars) {
+  return read_rank_env([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(RankEnv, EachLauncher) {
+  RankEnv o = env_of({{"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                      {"OMPI_COMM_WORLD_RANK", "5"},
+                      {"OMPI_COMM_WORLD_SIZE", "6"},
+                      {"SLURM_LOCALID", "0"}});
+  EXPECT_EQ(o.source, "openmpi");
+  EXPECT_EQ(o.rank, 5);
+  EXPECT_EQ(o.world_size, 6);
+  EXPECT_EQ(o.local_rank, 1);
+  EXPECT_EQ(o.local_size, 2);
+  EXPECT_EQ(o.node_rank, 2);
+
+  RankEnv h = env_of(
+      {{"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "1"}, {"PMI_RANK", "3"}, {"PMI_SIZE", "4"}});
+  EXPECT_EQ(h.source, "hydra");
+  EXPECT_EQ(h.rank, 3);
+  EXPECT_EQ(h.node_rank, 3);
+
+  RankEnv s = env_of({{"SLURM_LOCALID", "1"},
+                      {"SLURM_PROCID", "8"},
+                      {"SLURM_NTASKS", "9"},
+                      {"SLURM_NODEID", "3"},
+                      {"SLURM_STEP_TASKS_PER_NODE", "2(x3),3"}});
+  EXPECT_EQ(s.source, "slurm");
+  EXPECT_EQ(s.local_size, 3);
+  EXPECT_EQ(s.node_rank, 3);
+
+  RankEnv p = env_of(
+      {{"PMI_LOCAL_RANK", "0"}, {"PMI_LOCAL_SIZE", "2"}, {"PMI_RANK", "0"}, {"PMI_SIZE", "2"}});
+  EXPECT_EQ(p.source, "pmi");
+  EXPECT_EQ(p.local_size, 2);
+
+  RankEnv none = env_of({});
+  EXPECT_EQ(none.source, "none");
+  EXPECT_EQ(none.world_size, 1);
+
+  EXPECT_THROW(env_of({{"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                       {"OMPI_COMM_WORLD_RANK", "0"},
+                       {"OMPI_COMM_WORLD_SIZE", "2"}}),
+               std::runtime_error);
+  EXPECT_THROW(env_of({{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}}), std::runtime_error);
+}
+
+TEST(RankEnv, SlurmTasksPerNode) {
+  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2);
+  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_FALSE(slurm_tasks_on_node("2(x3),1", 4));
+  EXPECT_FALSE(slurm_tasks_on_node("2(x", 0));
+}
+
+TEST(FailureParser, OpenMpiMessages) {
+  FailureParser exit_code;
+  for (const char* l :
+       {"Primary job  terminated normally, but 1 process returned", "  Process name: [[30945,1],1]",
+        "  Exit code:    3", "  Process name: [[30945,1],0]", "  Exit code:    7"}) {
+    exit_code.feed_line(l);
+  }
+  EXPECT_EQ(exit_code.rank(), 1);
+  EXPECT_EQ(exit_code.exit_code(), 3);
+  EXPECT_EQ(exit_code.describe(), "rank 1 (exit code 3)");
+
+  FailureParser sig;
+  sig.feed_line(
+      "mpirun noticed that process rank 12 with PID 0 on node vm exited on signal 11 "
+      "(Segmentation fault).");
+  EXPECT_EQ(sig.rank(), 12);
+  EXPECT_EQ(sig.signal(), 11);
+
+  FailureParser nothing;
+  nothing.feed_line("Exit code: 3");  // without a process name first
+  nothing.feed_line("hello from rank 1");
+  EXPECT_FALSE(nothing.rank());
+  EXPECT_EQ(nothing.describe(), "");
+}
+
+}  // namespace
+}  // namespace synk::launch
