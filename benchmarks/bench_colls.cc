@@ -1,0 +1,217 @@
+// See bench_colls.h.
+#include "bench_colls.h"
+
+#include <climits>
+#include <stdexcept>
+#include <string>
+
+namespace synk::bench {
+
+namespace {
+
+constexpr Coll kAllColls[] = {Coll::allreduce,      Coll::broadcast, Coll::reduce, Coll::allgather,
+                              Coll::reduce_scatter, Coll::gather,    Coll::scatter};
+
+// MPI's type for moving (and, when reducible, reducing) dtype; float16 and bfloat16 move as
+// their 16 bits but cannot be reduced by MPI.
+MPI_Datatype mpi_type(DataType t, bool reduces) {
+  switch (t) {
+    case DataType::int8:
+      return MPI_INT8_T;
+    case DataType::uint8:
+      return MPI_UINT8_T;
+    case DataType::int32:
+      return MPI_INT32_T;
+    case DataType::uint32:
+      return MPI_UINT32_T;
+    case DataType::int64:
+      return MPI_INT64_T;
+    case DataType::uint64:
+      return MPI_UINT64_T;
+    case DataType::float16:
+    case DataType::bfloat16:
+      return reduces ? MPI_DATATYPE_NULL : MPI_UINT16_T;
+    case DataType::float32:
+      return MPI_FLOAT;
+    case DataType::float64:
+      return MPI_DOUBLE;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return MPI_SUM;
+    case ReduceOp::prod:
+      return MPI_PROD;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+  }
+  return MPI_OP_NULL;
+}
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw std::runtime_error(std::string(call) +
+                           " failed: " + std::string(text, static_cast<std::size_t>(len)));
+}
+
+}  // namespace
+
+const char* to_string(Coll c) noexcept {
+  switch (c) {
+    case Coll::allreduce:
+      return "allreduce";
+    case Coll::broadcast:
+      return "broadcast";
+    case Coll::reduce:
+      return "reduce";
+    case Coll::allgather:
+      return "allgather";
+    case Coll::reduce_scatter:
+      return "reduce_scatter";
+    case Coll::gather:
+      return "gather";
+    case Coll::scatter:
+      return "scatter";
+  }
+  return "?";
+}
+
+std::optional<Coll> parse_coll(std::string_view name) {
+  for (Coll c : kAllColls) {
+    if (name == to_string(c)) return c;
+  }
+  return std::nullopt;
+}
+
+bool uses_op(Coll c) noexcept {
+  return c == Coll::allreduce || c == Coll::reduce || c == Coll::reduce_scatter;
+}
+
+bool has_root(Coll c) noexcept {
+  return c == Coll::broadcast || c == Coll::reduce || c == Coll::gather || c == Coll::scatter;
+}
+
+bool is_blocked(Coll c) noexcept {
+  return c == Coll::allgather || c == Coll::reduce_scatter || c == Coll::gather ||
+         c == Coll::scatter;
+}
+
+double busbw_factor(Coll c, int nranks) noexcept {
+  const double n = nranks;
+  switch (c) {
+    case Coll::allreduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::allgather:
+    case Coll::reduce_scatter:
+      return (n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
+Layout make_layout(Coll c, std::size_t bytes, DataType dtype, int nranks) {
+  const std::size_t es = size_of(dtype);
+  const std::size_t n = static_cast<std::size_t>(nranks);
+  Layout l;
+  if (is_blocked(c)) {
+    l.block = bytes / es / n;
+    l.count = l.block * n;
+  } else {
+    l.count = l.block = bytes / es;
+  }
+  l.bytes = l.count * es;
+  const std::size_t block_bytes = l.block * es;
+  switch (c) {
+    case Coll::allgather:
+    case Coll::gather:
+      l.send_bytes = block_bytes;
+      l.recv_bytes = l.bytes;
+      break;
+    case Coll::reduce_scatter:
+    case Coll::scatter:
+      l.send_bytes = l.bytes;
+      l.recv_bytes = block_bytes;
+      break;
+    case Coll::broadcast:
+      l.send_bytes = 0;
+      l.recv_bytes = l.bytes;
+      break;
+    case Coll::allreduce:
+    case Coll::reduce:
+      l.send_bytes = l.recv_bytes = l.bytes;
+      break;
+  }
+  return l;
+}
+
+void call_synk(Communicator& comm, const CallArgs& a) {
+  const std::size_t b = a.layout.block;
+  switch (a.coll) {
+    case Coll::allreduce:
+      comm.all_reduce(a.send, a.recv, b, a.dtype, a.op);
+      break;
+    case Coll::broadcast:
+      comm.broadcast(a.recv, b, a.dtype, a.root);
+      break;
+    case Coll::reduce:
+      comm.reduce(a.send, a.recv, b, a.dtype, a.op, a.root);
+      break;
+    case Coll::allgather:
+      comm.all_gather(a.send, a.recv, b, a.dtype);
+      break;
+    case Coll::reduce_scatter:
+      comm.reduce_scatter(a.send, a.recv, b, a.dtype, a.op);
+      break;
+    case Coll::gather:
+      comm.gather(a.send, a.recv, b, a.dtype, a.root);
+      break;
+    case Coll::scatter:
+      comm.scatter(a.send, a.recv, b, a.dtype, a.root);
+      break;
+  }
+}
+
+bool mpi_has_baseline(const CallArgs& a) {
+  return a.layout.block <= static_cast<std::size_t>(INT_MAX) &&
+         mpi_type(a.dtype, uses_op(a.coll)) != MPI_DATATYPE_NULL;
+}
+
+void call_mpi(MPI_Comm comm, const CallArgs& a) {
+  const int b = static_cast<int>(a.layout.block);
+  const MPI_Datatype t = mpi_type(a.dtype, uses_op(a.coll));
+  switch (a.coll) {
+    case Coll::allreduce:
+      check_mpi(MPI_Allreduce(a.send, a.recv, b, t, mpi_op(a.op), comm), "MPI_Allreduce");
+      break;
+    case Coll::broadcast:
+      check_mpi(MPI_Bcast(a.recv, b, t, a.root, comm), "MPI_Bcast");
+      break;
+    case Coll::reduce:
+      check_mpi(MPI_Reduce(a.send, a.recv, b, t, mpi_op(a.op), a.root, comm), "MPI_Reduce");
+      break;
+    case Coll::allgather:
+      check_mpi(MPI_Allgather(a.send, b, t, a.recv, b, t, comm), "MPI_Allgather");
+      break;
+    case Coll::reduce_scatter:
+      check_mpi(MPI_Reduce_scatter_block(a.send, a.recv, b, t, mpi_op(a.op), comm),
+                "MPI_Reduce_scatter_block");
+      break;
+    case Coll::gather:
+      check_mpi(MPI_Gather(a.send, b, t, a.recv, b, t, a.root, comm), "MPI_Gather");
+      break;
+    case Coll::scatter:
+      check_mpi(MPI_Scatter(a.send, b, t, a.recv, b, t, a.root, comm), "MPI_Scatter");
+      break;
+  }
+}
+
+}  // namespace synk::bench

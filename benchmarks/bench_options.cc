@@ -1,0 +1,241 @@
+// See bench_options.h. CLI11 parses; the checks after it give the one-line errors.
+#include "bench_options.h"
+
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <limits>
+#include <sstream>
+
+namespace synk::bench {
+
+namespace {
+
+const char kFooter[] = R"(Sizes:
+  size(B) and count describe the whole buffer, as in nccl-tests: for allgather, gather,
+  scatter and reduce_scatter the gathered (or scattered) buffer of all ranks, so each rank
+  contributes or receives count/ranks elements. A size is rounded down to whole elements (and
+  to a multiple of the number of ranks for those four); a size too small for one element per
+  rank is skipped.
+
+Timing (per row):
+  WARMUP untimed calls of synk, then WARMUP of MPI. Then 5 rounds; each round times ITERS
+  calls of synk, then ITERS calls of MPI (a barrier before each). A round's per-call time is
+  the maximum over ranks, and time(us) and mpi(us) are the medians over the 5 rounds.
+  algbw = size / time, busbw = algbw * factor (nccl-tests' PERFORMANCE.md): allreduce
+  2(n-1)/n; allgather and reduce_scatter (n-1)/n; broadcast, reduce, gather, scatter 1.
+  Cap: when the warmup (or, with -w 0, the previous row scaled by size) predicts that one side
+  of a row would take more than about 2 s, that row uses fewer calls per round (at least 1)
+  and a '# note:' line says so.
+
+Baseline:
+  mpi(us) is the raw MPI call with the same arguments on the same communicator
+  (MPI_Allreduce, MPI_Bcast, MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Gather,
+  MPI_Scatter), timed in the same rounds; speedup = mpi(us) / time(us). avg runs as MPI_SUM
+  (MPI has no average). float16 and bfloat16 move as MPI_UINT16_T; MPI cannot reduce them, so
+  their reductions show '-'.
+
+Check (-c 1):
+  After timing, the inputs are filled with a small-integer pattern whose result is exact in
+  every dtype, synk runs once, and every element of every rank's result is compared with its
+  closed form; #wrong is the count over all ranks.
+
+Exit status: 0 success; 1 some #wrong > 0 or a failure while running; 2 bad command line or an
+unavailable backend (reported on rank 0).)";
+
+std::string join(std::initializer_list<const char*> names) {
+  std::string out;
+  for (const char* n : names) {
+    if (!out.empty()) out += ", ";
+    out += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::size_t parse_size(const std::string& text, const char* what) {
+  const auto bad = [&](const std::string& why) {
+    return UsageError(std::string(what) + " '" + text + "' is not a valid size: " + why);
+  };
+  std::size_t i = 0;
+  unsigned long long value = 0;
+  constexpr unsigned long long kMax = std::numeric_limits<std::size_t>::max();
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    const unsigned digit = static_cast<unsigned>(text[i] - '0');
+    if (value > (kMax - digit) / 10) throw bad("too large");
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) throw bad("expected a whole number of bytes, optionally followed by K, M or G");
+  unsigned shift = 0;
+  if (i < text.size()) {
+    switch (text[i]) {
+      case 'K':
+      case 'k':
+        shift = 10;
+        break;
+      case 'M':
+      case 'm':
+        shift = 20;
+        break;
+      case 'G':
+      case 'g':
+        shift = 30;
+        break;
+      default:
+        throw bad("unknown suffix (K, M and G are powers of 1024)");
+    }
+    ++i;
+  }
+  if (i != text.size()) throw bad("unexpected characters after the suffix");
+  if (value > (kMax >> shift)) throw bad("too large");
+  value <<= shift;
+  if (value == 0) throw bad("must be at least 1 byte");
+  return static_cast<std::size_t>(value);
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  std::string min_text = "8", max_text = "64M", dtype_text = "float32", op_text = "sum";
+  std::string backend_text = "mpi";
+  long long factor = 2;
+  int check = 1;
+
+  CLI::App app(
+      "synk-bench: nccl-tests style benchmark of synk's collectives, with the raw MPI call "
+      "timed beside each row.",
+      "synk-bench");
+  // As in nccl-tests, a repeated option takes its last value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("COLL", o.coll_name,
+                 "Collective: allreduce, broadcast, reduce, allgather, reduce_scatter, gather, "
+                 "scatter, or all (= allreduce, broadcast, reduce, allgather, reduce_scatter)")
+      ->required();
+  app.add_option("-b,--minbytes", min_text,
+                 "Smallest size in bytes; K, M, G suffixes are powers of 1024")
+      ->type_name("SIZE")
+      ->capture_default_str();
+  app.add_option("-e,--maxbytes", max_text, "Largest size in bytes (same suffixes)")
+      ->type_name("SIZE")
+      ->capture_default_str();
+  app.add_option("-f,--stepfactor", factor, "Multiply the size by this integer (>= 2) each row")
+      ->type_name("FACTOR")
+      ->capture_default_str();
+  app.add_option("-n,--iters", o.iters,
+                 "Timed calls per round per side (synk, MPI), 5 rounds per row; fewer for rows "
+                 "that would take over ~2 s per side (see Timing)")
+      ->type_name("ITERS")
+      ->capture_default_str();
+  app.add_option("-w,--warmup_iters", o.warmup, "Untimed calls per side before each row")
+      ->type_name("WARMUP")
+      ->capture_default_str();
+  app.add_option("-d,--datatype", dtype_text,
+                 "Element type: " +
+                     join({"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
+                           "bfloat16", "float32", "float64"}) +
+                     " (also char, int, half, fp16, bf16, float, fp32, double, fp64)")
+      ->type_name("DTYPE")
+      ->capture_default_str();
+  app.add_option("-o,--op", op_text,
+                 "Reduction for allreduce, reduce, reduce_scatter: sum, prod, min, max, avg "
+                 "(also mean); avg needs a floating-point dtype")
+      ->type_name("OP")
+      ->capture_default_str();
+  app.add_option("-r,--root", o.root, "Root rank of broadcast, reduce, gather, scatter")
+      ->type_name("ROOT")
+      ->capture_default_str();
+  app.add_option("-c,--check", check,
+                 "1: after timing, check every element of synk's result (#wrong; exit 1 if "
+                 "any is wrong); 0: skip, #wrong shows N/A")
+      ->type_name("0|1")
+      ->capture_default_str();
+  app.add_option("--backend", backend_text,
+                 "synk backend: mpi, shm, nccl, or all (every backend that can be built, one "
+                 "row each; the others get a '# backend ...: not available' note)")
+      ->type_name("BACKEND")
+      ->capture_default_str();
+  app.add_option("--json", o.json_file,
+                 "Rank 0 also writes the rows to FILE as a JSON list of objects (coll, bytes, "
+                 "count, dtype, op, backend, time_us, algbw, busbw, wrong, mpi_time_us, "
+                 "speedup; null where the table shows '-' or N/A)")
+      ->type_name("FILE");
+  app.footer(kFooter);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    o.help = true;
+    o.help_text = app.help();
+    return o;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+
+  if (o.coll_name == "all") {
+    o.colls = {Coll::allreduce, Coll::broadcast, Coll::reduce, Coll::allgather,
+               Coll::reduce_scatter};
+  } else if (auto c = parse_coll(o.coll_name)) {
+    o.colls = {*c};
+  } else {
+    throw UsageError("unknown collective '" + o.coll_name +
+                     "' (expected allreduce, broadcast, reduce, allgather, reduce_scatter, "
+                     "gather, scatter or all)");
+  }
+  o.min_bytes = parse_size(min_text, "-b");
+  o.max_bytes = parse_size(max_text, "-e");
+  if (o.min_bytes > o.max_bytes) {
+    throw UsageError("-b " + min_text + " is larger than -e " + max_text);
+  }
+  if (factor < 2) throw UsageError("-f " + std::to_string(factor) + ": FACTOR must be at least 2");
+  o.factor = static_cast<std::size_t>(factor);
+  if (o.iters < 1) throw UsageError("-n " + std::to_string(o.iters) + ": ITERS must be at least 1");
+  if (o.warmup < 0) throw UsageError("-w " + std::to_string(o.warmup) + ": WARMUP must be >= 0");
+  if (auto t = parse_data_type(dtype_text)) {
+    o.dtype = *t;
+  } else {
+    throw UsageError("unknown datatype '" + dtype_text +
+                     "' (expected int8, uint8, int32, uint32, "
+                     "int64, uint64, float16, bfloat16, float32 or float64)");
+  }
+  if (auto op = parse_reduce_op(op_text)) {
+    o.op = *op;
+  } else {
+    throw UsageError("unknown op '" + op_text + "' (expected sum, prod, min, max or avg)");
+  }
+  if (o.op == ReduceOp::avg && !is_floating(o.dtype)) {
+    throw UsageError(std::string("op avg needs a floating-point datatype, not ") +
+                     to_string(o.dtype));
+  }
+  if (o.root < 0) throw UsageError("-r " + std::to_string(o.root) + ": ROOT must be >= 0");
+  if (check != 0 && check != 1)
+    throw UsageError("-c " + std::to_string(check) + ": expected 0 or 1");
+  o.check = check == 1;
+  if (backend_text == "all") {
+    o.backends = {"mpi", "shm", "nccl"};
+    o.backend_all = true;
+  } else if (backend_text == "mpi" || backend_text == "shm" || backend_text == "nccl") {
+    o.backends = {backend_text};
+  } else {
+    throw UsageError("unknown backend '" + backend_text + "' (expected mpi, shm, nccl or all)");
+  }
+  return o;
+}
+
+void check_against_ranks(const Options& o, int nranks) {
+  if (o.root >= nranks) {
+    throw UsageError("-r " + std::to_string(o.root) + ": ROOT is out of range for " +
+                     std::to_string(nranks) + " ranks (valid: 0.." + std::to_string(nranks - 1) +
+                     ")");
+  }
+}
+
+std::vector<std::size_t> size_steps(const Options& o) {
+  std::vector<std::size_t> out;
+  for (std::size_t b = o.min_bytes; b <= o.max_bytes; b *= o.factor) {
+    out.push_back(b);
+    if (b > o.max_bytes / o.factor) break;  // the next step would pass max (or overflow)
+  }
+  return out;
+}
+
+}  // namespace synk::bench

@@ -1,0 +1,361 @@
+// synk-bench: nccl-tests style benchmark of synk's collectives, each row timed against the raw
+// MPI call with the same arguments in the same run, and checked element by element.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_check.h"
+#include "bench_colls.h"
+#include "bench_options.h"
+#include "bench_table.h"
+#include "synk/synk.h"
+
+namespace synk::bench {
+namespace {
+
+// Exit codes (see the --help footer).
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+// A failure every rank knows about (e.g. buffers that could not be allocated somewhere):
+// rank 0 reports it and every rank exits with kExitFailure, without MPI_Abort.
+class SharedFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct World {
+  int rank = 0;
+  int size = 1;
+  bool root() const { return rank == 0; }
+};
+
+// Rank 0's output; every row is flushed at once, since big sizes take seconds.
+void out(const std::string& text) {
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::byte, FreeDeleter>;
+
+// Cache-line aligned; nullptr for 0 bytes or when memory runs out.
+Buffer allocate(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  return Buffer(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
+}
+
+// A backend that could be built, and what its rows predicted for the next size under -w 0.
+struct Bench {
+  std::string backend;
+  Communicator comm;
+  double seconds_per_byte = 0;
+};
+
+std::string command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.empty() || arg.find_first_of(" \t'\"$*?") != std::string::npos) arg = "'" + arg + "'";
+    line += (i ? " " : "") + arg;
+  }
+  return line;
+}
+
+std::string mpi_library() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string s(text, static_cast<std::size_t>(len));
+  s = s.substr(0, s.find_first_of("\n,"));
+  return s;
+}
+
+void print_header(const World& w, const Options& o, Communicator& comm, int argc, char** argv) {
+  struct RankInfo {
+    int pid;
+    int node;
+    char host[64];
+  };
+  RankInfo mine{static_cast<int>(getpid()), comm.node(), {}};
+  gethostname(mine.host, sizeof mine.host - 1);
+  std::vector<RankInfo> all(w.root() ? static_cast<std::size_t>(w.size) : 0);
+  MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (!w.root()) return;
+  std::string backends;
+  for (const std::string& b : o.backends) backends += (backends.empty() ? "" : ",") + b;
+  char buf[512];
+  std::string text = "# synk-bench: synk " SYNK_VERSION_STRING ", " + mpi_library() + "\n";
+  std::snprintf(buf, sizeof buf, "# ranks %d, nodes %d, host %s\n", w.size, comm.num_nodes(),
+                all[0].host);
+  text += buf;
+  text += "# command: " + command_line(argc, argv) + "\n";
+  std::snprintf(buf, sizeof buf,
+                "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
+                "rounds: %d validation: %d dtype: %s op: %s root: %d backend: %s\n",
+                o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, kRounds, o.check ? 1 : 0,
+                to_string(o.dtype), to_string(o.op), o.root, backends.c_str());
+  text += buf;
+  text += "#\n# Using ranks\n";
+  for (int r = 0; r < w.size; ++r) {
+    const RankInfo& ri = all[static_cast<std::size_t>(r)];
+    std::snprintf(buf, sizeof buf, "#  Rank %3d Pid %7d on %s (node %d)\n", r, ri.pid, ri.host,
+                  ri.node);
+    text += buf;
+  }
+  out(text);
+}
+
+struct Timing {
+  double synk_s = 0;
+  std::optional<double> mpi_s;
+  int iters = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// Warmup, then kRounds rounds of `iters` synk calls and `iters` MPI calls; see --help.
+// predicted_s (per call, 0 if unknown) sets the cap when there is no warmup to measure.
+Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_s) {
+  const bool with_mpi = mpi_has_baseline(a);
+  const MPI_Comm mc = b.comm.mpi_comm();
+  const auto time_calls = [&](bool synk_side, int calls) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < calls; ++i) {
+      if (synk_side) {
+        call_synk(b.comm, a);
+      } else {
+        call_mpi(mc, a);
+      }
+    }
+    return (MPI_Wtime() - t0) / calls;
+  };
+
+  double estimate[2] = {predicted_s, predicted_s};
+  if (o.warmup > 0) {
+    estimate[0] = time_calls(true, o.warmup);
+    estimate[1] = with_mpi ? time_calls(false, o.warmup) : 0;
+    MPI_Allreduce(MPI_IN_PLACE, estimate, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  }
+  Timing t;
+  t.iters = o.iters;
+  const double per_call = std::max(estimate[0], estimate[1]);
+  if (per_call * kRounds * o.iters > kRowBudgetSeconds) {
+    t.iters = std::max(1, static_cast<int>(kRowBudgetSeconds / (per_call * kRounds)));
+  }
+
+  std::vector<double> rounds(2 * kRounds, 0.0);  // synk's, then MPI's
+  for (int r = 0; r < kRounds; ++r) {
+    rounds[static_cast<std::size_t>(r)] = time_calls(true, t.iters);
+    if (with_mpi) rounds[static_cast<std::size_t>(kRounds + r)] = time_calls(false, t.iters);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, rounds.data(), 2 * kRounds, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  t.synk_s = median({rounds.begin(), rounds.begin() + kRounds});
+  if (with_mpi) t.mpi_s = median({rounds.begin() + kRounds, rounds.end()});
+  return t;
+}
+
+// One table: every size, one row per backend. Appends to rows; returns the #wrong total.
+std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<Bench>& benches,
+                       std::vector<Row>& rows) {
+  const std::vector<std::size_t> steps = size_steps(o);
+  std::size_t send_bytes = 0, recv_bytes = 0;
+  for (std::size_t s : steps) {
+    const Layout l = make_layout(coll, s, o.dtype, w.size);
+    send_bytes = std::max(send_bytes, l.send_bytes);
+    recv_bytes = std::max(recv_bytes, l.recv_bytes);
+  }
+  Buffer send = allocate(send_bytes), recv = allocate(recv_bytes);
+  int failed = (send_bytes && !send) || (recv_bytes && !recv);
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (failed) {
+    throw SharedFailure(std::string(to_string(coll)) + ": cannot allocate " +
+                        std::to_string(send_bytes) + " + " + std::to_string(recv_bytes) +
+                        " bytes of buffers on some rank");
+  }
+
+  if (w.root()) {
+    std::string what = std::string("#\n# ") + to_string(coll) + ": " + to_string(o.dtype);
+    if (uses_op(coll)) what += std::string(" ") + to_string(o.op);
+    if (has_root(coll)) what += ", root " + std::to_string(o.root);
+    out(what + ", " + std::to_string(w.size) + " ranks\n" + table_header());
+  }
+  std::uint64_t total_wrong = 0;
+  for (std::size_t s : steps) {
+    CallArgs a{coll,      make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root, send.get(),
+               recv.get()};
+    if (a.layout.count == 0) continue;
+    for (Bench& b : benches) {
+      fill_buffers(a, w.rank, w.size);
+      const double predicted = b.seconds_per_byte * static_cast<double>(a.layout.bytes);
+      const Timing t = time_row(b, a, o, predicted);
+      b.seconds_per_byte =
+          std::max(t.synk_s, t.mpi_s.value_or(0)) / static_cast<double>(a.layout.bytes);
+
+      Row row;
+      row.coll = coll;
+      row.bytes = a.layout.bytes;
+      row.count = a.layout.count;
+      row.dtype = o.dtype;
+      if (uses_op(coll)) row.op = o.op;
+      row.root = has_root(coll) ? o.root : -1;
+      row.backend = b.backend;
+      row.time_us = t.synk_s * 1e6;
+      row.algbw = static_cast<double>(a.layout.bytes) / t.synk_s / 1e9;
+      row.busbw = row.algbw * busbw_factor(coll, w.size);
+      if (t.mpi_s) {
+        row.mpi_time_us = *t.mpi_s * 1e6;
+        row.speedup = *t.mpi_s / t.synk_s;
+      }
+      if (o.check) {
+        fill_buffers(a, w.rank, w.size);
+        call_synk(b.comm, a);
+        std::uint64_t wrong = count_wrong(a, w.rank, w.size);
+        MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        row.wrong = wrong;
+        total_wrong += wrong;
+      }
+      if (w.root()) {
+        if (t.iters < o.iters) {
+          out("# note: " + std::to_string(a.layout.bytes) + " B (" + b.backend +
+              "): " + std::to_string(t.iters) + (t.iters == 1 ? " call" : " calls") +
+              " per round instead of " + std::to_string(o.iters) +
+              ", to keep each side of the row near " +
+              std::to_string(static_cast<int>(kRowBudgetSeconds)) + " s\n");
+        }
+        out(format_row(row));
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  if (w.root()) {
+    for (const Bench& b : benches) out(summary_line(rows, coll, b.backend));
+  }
+  return total_wrong;
+}
+
+// Constructs a communicator per requested backend. An unavailable backend is a usage error
+// unless --backend all, which notes it and goes on.
+std::vector<Bench> make_benches(const Options& o, std::vector<std::string>& notes) {
+  std::vector<Bench> benches;
+  for (const std::string& name : o.backends) {
+    try {
+      benches.push_back(Bench{name, Communicator(MPI_COMM_WORLD, CommOptions{name}), 0});
+    } catch (const Error& e) {
+      if (!o.backend_all || e.code() != ErrorCode::NotSupported) {
+        throw UsageError("backend " + name + ": " + e.what());
+      }
+      notes.push_back("# backend " + name + ": not available: " + e.what() + "\n");
+    }
+  }
+  if (benches.empty()) throw UsageError("none of the backends mpi, shm, nccl is available");
+  return benches;
+}
+
+// Rank 0 checks that the --json file can be written, before any time is spent.
+void check_json_file(const World& w, const Options& o) {
+  if (o.json_file.empty()) return;
+  int ok = 1;
+  if (w.root()) ok = std::ofstream(o.json_file, std::ios::trunc).good() ? 1 : 0;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!ok) throw UsageError("--json: cannot write '" + o.json_file + "'");
+}
+
+int run(const World& w, int argc, char** argv) {
+  const auto start = std::chrono::steady_clock::now();
+  Options o;
+  std::vector<Bench> benches;
+  std::vector<std::string> notes;
+  try {
+    o = parse_options(argc, argv);
+    if (o.help) {
+      if (w.root()) out(o.help_text);
+      return 0;
+    }
+    check_against_ranks(o, w.size);
+    check_json_file(w, o);
+    benches = make_benches(o, notes);
+  } catch (const UsageError& e) {
+    if (w.root()) std::fprintf(stderr, "synk-bench: %s\n", e.what());
+    return kExitUsage;
+  }
+
+  print_header(w, o, benches.front().comm, argc, argv);
+  if (w.root()) {
+    for (const std::string& n : notes) out(n);
+  }
+  std::vector<Row> rows;
+  std::uint64_t wrong = 0;
+  try {
+    for (Coll c : o.colls) wrong += run_coll(w, o, c, benches, rows);
+  } catch (const SharedFailure& e) {
+    if (w.root()) std::fprintf(stderr, "synk-bench: %s\n", e.what());
+    return kExitFailure;
+  }
+
+  if (w.root()) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string end = "#\n";
+    if (o.check) {
+      end += "# #wrong total: " + std::to_string(wrong) + (wrong ? " FAILED\n" : " OK\n");
+    } else {
+      end += "# #wrong: not checked (-c 0)\n";
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "# elapsed: %.1f s\n", elapsed);
+    out(end + buf);
+    if (!o.json_file.empty()) {
+      try {
+        write_json(o.json_file, rows);
+      } catch (const std::runtime_error& e) {
+        // Every collective is done, so rank 0 can fail alone without MPI_Abort.
+        std::fprintf(stderr, "synk-bench: %s\n", e.what());
+        return kExitFailure;
+      }
+    }
+  }
+  return wrong ? kExitFailure : 0;
+}
+
+}  // namespace
+}  // namespace synk::bench
+
+int main(int argc, char** argv) {
+  // MPI starts first so that only rank 0 prints, even for a bad command line.
+  MPI_Init(&argc, &argv);
+  synk::bench::World w;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  int code = 0;
+  try {
+    code = synk::bench::run(w, argc, argv);
+  } catch (const std::exception& e) {
+    // A failure on one rank would leave the others waiting in a collective.
+    std::fprintf(stderr, "synk-bench: rank %d: %s\n", w.rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}
