@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Usage: bench_smoke.sh SYNK_BENCH MPIEXEC
+set -euo pipefail
+bench=$1 mpiexec=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+run() { "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader "$@"; }
+
+run -np 2 "$bench" all -b 8 -e 64K -f 8 -n 2 -w 1 --backend all --json "$work/out.json" | tee "$work/out.txt"
+grep -q "#wrong total: 0" "$work/out.txt"
+for coll in allreduce broadcast reduce allgather reduce_scatter; do
+  grep -q "^# $coll" "$work/out.txt" || { echo "no table for $coll"; exit 1; }
+done
+python3 - "$work/out.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+keys = {"coll", "bytes", "count", "dtype", "op", "backend", "time_us", "algbw", "busbw", "wrong",
+        "mpi_time_us", "speedup"}
+assert rows, "no rows"
+for r in rows:
+    assert keys <= set(r), f"missing keys in {r}"
+    assert r["wrong"] == 0, r
+assert {r["backend"] for r in rows} >= {"mpi", "shm"}, {r["backend"] for r in rows}
+print(f"json: {len(rows)} rows")
+PY
+
+set +e
+run -np 2 "$bench" allreduce -d foo > "$work/bad.txt" 2>&1
+rc=$?
+set -e
+grep -q "unknown datatype 'foo'" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
+[ "$rc" -ne 0 ] || { echo "bad argument exited 0"; exit 1; }
+echo "bench smoke passed"
