@@ -18,6 +18,7 @@
 
 #include "bench_check.h"
 #include "bench_colls.h"
+#include "bench_membound.h"
 #include "bench_options.h"
 #include "bench_table.h"
 #include "synk/synk.h"
@@ -177,7 +178,7 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
 
 // One table: every size, one row per backend. Appends to rows; returns the #wrong total.
 std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<Bench>& benches,
-                       std::vector<Row>& rows) {
+                       std::vector<Row>& rows, double copy_bw) {
   const std::vector<std::size_t> steps = size_steps(o);
   std::size_t send_bytes = 0, recv_bytes = 0;
   for (std::size_t s : steps) {
@@ -250,6 +251,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   }
   if (w.root()) {
     for (const Bench& b : benches) out(summary_line(rows, coll, b.backend));
+    out(membound_line(rows, coll, w.size, copy_bw));
   }
   return total_wrong;
 }
@@ -304,10 +306,22 @@ int run(const World& w, int argc, char** argv) {
   if (w.root()) {
     for (const std::string& n : notes) out(n);
   }
+  // The shm rows get a memory-bandwidth bound from a memcpy probe made in this same run.
+  double copy_bw = 0;
+  if (std::any_of(benches.begin(), benches.end(), [](const Bench& b) { return b.backend == "shm"; })) {
+    copy_bw = probe_copy_bandwidth(MPI_COMM_WORLD);
+    if (w.root()) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "# memcpy probe: %.2f GB/s per rank (read + write counted, %d ranks at once)\n",
+                    copy_bw / 1e9, w.size);
+      out(buf);
+    }
+  }
   std::vector<Row> rows;
   std::uint64_t wrong = 0;
   try {
-    for (Coll c : o.colls) wrong += run_coll(w, o, c, benches, rows);
+    for (Coll c : o.colls) wrong += run_coll(w, o, c, benches, rows, copy_bw);
   } catch (const SharedFailure& e) {
     if (w.root()) std::fprintf(stderr, "synk-bench: %s\n", e.what());
     return kExitFailure;
