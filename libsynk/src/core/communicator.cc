@@ -16,6 +16,7 @@ struct CommState {
   CommContext ctx;
   std::unique_ptr<Backend> backend;
   std::string backend_name;
+  std::string requested;  // what the user asked for ("auto", ...): a split chooses again
 
   ~CommState() {
     backend.reset();  // before the communicators it uses
@@ -38,6 +39,7 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   const std::string requested = options.backend.empty() ? s.backend : options.backend;
   state->backend = detail::make_backend(requested, state->ctx);
   state->backend_name = state->backend->name();
+  state->requested = requested;
   return state;
 }
 
@@ -79,7 +81,9 @@ Communicator Communicator::split(int color, int key) const {
                                         ", key " + std::to_string(key) + ") failed");
   }
   CommOptions options;
-  options.backend = state_->backend_name;
+  // The request, not the result: "hier" is no name make_backend takes, and a part that lies
+  // on one node is better served by shm.
+  options.backend = state_->requested;
   Communicator out(part, options);  // duplicates part
   MPI_Comm_free(&part);
   return out;

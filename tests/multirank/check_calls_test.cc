@@ -1,0 +1,172 @@
+// SYNK_CHECK_CALLS=1: calls that differ between ranks, and an argument error on one rank only,
+// must become a synk::Error on every rank (naming both calls, or the failing rank), not a hang.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "mpi_test.h"
+
+namespace {
+
+using synk::DataType;
+using synk::ErrorCode;
+using synk::ReduceOp;
+using synk_test::caught;
+using synk_test::world;
+using ::testing::HasSubstr;
+
+class CheckCalls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Without the variable, the mismatched calls below would corrupt memory or hang: fail
+    // instead (the same on every rank, since they share the environment).
+    const char* v = std::getenv("SYNK_CHECK_CALLS");
+    if (v == nullptr || std::string(v) != "1") {
+      FAIL() << "run this binary with SYNK_CHECK_CALLS=1 (ctest sets it)";
+    }
+    if (comm.size() < 2) GTEST_SKIP() << "mismatches between ranks need at least 2 ranks";
+    ready_ = true;
+  }
+  // Decided by SetUp alone, which is the same on every rank: an ASSERT that fails on one rank
+  // must not make it skip a collective the others make.
+  void TearDown() override {
+    if (ready_) {
+      EXPECT_TRUE(synk_test::still_usable(comm));
+    }
+  }
+
+  bool ready_ = false;
+
+  synk::Communicator& comm = world();
+  const int me = comm.rank();
+  std::vector<float> a = std::vector<float>(256, 1.0f);
+  std::vector<float> b = std::vector<float>(256, 0.0f);
+};
+
+TEST_F(CheckCalls, MatchingCallsStillWork) {
+  const auto e =
+      caught([&] { comm.all_reduce(a.data(), b.data(), 100, DataType::float32, ReduceOp::sum); });
+  EXPECT_FALSE(e.has_value()) << e->what();
+  EXPECT_EQ(b[99], static_cast<float>(comm.size()));
+  EXPECT_EQ(b[100], 0.0f);
+}
+
+TEST_F(CheckCalls, DifferentCounts) {
+  const std::size_t count = me == 1 ? 200 : 100;
+  const auto e =
+      caught([&] { comm.all_reduce(a.data(), b.data(), count, DataType::float32, ReduceOp::sum); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e), HasSubstr("all_reduce: mismatched calls"));
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 0 called all_reduce(count 100, float32, sum)"));
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 1 called all_reduce(count 200, float32, sum)"));
+  EXPECT_EQ(b[0], 0.0f) << "a rejected call wrote recv";
+}
+
+TEST_F(CheckCalls, DifferentCollectives) {
+  const auto e = caught([&] {
+    if (me == 1) {
+      comm.broadcast(b.data(), 100, DataType::float32, 0);
+    } else {
+      comm.all_reduce(a.data(), b.data(), 100, DataType::float32, ReduceOp::sum);
+    }
+  });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr(std::string(me == 1 ? "broadcast" : "all_reduce") + ": mismatched calls"));
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 0 called all_reduce(count 100, float32, sum)"));
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 1 called broadcast(count 100, float32, root 0)"));
+}
+
+TEST_F(CheckCalls, DifferentRoots) {
+  const int root = me == 1 ? 1 : 0;
+  const auto e = caught([&] { comm.broadcast(b.data(), 10, DataType::float32, root); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 0 called broadcast(count 10, float32, root 0)"));
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 1 called broadcast(count 10, float32, root 1)"));
+}
+
+TEST_F(CheckCalls, DifferentTypesAndOps) {
+  const DataType t = me == 1 ? DataType::int32 : DataType::float32;
+  auto e = caught([&] { comm.all_reduce(a.data(), b.data(), 8, t, ReduceOp::sum); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e), HasSubstr("rank 1 called all_reduce(count 8, int32, sum)"));
+  const ReduceOp op = me == 1 ? ReduceOp::max : ReduceOp::sum;
+  e = caught([&] { comm.reduce(a.data(), b.data(), 8, DataType::float32, op, 0); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 0 called reduce(count 8, float32, sum, root 0)"));
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 1 called reduce(count 8, float32, max, root 0)"));
+}
+
+// Rank 1 alone passes a null buffer: it gets its own InvalidArgument, the others a Remote error
+// naming rank 1 and carrying its message.
+TEST_F(CheckCalls, NullBufferOnOneRank) {
+  const float* send = me == 1 ? nullptr : a.data();
+  const auto e =
+      caught([&] { comm.all_reduce(send, b.data(), 16, DataType::float32, ReduceOp::sum); });
+  if (me == 1) {
+    EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+    EXPECT_THAT(synk_test::message(e), HasSubstr("all_reduce: send is null"));
+  } else {
+    EXPECT_SYNK_ERROR(e, ErrorCode::Remote);
+    EXPECT_THAT(synk_test::message(e), HasSubstr("all_reduce: rank 1 rejected its arguments"));
+    EXPECT_THAT(synk_test::message(e), HasSubstr("send is null"));
+  }
+}
+
+TEST_F(CheckCalls, GathervSendCountDisagreesWithRoot) {
+  const int root = 0;
+  std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 4);
+  const std::size_t send_count = me == 1 ? 5 : 4;
+  const auto e = caught(
+      [&] { comm.gatherv(a.data(), send_count, b.data(), counts, DataType::float32, root); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("gatherv: rank 1 sends 5 elements but the root's recv_counts[1] is 4"));
+}
+
+// What bad_args_test can only check at the root: here every rank learns of it.
+TEST_F(CheckCalls, GathervRecvCountsOfWrongLengthAtRoot) {
+  const int root = comm.size() - 1;
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()) + 1, 0);
+  const auto e =
+      caught([&] { comm.gatherv(a.data(), 0, b.data(), counts, DataType::float32, root); });
+  if (me == root) {
+    EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+    EXPECT_THAT(synk_test::message(e), HasSubstr("gatherv: recv_counts has"));
+  } else {
+    EXPECT_SYNK_ERROR(e, ErrorCode::Remote);
+    EXPECT_THAT(synk_test::message(e),
+                HasSubstr("gatherv: rank " + std::to_string(root) + " rejected its arguments"));
+  }
+}
+
+TEST_F(CheckCalls, GathervMatchingCountsStillWork) {
+  const int root = comm.size() - 1;
+  std::vector<std::size_t> counts;
+  for (int r = 0; r < comm.size(); ++r) counts.push_back(static_cast<std::size_t>(r) + 1);
+  std::vector<float> send(static_cast<std::size_t>(me) + 1, static_cast<float>(me));
+  const auto e = caught(
+      [&] { comm.gatherv(send.data(), send.size(), b.data(), counts, DataType::float32, root); });
+  EXPECT_FALSE(e.has_value()) << e->what();
+  if (me == root) {
+    std::size_t k = 0;
+    for (int r = 0; r < comm.size(); ++r) {
+      for (int j = 0; j <= r; ++j, ++k) {
+        EXPECT_EQ(b[k], static_cast<float>(r)) << "element " << k;
+      }
+    }
+  }
+}
+
+}  // namespace

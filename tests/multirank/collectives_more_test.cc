@@ -1,0 +1,216 @@
+// The rest of the collectives grid (linked into the same binary, so the chunked runs cover it):
+// gatherv with rank-dependent sizes, avg on integer types, null buffers at count 0, barrier.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "grid.h"
+#include "mpi_test.h"
+
+namespace {
+
+using synk::DataType;
+using synk::ReduceOp;
+using synk_test::Buffer;
+using synk_test::data;
+using synk_test::kAllTypes;
+using synk_test::kSentinel;
+using synk_test::max_count;
+using synk_test::Root;
+using synk_test::root_of;
+using synk_test::world;
+using ::testing::HasSubstr;
+
+// ---- gatherv ----------------------------------------------------------------------------------
+
+// How many elements each rank sends: a ramp, a ramp with zeros (ranks 0, 2, ...: the root sends
+// nothing when it is rank 0), and steps of 1500 that cross SYNK_MPI_MAX_CHUNK=1000.
+enum class Sizes { ramp, with_zeros, steps };
+
+struct VCase {
+  DataType dtype;
+  Sizes sizes;
+  Root root;
+  bool in_place;  // at the root; off the root, recv is null and recv_counts empty
+};
+
+std::size_t v_count(Sizes s, int r) {
+  const auto ur = static_cast<std::size_t>(r);
+  switch (s) {
+    case Sizes::ramp:
+      return ur * 3 + 1;
+    case Sizes::with_zeros:
+      return r % 2 == 0 ? 0 : ur * 3 + 1;
+    case Sizes::steps:
+      return ur * 1500 + 1;
+  }
+  return 0;
+}
+
+class Gatherv : public ::testing::TestWithParam<VCase> {};
+
+TEST_P(Gatherv, RankDependentSizes) {
+  const VCase& c = GetParam();
+  synk::Communicator& comm = world();
+  const int me = comm.rank(), n = comm.size(), root = root_of(c.root, n);
+  if (c.root == Root::last && n == 1) GTEST_SKIP() << "root size-1 is root 0";
+  std::vector<std::size_t> counts, displs;
+  std::vector<double> expected;
+  for (int r = 0; r < n; ++r) {
+    counts.push_back(v_count(c.sizes, r));
+    displs.push_back(expected.size());
+    for (std::size_t j = 0; j < counts.back(); ++j) expected.push_back(data(r, j));
+  }
+  const std::size_t mine_n = counts[static_cast<std::size_t>(me)];
+  const std::size_t mine_at = displs[static_cast<std::size_t>(me)];
+  const auto mine = [&](std::size_t j) { return data(me, j); };
+  const std::string where = "rank " + std::to_string(me) + " of " + std::to_string(n) +
+                            ", gatherv " + synk::to_string(c.dtype) + " root " +
+                            std::to_string(root) + (c.in_place ? " inplace" : " outofplace");
+  Buffer send(c.dtype, mine_n);
+  send.fill(mine);
+  if (me == root) {
+    Buffer recv(c.dtype, expected.size());
+    recv.fill_value(kSentinel);
+    if (c.in_place) {
+      recv.fill([&](std::size_t k) { return data(me, k - mine_at); }, mine_at, mine_at + mine_n);
+      comm.gatherv(recv.at(mine_at), mine_n, recv.data(), counts, c.dtype, root);
+    } else {
+      comm.gatherv(send.data(), mine_n, recv.data(), counts, c.dtype, root);
+    }
+    EXPECT_TRUE(recv.check([&](std::size_t k) { return expected[k]; }, where + ", recv"));
+  } else if (c.in_place) {
+    comm.gatherv(send.data(), mine_n, nullptr, {}, c.dtype, root);
+  } else {
+    Buffer recv(c.dtype, expected.size());
+    recv.fill_value(kSentinel);
+    comm.gatherv(send.data(), mine_n, recv.data(), counts, c.dtype, root);
+    EXPECT_TRUE(recv.check([](std::size_t) { return kSentinel; },
+                           where + ", recv off the root (must not change)"));
+  }
+  EXPECT_TRUE(send.check(mine, where + ", send (must not change)"));
+}
+
+std::vector<VCase> gatherv_cases() {
+  std::vector<VCase> out;
+  for (DataType t : kAllTypes) {
+    for (Sizes s : {Sizes::ramp, Sizes::with_zeros, Sizes::steps}) {
+      if (v_count(s, 3) > max_count()) continue;  // the largest count of a 4-rank run
+      for (Root root : {Root::first, Root::last}) {
+        for (bool in_place : {false, true}) out.push_back({t, s, root, in_place});
+      }
+    }
+  }
+  return out;
+}
+
+std::string gatherv_name(const ::testing::TestParamInfo<VCase>& info) {
+  const VCase& c = info.param;
+  const char* sizes = c.sizes == Sizes::ramp    ? "ramp"
+                      : c.sizes == Sizes::steps ? "steps1500"
+                                                : "withzeros";
+  return std::string(synk::to_string(c.dtype)) + "_" + sizes +
+         (c.root == Root::last ? "_rootlast" : "_root0") +
+         (c.in_place ? "_inplace" : "_outofplace");
+}
+
+void PrintTo(const VCase& c, std::ostream* os) { *os << gatherv_name({c, 0}); }
+
+INSTANTIATE_TEST_SUITE_P(Grid, Gatherv, ::testing::ValuesIn(gatherv_cases()), gatherv_name);
+
+// ---- avg on integers, null buffers at count 0, barrier ----------------------------------------
+
+class AvgOnIntegers : public ::testing::TestWithParam<std::tuple<std::string, DataType>> {};
+
+TEST_P(AvgOnIntegers, IsInvalidArgumentOnEveryRank) {
+  const auto& [coll, t] = GetParam();
+  synk::Communicator& comm = world();
+  Buffer send(t, 7 * static_cast<std::size_t>(comm.size())), recv(t, 7);
+  send.fill_value(1);
+  const auto e = synk_test::caught([&] {
+    if (coll == "all_reduce") comm.all_reduce(send.data(), recv.data(), 7, t, ReduceOp::avg);
+    if (coll == "reduce") comm.reduce(send.data(), recv.data(), 7, t, ReduceOp::avg, 0);
+    if (coll == "reduce_scatter")
+      comm.reduce_scatter(send.data(), recv.data(), 7, t, ReduceOp::avg);
+  });
+  // No ASSERT: every rank must reach still_usable's collective.
+  EXPECT_TRUE(e.has_value()) << "rank " << comm.rank() << ": avg on " << synk::to_string(t)
+                             << " did not throw";
+  if (e) {
+    EXPECT_EQ(e->code(), synk::ErrorCode::InvalidArgument) << e->what();
+  }
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr(coll + ": op avg is not defined for integer dtype " + synk::to_string(t)));
+  EXPECT_TRUE(recv.check([](std::size_t) { return 0.0; }, "recv after the rejected call"));
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+std::string avg_name(const ::testing::TestParamInfo<std::tuple<std::string, DataType>>& p) {
+  return std::get<0>(p.param) + "_" + synk::to_string(std::get<1>(p.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grid, AvgOnIntegers,
+    ::testing::Combine(::testing::Values("all_reduce", "reduce", "reduce_scatter"),
+                       ::testing::Values(DataType::int8, DataType::uint8, DataType::int32,
+                                         DataType::uint32, DataType::int64, DataType::uint64)),
+    avg_name);
+
+// Null buffers are valid where no byte moves.
+TEST(ZeroCount, NullBuffersAreAccepted) {
+  synk::Communicator& comm = world();
+  const DataType t = DataType::float32;
+  const int last = comm.size() - 1;
+  EXPECT_NO_THROW(comm.all_reduce(nullptr, nullptr, 0, t, ReduceOp::sum));
+  EXPECT_NO_THROW(comm.reduce(nullptr, nullptr, 0, t, ReduceOp::max, last));
+  EXPECT_NO_THROW(comm.reduce_scatter(nullptr, nullptr, 0, t, ReduceOp::prod));
+  EXPECT_NO_THROW(comm.broadcast(nullptr, 0, t, last));
+  EXPECT_NO_THROW(comm.all_gather(nullptr, nullptr, 0, t));
+  EXPECT_NO_THROW(comm.gather(nullptr, nullptr, 0, t, last));
+  EXPECT_NO_THROW(comm.scatter(nullptr, nullptr, 0, t, last));
+  const std::vector<std::size_t> zeros(static_cast<std::size_t>(comm.size()), 0);
+  EXPECT_NO_THROW(comm.gatherv(nullptr, 0, nullptr, zeros, t, last));
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+// Causal, not timed: rank r sleeps, leaves a file, then enters the barrier; whoever leaves the
+// barrier must find every rank's file. Two rounds, so both the first and the last rank arrive late.
+TEST(Barrier, NoRankLeavesBeforeAllArrive) {
+  synk::Communicator& comm = world();
+  const int me = comm.rank(), n = comm.size();
+  char dir[256] = {};
+  if (me == 0) {
+    std::snprintf(dir, sizeof dir, "%s", "/tmp/synk-barrier-XXXXXX");
+    EXPECT_NE(mkdtemp(dir), nullptr) << "mkdtemp " << dir;  // no ASSERT: the others would wait
+  }
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  for (int round = 0; round < 2; ++round) {
+    const int late = round == 0 ? me : n - 1 - me;
+    std::this_thread::sleep_for(std::chrono::milliseconds(40 * late));
+    const std::string mine =
+        std::string(dir) + "/" + std::to_string(round) + "-" + std::to_string(me);
+    std::ofstream(mine).put('x');
+    comm.barrier();
+    for (int r = 0; r < n; ++r) {
+      const std::string theirs =
+          std::string(dir) + "/" + std::to_string(round) + "-" + std::to_string(r);
+      EXPECT_TRUE(std::filesystem::exists(theirs))
+          << "rank " << me << " left barrier round " << round << " before rank " << r << " arrived";
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace

@@ -1,0 +1,216 @@
+// The Communicator itself: rank, size and node layout (real, or simulated with
+// SYNK_SIMULATE_NODES), split, adopting the caller's MPI_Comm, and backend choice.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mpi_test.h"
+
+namespace {
+
+using synk::DataType;
+using synk::ReduceOp;
+using synk_test::world;
+using ::testing::HasSubstr;
+
+int mpi_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int mpi_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// The node count the test was started with: every rank runs on this one machine, which synk
+// splits into SYNK_SIMULATE_NODES fake nodes when the variable is set.
+int simulated_nodes() {
+  const char* v = std::getenv("SYNK_SIMULATE_NODES");
+  return v && *v ? std::atoi(v) : 1;
+}
+
+std::int64_t sum_of_ranks_with_parity(int parity, int size) {
+  std::int64_t s = 0;
+  for (int r = parity; r < size; r += 2) s += r;
+  return s;
+}
+
+TEST(Comm, RankAndSizeAreMpis) {
+  EXPECT_EQ(world().rank(), mpi_rank());
+  EXPECT_EQ(world().size(), mpi_size());
+}
+
+// Gathers (node, local_rank, local_size, num_nodes) from every rank, so each rank checks the
+// whole layout, not just its own view of it.
+TEST(Comm, NodeLayoutIsConsistent) {
+  synk::Communicator& comm = world();
+  const int n = comm.size(), k = simulated_nodes();
+  EXPECT_EQ(comm.num_nodes(), std::min(k, n));
+  std::vector<std::int32_t> mine = {comm.node(), comm.local_rank(), comm.local_size(),
+                                    comm.num_nodes()};
+  const std::vector<std::int32_t> all = comm.all_gather(std::span<const std::int32_t>(mine));
+  const auto field = [&](int r, int f) {
+    return all[static_cast<std::size_t>(r) * 4 + static_cast<std::size_t>(f)];
+  };
+  int first_of_node = 0, smallest = n, largest = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r > 0 && field(r, 0) != field(r - 1, 0)) {
+      // Nodes are contiguous blocks in rank order, numbered by their first rank.
+      EXPECT_EQ(field(r, 0), field(r - 1, 0) + 1) << "rank " << r << " starts a node out of order";
+      first_of_node = r;
+    }
+    int same = 0;
+    for (int q = 0; q < n; ++q) same += field(q, 0) == field(r, 0) ? 1 : 0;
+    EXPECT_EQ(field(r, 1), r - first_of_node) << "local rank of rank " << r;
+    EXPECT_EQ(field(r, 2), same) << "local size of rank " << r;
+    EXPECT_EQ(field(r, 3), comm.num_nodes()) << "num_nodes of rank " << r;
+    smallest = std::min(smallest, same);
+    largest = std::max(largest, same);
+  }
+  EXPECT_EQ(field(0, 0), 0);
+  EXPECT_EQ(field(n - 1, 0), comm.num_nodes() - 1);
+  EXPECT_LE(largest - smallest, 1) << "simulated nodes should be as even as possible";
+  if (k == 1) {
+    EXPECT_EQ(comm.node(), 0);
+    EXPECT_EQ(comm.local_size(), n);
+    EXPECT_EQ(comm.local_rank(), comm.rank());
+  }
+}
+
+// The parts of a split choose their backend again, from the parent's request and their own
+// layout: "mpi" stays mpi; auto gives shm to a part on one node and hier to one across nodes.
+class Split : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Split, ByParityReducesOnlyItsHalf) {
+  synk::Communicator comm(MPI_COMM_WORLD, synk::CommOptions{GetParam()});
+  const int me = comm.rank(), n = comm.size(), parity = me % 2;
+  synk::Communicator half = comm.split(parity, me);
+  EXPECT_EQ(half.size(), parity == 0 ? (n + 1) / 2 : n / 2);
+  EXPECT_EQ(half.rank(), me / 2);
+  const std::string want = GetParam() == "mpi" ? "mpi" : half.num_nodes() == 1 ? "shm" : "hier";
+  EXPECT_EQ(half.backend(), want) << "half on " << half.num_nodes() << " node(s)";
+  std::vector<std::int64_t> v(1000, me);
+  half.all_reduce(v);
+  EXPECT_THAT(v, ::testing::Each(sum_of_ranks_with_parity(parity, n)));
+
+  // The key orders the new ranks.
+  synk::Communicator reversed = comm.split(0, -me);
+  EXPECT_EQ(reversed.rank(), n - 1 - me);
+  std::vector<std::int32_t> r = {reversed.rank()};
+  reversed.broadcast(r, 0);
+  EXPECT_EQ(r[0], 0);
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+std::string request_name(const ::testing::TestParamInfo<std::string>& p) { return p.param; }
+
+INSTANTIATE_TEST_SUITE_P(Requests, Split, ::testing::Values("mpi", "auto"), request_name);
+
+TEST(Comm, AdoptsCallersCommAndLeavesItAlone) {
+  const int me = mpi_rank(), n = mpi_size();
+  MPI_Comm mine = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, me % 2, me, &mine), MPI_SUCCESS);
+  {
+    synk::Communicator c(mine);
+    EXPECT_EQ(c.rank(), me / 2);
+    EXPECT_FALSE(c.backend().empty());
+    // synk works on its own duplicate: same group, different context.
+    EXPECT_NE(c.mpi_comm(), mine);
+    int cmp = MPI_UNEQUAL;
+    MPI_Comm_compare(c.mpi_comm(), mine, &cmp);
+    EXPECT_EQ(cmp, MPI_CONGRUENT);
+    std::vector<std::int64_t> v(3, me);
+    c.all_reduce(v);
+    EXPECT_EQ(v[0], sum_of_ranks_with_parity(me % 2, n));
+  }
+  // Destroying synk's communicator neither freed the caller's nor finalized MPI, and did not
+  // touch its error handler (synk sets MPI_ERRORS_RETURN on its duplicate only).
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  EXPECT_EQ(finalized, 0);
+  MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(mine, &eh);
+  EXPECT_EQ(eh, MPI_ERRORS_ARE_FATAL);
+  MPI_Errhandler_free(&eh);
+  int one = 1, members = 0;
+  ASSERT_EQ(MPI_Allreduce(&one, &members, 1, MPI_INT, MPI_SUM, mine), MPI_SUCCESS);
+  EXPECT_EQ(members, me % 2 == 0 ? (n + 1) / 2 : n / 2);
+  MPI_Comm_free(&mine);
+}
+
+TEST(Comm, AdoptsMpiCommSelf) {
+  synk::Communicator self(MPI_COMM_SELF);
+  EXPECT_EQ(self.rank(), 0);
+  EXPECT_EQ(self.size(), 1);
+  EXPECT_EQ(self.num_nodes(), 1);
+  std::vector<double> v = {1.5, -2.0};
+  self.all_reduce(v, ReduceOp::avg);
+  EXPECT_EQ(v, (std::vector<double>{1.5, -2.0}));
+}
+
+TEST(Comm, DefaultConstructorWhenMpiIsAlreadyUp) {
+  {
+    synk::Communicator c;
+    EXPECT_EQ(c.size(), mpi_size());
+    EXPECT_TRUE(synk_test::still_usable(c));
+  }
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  EXPECT_EQ(finalized, 0) << "a Communicator finalized MPI that the program had started";
+}
+
+TEST(Comm, MovedCommunicatorStillWorks) {
+  synk::Communicator a(MPI_COMM_WORLD, synk::CommOptions{"mpi"});
+  synk::Communicator b = std::move(a);
+  EXPECT_TRUE(synk_test::still_usable(b));
+  synk::Communicator c(MPI_COMM_SELF);
+  c = std::move(b);
+  EXPECT_EQ(c.size(), mpi_size());
+  EXPECT_TRUE(synk_test::still_usable(c));
+}
+
+// Every rank must agree on the backend, or their collectives would not meet.
+void expect_same_on_every_rank(synk::Communicator& comm) {
+  const std::string& name = comm.backend();
+  std::vector<std::int32_t> mine(16, 0), lowest(16), highest(16);
+  for (std::size_t i = 0; i < name.size() && i < mine.size(); ++i) mine[i] = name[i];
+  comm.all_reduce(std::span<const std::int32_t>(mine), std::span<std::int32_t>(lowest),
+                  ReduceOp::min);
+  comm.all_reduce(std::span<const std::int32_t>(mine), std::span<std::int32_t>(highest),
+                  ReduceOp::max);
+  EXPECT_EQ(lowest, highest) << "ranks chose different backends; rank " << comm.rank() << " has "
+                             << name;
+}
+
+TEST(Comm, MpiBackendOnRequest) {
+  synk::Communicator m(synk::CommOptions{"mpi"});
+  EXPECT_EQ(m.backend(), "mpi");
+  expect_same_on_every_rank(m);
+  EXPECT_TRUE(synk_test::still_usable(m));
+}
+
+// ARCHITECTURE.md: auto is shm on one node and hierarchical across nodes (no GPU buffers here).
+// shm asked for by name (what SYNK_BACKEND=shm does; the variable is read once per process, so
+// CommOptions stands in for it) is the same choice.
+TEST(Comm, AutoAndShmChooseByNodeCount) {
+  const char* want = world().num_nodes() == 1 ? "shm" : "hier";
+  for (const char* requested : {"auto", "shm"}) {
+    synk::Communicator c(MPI_COMM_WORLD, synk::CommOptions{requested});
+    EXPECT_EQ(c.backend(), want) << "requested " << requested << " on " << c.num_nodes()
+                                 << " node(s)";
+    expect_same_on_every_rank(c);
+    EXPECT_TRUE(synk_test::still_usable(c));
+  }
+}
+
+}  // namespace
