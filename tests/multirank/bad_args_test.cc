@@ -1,10 +1,12 @@
-// Bad arguments that every rank passes alike: each must become a synk::Error with the right code
-// and a message naming the operation and the value, on every rank, with no hang and no damage.
+// Bad arguments: passed alike on every rank, each must become a synk::Error with the right code
+// and a message naming the operation and the value, on every rank, with no hang and no damage;
+// passed on one rank only, the shm backend still fails the call everywhere.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -147,11 +149,10 @@ TEST_F(BadArgs, TypedSpansOfDifferentSizes) {
   EXPECT_THAT(synk_test::message(e), HasSubstr("all_reduce: send has 5 elements but recv has 6"));
 }
 
-// recv_counts is read at the root only, so only the root can see these errors; the others
-// cannot know without SYNK_CHECK_CALLS (with it every rank fails: see check_calls_test). On the
-// mpi backend they send their 0 elements, a no-op, and the communicator stays in step. The shm
-// backend's own step check instead fails them at the root's next call and leaves that
-// communicator out of step, so these run on a private mpi communicator, not on world().
+// recv_counts is read at the root only, so only the root can see these errors. On the mpi
+// backend the others cannot know without SYNK_CHECK_CALLS (see check_calls_test): they send
+// their 0 elements, a no-op, and the communicator stays in step. The shm backend tells them
+// inside the call itself (ShmRejects below).
 class GathervRootOnly : public BadArgs {
  protected:
   synk::Communicator mpi{MPI_COMM_WORLD, synk::CommOptions{"mpi"}};
@@ -182,6 +183,40 @@ TEST_F(GathervRootOnly, RootCountDisagreesWithItsSend) {
   std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 0);
   counts[0] = 3;
   expect_root_only_error(counts, 0, "gatherv: the root sends 0 elements but recv_counts[0] is 3");
+}
+
+// On the shm backend an argument rejected on one rank fails the call on every rank (the others
+// get a Remote error naming it) and the communicator stays in step.
+class ShmRejects : public BadArgs {
+ protected:
+  void SetUp() override {
+    if (comm.num_nodes() != 1) GTEST_SKIP() << "the shm backend needs one node";
+    shm.emplace(MPI_COMM_WORLD, synk::CommOptions{"shm"});
+  }
+  std::optional<synk::Communicator> shm;
+};
+
+TEST_F(ShmRejects, GathervRecvCountsOfWrongLengthAtTheRoot) {
+  const int root = comm.size() - 1;
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()) + 1, 0);
+  const auto e = caught([&] { shm->gatherv(a.data(), 0, b.data(), counts, DataType::float32, root); });
+  EXPECT_SYNK_ERROR(e, shm->rank() == root ? ErrorCode::InvalidArgument : ErrorCode::Remote);
+  EXPECT_THAT(synk_test::message(e), HasSubstr("recv_counts has"));
+  if (shm->rank() != root) {
+    EXPECT_THAT(synk_test::message(e),
+                HasSubstr("gatherv: rank " + std::to_string(root) + " rejected its arguments"));
+  }
+  EXPECT_TRUE(synk_test::still_usable(*shm));
+}
+
+TEST_F(ShmRejects, NullBufferOnRankZeroOnly) {
+  const auto e = caught([&] {
+    shm->all_reduce(shm->rank() == 0 ? nullptr : a.data(), b.data(), 16, DataType::float32,
+                    ReduceOp::sum);
+  });
+  EXPECT_SYNK_ERROR(e, shm->rank() == 0 ? ErrorCode::InvalidArgument : ErrorCode::Remote);
+  EXPECT_THAT(synk_test::message(e), HasSubstr("send is null"));
+  EXPECT_TRUE(synk_test::still_usable(*shm));
 }
 
 TEST(BadComm, NullMpiComm) {

@@ -141,6 +141,32 @@ TEST_F(ShmFaults, GathervCountsDisagreeingWithTheRootFailEverywhere) {
   }
 }
 
+// A bad argument on one rank only (here: the root's recv_counts) fails the call on every rank,
+// and the group stays in step for the next call.
+TEST_F(ShmFaults, ArgumentsRejectedOnOneRankFailTheCallEverywhere) {
+  const auto out = run_ranks(3, {}, [](Group& g, auto report) {
+    std::vector<float> v(10, 1.0f), all(30);
+    const std::vector<std::size_t> counts = {10, 10, 10};
+    int rc = g.rank() == 0 ? expect_error(ErrorCode::InvalidArgument, report, [&] {
+      g.reject(detail::Collective::gatherv, ErrorCode::InvalidArgument,
+               "gatherv: recv_counts has 2 entries at the root, expected one per rank (3)");
+    })
+                           : expect_error(ErrorCode::Remote, report, [&] {
+                               g.gatherv(v.data(), 10, all.data(), counts, DataType::float32, 0);
+                             });
+    g.all_reduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+    if (v[0] != 3.0f || v[9] != 3.0f) rc = 2;
+    return rc;
+  });
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_THAT(out[0].message, HasSubstr("recv_counts has 2 entries"));
+  for (int r : {1, 2}) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_THAT(out[r].message,
+                HasSubstr("gatherv: rank 0 rejected its arguments: gatherv: recv_counts has 2"));
+  }
+}
+
 // Four ranks on two cores: spinning ranks must yield, and every result stays exact.
 TEST_F(ShmFaults, FourRanksOnTwoCoresAreExact) {
   HarnessOptions opt;

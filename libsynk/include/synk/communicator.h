@@ -15,9 +15,13 @@
 
 namespace synk {
 
+class Communicator;
 namespace detail {
 struct CommState;
-}
+struct CommContext;
+// libsynk's own parts (Data, ...) reach the rank layout through this.
+const CommContext& context_of(const Communicator& comm);
+}  // namespace detail
 
 struct CommOptions {
   // "auto", "mpi", "shm" or "nccl"; empty means the SYNK_BACKEND variable (default auto).
@@ -109,6 +113,7 @@ class Communicator {
   }
 
  private:
+  friend const detail::CommContext& detail::context_of(const Communicator& comm);
   static void check_same_size(const char* op, std::size_t send, std::size_t recv);
   std::unique_ptr<detail::CommState> state_;
 };

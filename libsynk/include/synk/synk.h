@@ -2,6 +2,7 @@
 #pragma once
 
 #include "synk/communicator.h"
+#include "synk/data.h"
 #include "synk/error.h"
 #include "synk/request.h"
 #include "synk/types.h"

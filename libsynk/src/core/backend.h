@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "synk/error.h"
 #include "synk/request.h"
 #include "synk/types.h"
 
@@ -67,6 +68,13 @@ class Backend {
   virtual Request scatter(const CollArgs& a) = 0;
   virtual Request reduce_scatter(const CollArgs& a) = 0;
   virtual Request barrier() = 0;
+  // This rank's arguments for `a` failed validation with `e`. A backend that can tell the other
+  // ranks inside the call itself (so they fail too instead of waiting) does so and throws;
+  // the default does nothing, and the Communicator rethrows e on this rank alone.
+  virtual void reject(const CollArgs& a, const Error& e) {
+    (void)a;
+    (void)e;
+  }
 };
 
 // The backend named `requested` ("auto", "mpi", "shm", "nccl") for the ranks in ctx.

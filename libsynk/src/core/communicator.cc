@@ -24,6 +24,8 @@ struct CommState {
   }
 };
 
+const CommContext& context_of(const Communicator& comm) { return comm.state_->ctx; }
+
 }  // namespace detail
 
 namespace {
@@ -103,7 +105,12 @@ void run(detail::CommState& st, const CollArgs& a) {
   if (detail::settings().check_calls) {
     detail::validate_across_ranks(a, st.ctx);
   } else {
-    detail::validate(a, st.ctx);
+    try {
+      detail::validate(a, st.ctx);
+    } catch (const Error& e) {
+      st.backend->reject(a, e);  // the shm backend fails the call on every rank
+      throw;
+    }
   }
   detail::Backend& b = *st.backend;
   Request req;

@@ -105,6 +105,14 @@ Request ShmBackend::reduce_scatter(const CollArgs& a) {
   group_->reduce_scatter(a.send, a.recv, a.count, a.dtype, a.op);
   return {};
 }
+void ShmBackend::reject(const CollArgs& a, const Error& e) {
+  // what() is "synk <Code>: <message>"; the group rebuilds the prefix when it throws.
+  std::string text = e.what();
+  const auto colon = text.find(": ");
+  if (text.rfind("synk ", 0) == 0 && colon != std::string::npos) text = text.substr(colon + 2);
+  group_->reject(a.coll, e.code(), text);
+}
+
 Request ShmBackend::barrier() {
   group_->barrier();
   return {};

@@ -34,6 +34,7 @@ class ShmBackend final : public Backend {
   Request scatter(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;
+  void reject(const CollArgs& a, const Error& e) override;
 
  private:
   ShmNode node_;

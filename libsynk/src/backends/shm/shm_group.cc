@@ -41,6 +41,8 @@ struct Group::Call {
   std::int32_t root;
   std::uint64_t count;
   std::uint64_t number;
+  std::int32_t error_code;  // -1, or the ErrorCode of this rank's rejected arguments
+  char error[236];
 };
 
 // One rank's control block, each field on its own line.
@@ -115,6 +117,8 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
   mine.root = root;
   mine.count = count;
   mine.number = calls_;
+  mine.error_code = -1;
+  mine.error[0] = '\0';
   ++calls_;
   check_pending_ = true;  // published by the release store of the first sync
 }
@@ -176,8 +180,26 @@ std::string Group::describe_call(int peer) const {
 
 // Every rank sees the same descriptors, so a mismatch throws on every rank at the same point
 // and the group stays usable.
+void Group::reject(detail::Collective c, ErrorCode code, const std::string& message) {
+  begin(c, 0, DataType::uint8, ReduceOp::sum, 0);
+  Call& mine = block_at(blocks_, cfg_.rank).calls[(calls_ - 1) & 1];
+  mine.error_code = static_cast<std::int32_t>(code);
+  std::snprintf(mine.error, sizeof mine.error, "%s", message.c_str());
+  next_step();
+  sync();  // check_calls throws
+  throw Error(code, message);
+}
+
 void Group::check_calls() {
   const Call& mine = block_at(blocks_, cfg_.rank).calls[(calls_ - 1) & 1];
+  if (mine.error_code >= 0) throw Error(static_cast<ErrorCode>(mine.error_code), mine.error);
+  for (int q = 0; q < cfg_.size; ++q) {
+    const Call& other = block_at(blocks_, q).calls[(calls_ - 1) & 1];
+    if (other.error_code >= 0) {
+      throw Error(ErrorCode::Remote, std::string(op_name_) + ": rank " + std::to_string(q) +
+                                         " rejected its arguments: " + other.error);
+    }
+  }
   for (int q = 0; q < cfg_.size; ++q) {
     const Call& other = block_at(blocks_, q).calls[(calls_ - 1) & 1];
     const bool counts_differ =

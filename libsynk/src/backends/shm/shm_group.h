@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/backend.h"
+#include "synk/error.h"
 
 namespace synk::shm {
 
@@ -42,6 +43,10 @@ class Group {
   void scatter(const void* send, void* recv, std::size_t count, DataType t, int root);
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
   void barrier();
+  // Takes part in the call `c` only to fail it: this rank's arguments were rejected (message).
+  // Every rank then throws at the call's first sync, so the group stays in step: the others a
+  // Remote error naming this rank, this rank its own error. Always throws.
+  [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message);
 
   int rank() const { return cfg_.rank; }
   int size() const { return cfg_.size; }

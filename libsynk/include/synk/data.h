@@ -1,0 +1,135 @@
+// Node-shared datasets, after Synkhronos: an N-d array (axis 0 = examples) held once per node in
+// POSIX shared memory and read by every local rank without copying, and Batch, a selection of
+// its rows split across the ranks at linspace boundaries.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "synk/communicator.h"
+
+namespace synk {
+
+// Positions of selected rows: a strided range, or an explicit list.
+struct RowSelection {
+  std::size_t start = 0, count = 0, step = 1;
+  std::vector<std::size_t> indices;  // when not empty, the rows themselves
+  std::size_t size() const { return indices.empty() ? count : indices.size(); }
+  std::size_t operator[](std::size_t i) const { return indices.empty() ? start + i * step : indices[i]; }
+  bool contiguous() const { return indices.empty() && (step == 1 || count <= 1); }
+};
+
+class Batch {
+ public:
+  static Batch all();
+  static Batch first(std::size_t n);
+  static Batch slice(std::size_t start, std::size_t stop, std::size_t step = 1);
+  static Batch indices(std::vector<std::size_t> rows);
+
+  // The whole selection for a dataset of `rows` rows; throws InvalidArgument naming the first
+  // index out of range.
+  RowSelection select(std::size_t rows) const;
+  // Rank r's share: positions [r*len/size, (r+1)*len/size) of the selection (as even as
+  // possible; the first ranks get the shorter shares).
+  RowSelection for_rank(std::size_t rows, int rank, int size) const;
+
+ private:
+  enum class Kind { all, first, slice, indices } kind_ = Kind::all;
+  std::size_t a_ = 0, b_ = 0, step_ = 1;
+  std::shared_ptr<const std::vector<std::size_t>> rows_;
+};
+
+namespace detail {
+// The untyped part of Data<T>: one shared segment per node, filled once.
+class DataStore {
+ public:
+  DataStore(const Communicator& comm, std::vector<std::size_t> shape, std::size_t elem_size,
+            double oversize);
+  ~DataStore();
+  DataStore(const DataStore&) = delete;
+  DataStore& operator=(const DataStore&) = delete;
+
+  void set_value(const void* values, std::size_t bytes);  // rank 0's bytes reach every node
+  void load(const std::function<void(void* data)>& loader);  // run by each node's local rank 0
+  void resize(std::size_t rows, double oversize);
+  void free();
+  const std::vector<std::size_t>& shape() const { return shape_; }
+  std::size_t row_elems() const { return row_elems_; }
+  std::size_t capacity_rows() const { return capacity_rows_; }
+  const unsigned char* bytes() const;
+  unsigned char* writable_bytes();
+
+ private:
+  void allocate(std::size_t capacity_rows, const unsigned char* keep, std::size_t keep_bytes);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<std::size_t> shape_;
+  std::size_t elem_size_ = 0, row_elems_ = 1, capacity_rows_ = 0;
+};
+}  // namespace detail
+
+// This rank's rows of a batch: a view into shared memory when they are contiguous, otherwise
+// a copy. rows() x row_elems() elements, row-major.
+template <class T>
+struct BatchRows {
+  std::span<const T> values;
+  std::size_t rows = 0;
+  std::vector<T> owned;  // the copy, when one was needed
+};
+
+template <class T>
+class Data {
+ public:
+  // Collective over comm. shape[0] is the number of rows; oversize in [1, 2] reserves room to
+  // grow (resize) without a new segment.
+  Data(const Communicator& comm, std::vector<std::size_t> shape, double oversize = 1.0)
+      : store_(comm, std::move(shape), sizeof(T), oversize) {}
+
+  // Collective: rank 0's values (size() of them; ignored elsewhere) fill every node's copy.
+  void set_value(std::span<const T> values) { store_.set_value(values.data(), values.size_bytes()); }
+  // Collective: loader(pointer to size() elements) runs once per node, on its local rank 0.
+  void load(const std::function<void(T*)>& loader) {
+    store_.load([&](void* p) { loader(static_cast<T*>(p)); });
+  }
+  // Collective: new row count, contents kept up to the smaller one.
+  void resize(std::size_t rows, double oversize = 1.0) { store_.resize(rows, oversize); }
+  void free() { store_.free(); }
+
+  const std::vector<std::size_t>& shape() const { return store_.shape(); }
+  std::size_t rows() const { return store_.shape().empty() ? 0 : store_.shape()[0]; }
+  std::size_t row_elems() const { return store_.row_elems(); }
+  std::size_t size() const { return rows() * row_elems(); }
+  const T* data() const { return reinterpret_cast<const T*>(store_.bytes()); }
+  std::span<const T> row_span(std::size_t begin, std::size_t end) const {
+    return {data() + begin * row_elems(), (end - begin) * row_elems()};
+  }
+
+  // This rank's share of the batch (split with every rank of the communicator).
+  BatchRows<T> take(const Batch& batch, int rank, int size) const {
+    return take(batch.for_rank(rows(), rank, size));
+  }
+  BatchRows<T> take(const RowSelection& sel) const {
+    BatchRows<T> out;
+    out.rows = sel.size();
+    if (sel.contiguous()) {
+      out.values = sel.size() ? row_span(sel.start, sel.start + sel.size()) : std::span<const T>();
+      return out;
+    }
+    const std::size_t re = row_elems();
+    out.owned.resize(sel.size() * re);
+    for (std::size_t i = 0; i < sel.size(); ++i) {
+      const T* src = data() + sel[i] * re;
+      std::copy(src, src + re, out.owned.data() + i * re);
+    }
+    out.values = out.owned;
+    return out;
+  }
+
+ private:
+  detail::DataStore store_;
+};
+
+}  // namespace synk

@@ -1,0 +1,159 @@
+// DataStore: the node-shared memory behind Data<T>. Local rank 0 of each node creates the
+// segment (same rules as the shm backend: O_EXCL, 0600, random name, unlinked once every local
+// rank has mapped it); rank 0's values reach each node once, through the node leaders.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "backends/shm/segment.h"
+#include "core/backend.h"
+#include "core/mpi_check.h"
+#include "synk/data.h"
+#include "synk/error.h"
+
+namespace synk::detail {
+
+struct DataStore::Impl {
+  const CommContext* ctx = nullptr;
+  shm::Segment segment;
+};
+
+namespace {
+
+std::size_t checked_product(const std::vector<std::size_t>& dims, std::size_t from) {
+  std::size_t p = 1;
+  for (std::size_t i = from; i < dims.size(); ++i) {
+    if (dims[i] != 0 && p > SIZE_MAX / dims[i]) {
+      throw Error(ErrorCode::InvalidArgument, "Data: the shape's size overflows");
+    }
+    p *= dims[i];
+  }
+  return p;
+}
+
+void check_oversize(double oversize) {
+  if (!(oversize >= 1.0 && oversize <= 2.0)) {
+    throw Error(ErrorCode::InvalidArgument,
+                "Data: oversize " + std::to_string(oversize) + " is outside [1, 2]");
+  }
+}
+
+// Every rank learns whether any rank failed, so nobody is left waiting.
+void agree(const CommContext& ctx, bool ok, const std::string& what, const std::string& error) {
+  int mine = ok ? 1 : 0, all = 0;
+  SYNK_CHECK_MPI(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, ctx.comm));
+  if (!all) {
+    throw Error(ok ? ErrorCode::Remote : ErrorCode::System,
+                what + (ok ? ": failed on another rank" : ": " + error));
+  }
+}
+
+}  // namespace
+
+DataStore::DataStore(const Communicator& comm, std::vector<std::size_t> shape,
+                     std::size_t elem_size, double oversize)
+    : impl_(std::make_unique<Impl>()), shape_(std::move(shape)), elem_size_(elem_size) {
+  if (shape_.empty()) throw Error(ErrorCode::InvalidArgument, "Data: the shape is empty");
+  check_oversize(oversize);
+  impl_->ctx = &context_of(comm);
+  row_elems_ = checked_product(shape_, 1);
+  checked_product(shape_, 0);
+  allocate(static_cast<std::size_t>(std::ceil(static_cast<double>(shape_[0]) * oversize)), nullptr, 0);
+}
+
+DataStore::~DataStore() = default;
+
+const unsigned char* DataStore::bytes() const {
+  return static_cast<const unsigned char*>(impl_->segment.data());
+}
+unsigned char* DataStore::writable_bytes() { return static_cast<unsigned char*>(impl_->segment.data()); }
+
+void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, std::size_t keep_bytes) {
+  const CommContext& c = *impl_->ctx;
+  const std::size_t bytes = std::max<std::size_t>(capacity_rows * row_elems_ * elem_size_, 1);
+  shm::Segment fresh;
+  char name[64] = {};
+  std::string error;
+  if (c.local_rank == 0) {
+    try {
+      fresh = shm::Segment::create(bytes);
+      if (keep_bytes) std::memcpy(fresh.data(), keep, keep_bytes);
+      std::snprintf(name, sizeof name, "%s", fresh.name().c_str());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, c.local_comm));
+  bool ok = name[0] != '\0';
+  if (ok && c.local_rank != 0) {
+    try {
+      fresh = shm::Segment::open(name, bytes);
+    } catch (const Error& e) {
+      error = e.what();
+      ok = false;
+    }
+  }
+  SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));  // every local rank has mapped it (or failed)
+  fresh.unlink();
+  agree(c, ok, "Data: shared segment of " + std::to_string(bytes) + " bytes", error);
+  impl_->segment = std::move(fresh);
+  capacity_rows_ = capacity_rows;
+}
+
+void DataStore::set_value(const void* values, std::size_t bytes) {
+  const CommContext& c = *impl_->ctx;
+  const std::size_t expected = shape_[0] * row_elems_ * elem_size_;
+  std::uint64_t given = bytes;
+  SYNK_CHECK_MPI(MPI_Bcast(&given, 1, MPI_UINT64_T, 0, c.comm));
+  if (given != expected) {
+    throw Error(ErrorCode::InvalidArgument,
+                "Data::set_value: rank 0 passed " + std::to_string(given / elem_size_) +
+                    " elements, the data holds " + std::to_string(expected / elem_size_));
+  }
+  if (c.rank == 0 && expected) std::memcpy(writable_bytes(), values, expected);
+  if (c.leader_comm != MPI_COMM_NULL && c.num_nodes > 1) {
+    constexpr std::size_t kChunk = std::size_t{1} << 30;
+    for (std::size_t off = 0; off < expected; off += kChunk) {
+      SYNK_CHECK_MPI(MPI_Bcast(writable_bytes() + off, static_cast<int>(std::min(kChunk, expected - off)),
+                               MPI_BYTE, 0, c.leader_comm));
+    }
+  }
+  SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));  // the node's copy is complete before anyone reads
+}
+
+void DataStore::load(const std::function<void(void*)>& loader) {
+  const CommContext& c = *impl_->ctx;
+  bool ok = true;
+  std::string error;
+  if (c.local_rank == 0) {
+    try {
+      loader(writable_bytes());
+    } catch (const std::exception& e) {
+      ok = false;
+      error = e.what();
+    }
+  }
+  agree(c, ok, "Data::load: the loader (node " + std::to_string(c.node) + ")", error);
+}
+
+void DataStore::resize(std::size_t rows, double oversize) {
+  check_oversize(oversize);
+  if (rows <= capacity_rows_) {
+    shape_[0] = rows;
+    return;
+  }
+  const std::size_t keep = std::min(rows, shape_[0]) * row_elems_ * elem_size_;
+  shm::Segment old = std::move(impl_->segment);
+  allocate(static_cast<std::size_t>(std::ceil(static_cast<double>(rows) * oversize)),
+           static_cast<const unsigned char*>(old.data()), keep);
+  shape_[0] = rows;
+}
+
+void DataStore::free() {
+  impl_->segment = shm::Segment();
+  shape_[0] = 0;
+  capacity_rows_ = 0;
+}
+
+}  // namespace synk::detail

@@ -1,0 +1,165 @@
+// Node-shared Data and Batch under mpiexec: values reach every rank (and every simulated node),
+// loaders run once per node, views are zero-copy, splits are linspace-even, errors are clear.
+#include <dirent.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "../multirank/mpi_test.h"
+#include "synk/data.h"
+
+namespace synk {
+namespace {
+
+using ::testing::HasSubstr;
+using synk_test::caught;
+using synk_test::message;
+using synk_test::still_usable;
+using synk_test::world;
+
+int synk_segment_count() {
+  int n = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) n += std::strncmp(e->d_name, "synk-", 5) == 0;
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(Batch, SelectionsAndErrors) {
+  EXPECT_EQ(Batch::all().select(7).size(), 7u);
+  EXPECT_EQ(Batch::first(3).select(7).size(), 3u);
+  const RowSelection s = Batch::slice(1, 8, 3).select(10);  // 1, 4, 7
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0], 1u);
+  EXPECT_EQ(s[2], 7u);
+  EXPECT_FALSE(s.contiguous());
+  EXPECT_TRUE(Batch::slice(2, 5).select(10).contiguous());
+  EXPECT_EQ(Batch::slice(5, 2).select(10).size(), 0u);
+  EXPECT_THROW(Batch::first(8).select(7), Error);
+  EXPECT_THROW(Batch::slice(0, 11).select(10), Error);
+  EXPECT_THROW(Batch::slice(0, 5, 0), Error);
+  try {
+    Batch::indices({3, 12, 1}).select(10);
+    ADD_FAILURE() << "out-of-range index accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr("index 12 (position 1) is out of range for data of 10 rows"));
+  }
+}
+
+TEST(Batch, LinspaceSplitIsEvenAndCoversEverything) {
+  // 5 positions over 2 ranks: 2 and 3; over 3 ranks: 1, 2, 2; over 4: 1, 1, 1, 2.
+  const std::vector<std::vector<std::size_t>> expected = {{5}, {2, 3}, {1, 2, 2}, {1, 1, 1, 2}};
+  for (int n = 1; n <= 4; ++n) {
+    std::size_t next = 0;
+    for (int r = 0; r < n; ++r) {
+      const RowSelection s = Batch::first(5).for_rank(10, r, n);
+      EXPECT_EQ(s.size(), expected[static_cast<std::size_t>(n - 1)][static_cast<std::size_t>(r)]);
+      for (std::size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], next++);
+    }
+    EXPECT_EQ(next, 5u);
+  }
+  const RowSelection picked = Batch::indices({9, 0, 4, 4, 2}).for_rank(10, 1, 2);
+  EXPECT_EQ(picked.indices, (std::vector<std::size_t>{4, 4, 2}));
+  const RowSelection strided = Batch::slice(0, 10, 2).for_rank(10, 1, 2);  // 0 2 | 4 6 8
+  EXPECT_EQ(strided.size(), 3u);
+  EXPECT_EQ(strided[0], 4u);
+}
+
+TEST(Data, MasterValuesReachEveryRankOncePerNode) {
+  Communicator& comm = world();
+  comm.barrier();  // no rank may count while another is already creating the segment
+  const int before = synk_segment_count();
+  comm.barrier();
+  Data<float> d(comm, {10, 3});
+  // Unlinked as soon as every local rank mapped it: nothing stays in /dev/shm.
+  EXPECT_EQ(synk_segment_count(), before);
+  std::vector<float> values;
+  if (comm.rank() == 0) {
+    values.resize(30);
+    std::iota(values.begin(), values.end(), 0.5f);
+  }
+  d.set_value(values);
+  ASSERT_EQ(d.rows(), 10u);
+  ASSERT_EQ(d.row_elems(), 3u);
+  for (std::size_t i = 0; i < 30; ++i) ASSERT_EQ(d.data()[i], static_cast<float>(i) + 0.5f) << i;
+
+  // Each rank's share of the first 7 rows: contiguous, so a view into shared memory.
+  const BatchRows<float> mine = d.take(Batch::first(7), comm.rank(), comm.size());
+  EXPECT_TRUE(mine.owned.empty());
+  const RowSelection sel = Batch::first(7).for_rank(10, comm.rank(), comm.size());
+  ASSERT_EQ(mine.rows, sel.size());
+  if (mine.rows) {
+    EXPECT_EQ(mine.values.data(), d.data() + sel[0] * 3);
+  }
+  // An index list is copied, row by row.
+  const BatchRows<float> picked = d.take(RowSelection{0, 0, 1, {9, 2}});
+  ASSERT_EQ(picked.values.size(), 6u);
+  EXPECT_EQ(picked.values[0], 27.5f);
+  EXPECT_EQ(picked.values[3], 6.5f);
+}
+
+TEST(Data, SetValueWithTheWrongSizeFailsOnEveryRank) {
+  Communicator& comm = world();
+  Data<std::int32_t> d(comm, {4, 2});
+  std::vector<std::int32_t> short_values(comm.rank() == 0 ? 7 : 0);
+  const auto e = caught([&] { d.set_value(short_values); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(e), HasSubstr("rank 0 passed 7 elements, the data holds 8"));
+  EXPECT_TRUE(still_usable(comm));
+}
+
+TEST(Data, LoaderRunsOncePerNode) {
+  Communicator& comm = world();
+  Data<double> d(comm, {5});
+  int ran = 0;
+  d.load([&](double* p) {
+    ++ran;
+    for (int i = 0; i < 5; ++i) p[i] = i * 2.0;
+  });
+  int total = 0;
+  MPI_Allreduce(&ran, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(total, comm.num_nodes());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(d.data()[i], i * 2.0);
+}
+
+TEST(Data, LoaderFailureReachesEveryRank) {
+  Communicator& comm = world();
+  Data<double> d(comm, {5});
+  const bool fails_here = comm.node() == comm.num_nodes() - 1 && comm.local_rank() == 0;
+  const auto e = caught([&] {
+    d.load([&](double*) {
+      if (comm.node() == comm.num_nodes() - 1) throw std::runtime_error("bad file");
+    });
+  });
+  EXPECT_SYNK_ERROR(e, fails_here ? ErrorCode::System : ErrorCode::Remote);
+  EXPECT_THAT(message(e), HasSubstr(fails_here ? "bad file" : "failed on another rank"));
+  EXPECT_TRUE(still_usable(comm));
+}
+
+TEST(Data, ResizeKeepsContentsWithinAndBeyondTheOversize) {
+  Communicator& comm = world();
+  Data<std::uint8_t> d(comm, {4, 2}, 1.5);  // room for 6 rows
+  std::vector<std::uint8_t> v;
+  if (comm.rank() == 0) v = {1, 2, 3, 4, 5, 6, 7, 8};
+  d.set_value(v);
+  const std::uint8_t* before = d.data();
+  d.resize(6);  // within the oversize: same memory
+  EXPECT_EQ(d.data(), before);
+  EXPECT_EQ(d.rows(), 6u);
+  d.resize(20, 2.0);  // beyond: new segment, contents kept
+  EXPECT_EQ(d.rows(), 20u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(d.data()[i], i + 1);
+  EXPECT_THROW(d.resize(30, 2.5), Error);
+  EXPECT_THROW(Data<float>(comm, {3}, 0.5), Error);
+  d.free();
+  EXPECT_EQ(d.rows(), 0u);
+}
+
+}  // namespace
+}  // namespace synk
