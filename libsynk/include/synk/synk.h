@@ -4,6 +4,8 @@
 #include "synk/communicator.h"
 #include "synk/data.h"
 #include "synk/error.h"
+#include "synk/function.h"
 #include "synk/request.h"
+#include "synk/shared.h"
 #include "synk/types.h"
 #include "synk/version.h"

@@ -1,0 +1,206 @@
+// Function<T>, after Synkhronos's replicated functions: a callable registered under a name on
+// every rank, with a collect mode per output. A call splits a batch of Data rows across the
+// ranks, runs each rank's share in num_slices pieces, accumulates each output by its mode and
+// collects it once to the root (or to every rank). SPMD: every rank makes the same calls.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "synk/communicator.h"
+#include "synk/data.h"
+
+namespace synk {
+
+// avg: mean over slices, then equal-weight mean over ranks. gather: slices and ranks
+// concatenated in order. none: this rank's slices concatenated, not collected.
+enum class Collect { avg, sum, prod, min, max, gather, none };
+
+template <class T>
+struct SliceInputs {
+  std::vector<BatchRows<T>> data;  // this slice's rows of each Data input
+  const std::vector<std::vector<T>>* inputs = nullptr;  // the broadcast inputs, whole
+  std::size_t rows = 0;  // rows in this slice (may be 0: the body must cope)
+};
+
+struct CallOptions {
+  Batch batch = Batch::all();
+  int num_slices = 1;
+  bool to_all = false;  // collect on every rank, not only the root
+  int root = 0;
+};
+
+template <class T>
+class Function {
+ public:
+  using Outputs = std::vector<std::vector<T>>;
+  using Body = std::function<Outputs(const SliceInputs<T>&)>;
+
+  Function(Communicator& comm, std::string name, std::vector<Collect> collect, Body body)
+      : comm_(&comm), name_(std::move(name)), collect_(std::move(collect)), body_(std::move(body)) {}
+
+  const std::string& name() const { return name_; }
+
+  // SPMD call: every rank calls with the same arguments. Returns the collected outputs at the
+  // root (on every rank with to_all); other ranks get their own accumulated outputs. An
+  // exception in the body on any rank becomes a synk::Error on every rank naming that rank.
+  Outputs operator()(const std::vector<const Data<T>*>& data,
+                     const std::vector<std::vector<T>>& inputs = {}, const CallOptions& o = {}) {
+    if (o.num_slices < 1) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "Function '" + name_ + "': num_slices " + std::to_string(o.num_slices));
+    }
+    Outputs acc;
+    std::string failure;
+    try {
+      acc = run_slices(data, inputs, o.batch.for_rank(rows_of(data), comm_->rank(), comm_->size()),
+                       o.num_slices);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    agree(failure);
+    return collect(std::move(acc), o);
+  }
+
+  // This rank alone, over the whole batch; no collective.
+  Outputs local(const std::vector<const Data<T>*>& data,
+                const std::vector<std::vector<T>>& inputs = {}, const Batch& batch = Batch::all(),
+                int num_slices = 1) {
+    return run_slices(data, inputs, batch.select(rows_of(data)), num_slices);
+  }
+
+ private:
+  std::size_t rows_of(const std::vector<const Data<T>*>& data) const {
+    if (data.empty()) return 0;
+    for (const Data<T>* d : data) {
+      if (d->rows() != data[0]->rows()) {
+        throw Error(ErrorCode::InvalidArgument, "Function '" + name_ +
+                                                    "': Data inputs have different row counts");
+      }
+    }
+    return data[0]->rows();
+  }
+
+  static RowSelection part(const RowSelection& s, std::size_t lo, std::size_t hi) {
+    RowSelection p;
+    if (!s.indices.empty()) {
+      p.indices.assign(s.indices.begin() + static_cast<std::ptrdiff_t>(lo),
+                       s.indices.begin() + static_cast<std::ptrdiff_t>(hi));
+    } else {
+      p.start = s.start + lo * s.step;
+      p.step = s.step;
+      p.count = hi - lo;
+    }
+    return p;
+  }
+
+  Outputs run_slices(const std::vector<const Data<T>*>& data,
+                     const std::vector<std::vector<T>>& inputs, const RowSelection& mine,
+                     int num_slices) {
+    const std::size_t len = mine.size(), ns = static_cast<std::size_t>(num_slices);
+    Outputs acc;
+    for (std::size_t k = 0; k < ns; ++k) {
+      const RowSelection sel = part(mine, len * k / ns, len * (k + 1) / ns);
+      SliceInputs<T> in;
+      in.inputs = &inputs;
+      in.rows = sel.size();
+      for (const Data<T>* d : data) in.data.push_back(d->take(sel));
+      Outputs out = body_(in);
+      if (out.size() != collect_.size()) {
+        throw Error(ErrorCode::InvalidUsage, "Function '" + name_ + "': the body returned " +
+                                                 std::to_string(out.size()) + " outputs, " +
+                                                 std::to_string(collect_.size()) + " declared");
+      }
+      if (k == 0) {
+        acc = std::move(out);
+        continue;
+      }
+      for (std::size_t j = 0; j < out.size(); ++j) accumulate(j, acc[j], out[j]);
+    }
+    for (std::size_t j = 0; j < acc.size(); ++j) {
+      if (collect_[j] == Collect::avg) {
+        for (T& x : acc[j]) x = static_cast<T>(x / static_cast<T>(ns));
+      }
+    }
+    return acc;
+  }
+
+  void accumulate(std::size_t j, std::vector<T>& a, const std::vector<T>& b) const {
+    const Collect c = collect_[j];
+    if (c == Collect::gather || c == Collect::none) {
+      a.insert(a.end(), b.begin(), b.end());
+      return;
+    }
+    if (a.size() != b.size()) {
+      throw Error(ErrorCode::InvalidUsage, "Function '" + name_ + "': output " +
+                                               std::to_string(j) + " changed size between slices");
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      switch (c) {
+        case Collect::avg:
+        case Collect::sum: a[i] = static_cast<T>(a[i] + b[i]); break;
+        case Collect::prod: a[i] = static_cast<T>(a[i] * b[i]); break;
+        case Collect::min: a[i] = std::min(a[i], b[i]); break;
+        case Collect::max: a[i] = std::max(a[i], b[i]); break;
+        default: break;
+      }
+    }
+  }
+
+  // Every rank learns whether the body failed anywhere, and which rank's message to report.
+  void agree(const std::string& failure) {
+    int first = failure.empty() ? comm_->size() : comm_->rank();
+    comm_->all_reduce(&first, &first, 1, DataType::int32, ReduceOp::min);
+    if (first == comm_->size()) return;
+    std::vector<char> text(256, '\0');
+    if (comm_->rank() == first) std::snprintf(text.data(), text.size(), "%s", failure.c_str());
+    comm_->broadcast(text.data(), text.size(), DataType::int8, first);
+    throw Error(comm_->rank() == first ? ErrorCode::InvalidUsage : ErrorCode::Remote,
+                "Function '" + name_ + "': rank " + std::to_string(first) + " failed: " +
+                    text.data());
+  }
+
+  Outputs collect(Outputs acc, const CallOptions& o) {
+    const DataType t = data_type_of<T>();
+    for (std::size_t j = 0; j < acc.size(); ++j) {
+      std::vector<T>& v = acc[j];
+      ReduceOp op = ReduceOp::sum;
+      switch (collect_[j]) {
+        case Collect::none: continue;
+        case Collect::gather: {
+          std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()));
+          std::size_t mine = v.size();
+          comm_->all_gather(&mine, counts.data(), 1, DataType::uint64);
+          std::size_t total = 0;
+          for (std::size_t c : counts) total += c;
+          std::vector<T> all(comm_->rank() == o.root || o.to_all ? total : 0);
+          comm_->gatherv(v.data(), v.size(), all.data(), counts, t, o.root);
+          if (o.to_all) comm_->broadcast(all.data(), all.size(), t, o.root);
+          if (comm_->rank() == o.root || o.to_all) v = std::move(all);
+          continue;
+        }
+        case Collect::avg: op = ReduceOp::avg; break;
+        case Collect::sum: op = ReduceOp::sum; break;
+        case Collect::prod: op = ReduceOp::prod; break;
+        case Collect::min: op = ReduceOp::min; break;
+        case Collect::max: op = ReduceOp::max; break;
+      }
+      if (o.to_all) {
+        comm_->all_reduce(v.data(), v.data(), v.size(), t, op);
+      } else {
+        comm_->reduce(v.data(), v.data(), v.size(), t, op, o.root);
+      }
+    }
+    return acc;
+  }
+
+  Communicator* comm_;
+  std::string name_;
+  std::vector<Collect> collect_;
+  Body body_;
+};
+
+}  // namespace synk

@@ -1,0 +1,194 @@
+// Shared<T>, after Synkhronos's shared variables: a named array that exists on every rank (each
+// rank holds its own value and shape) with collectives over the ranks' values. Every collective
+// is a collective call: all ranks of the communicator make it, in the same order.
+#pragma once
+
+#include <cstddef>
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "synk/communicator.h"
+
+namespace synk {
+
+template <class T>
+class Shared {
+ public:
+  using Shape = std::vector<std::size_t>;
+
+  Shared(Communicator& comm, std::string name, std::vector<T> value = {}, Shape shape = {})
+      : comm_(&comm), name_(std::move(name)) {
+    set_local(std::move(value), std::move(shape));
+  }
+
+  const std::string& name() const { return name_; }
+  std::vector<T>& value() { return value_; }
+  const std::vector<T>& value() const { return value_; }
+  const Shape& shape() const { return shape_; }
+  // This rank's value; an empty shape means a 1-d array of value.size() elements.
+  void set_local(std::vector<T> value, Shape shape = {}) {
+    if (shape.empty()) shape = {value.size()};
+    check_shape("set_local", value.size(), shape);
+    value_ = std::move(value);
+    shape_ = std::move(shape);
+  }
+
+  // The root's value (and shape) on every rank.
+  void broadcast(int root = 0) {
+    std::vector<std::uint64_t> dims = encode(shape_);
+    comm_->broadcast(dims.data(), dims.size(), DataType::uint64, root);
+    Shape s = decode(dims);
+    value_.resize(elems(s));
+    shape_ = std::move(s);
+    comm_->broadcast(value_.data(), value_.size(), data_type_of<T>(), root);
+  }
+  // `value` (as given on rank 0) on every rank.
+  void broadcast(const std::vector<T>& value, Shape shape = {}) {
+    if (comm_->rank() == 0) set_local(value, std::move(shape));
+    broadcast(0);
+  }
+
+  // Every rank's value becomes the reduction over the ranks (default avg).
+  void all_reduce(ReduceOp op = ReduceOp::avg) {
+    comm_->all_reduce(value_.data(), value_.data(), value_.size(), data_type_of<T>(), op);
+  }
+  // The root's value becomes the reduction; the others keep theirs.
+  void reduce(ReduceOp op = ReduceOp::avg, int root = 0) {
+    comm_->reduce(value_.data(), value_.data(), value_.size(), data_type_of<T>(), op, root);
+  }
+  // The reduction, returned at the root (empty elsewhere); no rank's value changes.
+  std::vector<T> reduced(ReduceOp op = ReduceOp::avg, int root = 0) {
+    std::vector<T> out(comm_->rank() == root ? value_.size() : 0);
+    comm_->reduce(value_.data(), out.data(), value_.size(), data_type_of<T>(), op, root);
+    return out;
+  }
+
+  // Every rank's value, at the root (empty elsewhere). nd_up 1 stacks them (shape [n, ...],
+  // all shapes equal); nd_up 0 concatenates them along axis 0 (their rows may differ).
+  std::vector<T> gather(int nd_up = 1, int root = 0, Shape* out_shape = nullptr) {
+    const std::vector<Shape> shapes = get_shapes();
+    const Shape joined = join(shapes, nd_up);
+    std::vector<std::size_t> counts(shapes.size());
+    for (std::size_t r = 0; r < shapes.size(); ++r) counts[r] = elems(shapes[r]);
+    std::vector<T> out(comm_->rank() == root ? elems(joined) : 0);
+    comm_->gatherv(value_.data(), value_.size(), out.data(), counts, data_type_of<T>(), root);
+    if (out_shape) *out_shape = joined;
+    return out;
+  }
+  std::vector<T> all_gather(int nd_up = 1, Shape* out_shape = nullptr) {
+    Shape joined;
+    std::vector<T> out = gather(nd_up, 0, &joined);
+    std::vector<std::uint64_t> n{out.size()};
+    comm_->broadcast(n.data(), 1, DataType::uint64, 0);
+    out.resize(n[0]);
+    comm_->broadcast(out.data(), out.size(), data_type_of<T>(), 0);
+    if (out_shape) *out_shape = joined;
+    return out;
+  }
+
+  // The root's value split along axis 0 at linspace boundaries: rank r's value becomes rows
+  // [r*rows/n, (r+1)*rows/n). (It travels as one broadcast; each rank keeps its rows.)
+  void scatter(int root = 0) {
+    broadcast(root);
+    const std::size_t rows = shape_.empty() ? 0 : shape_[0];
+    const std::size_t row = rows ? value_.size() / rows : 0;
+    const std::size_t n = static_cast<std::size_t>(comm_->size());
+    const std::size_t r = static_cast<std::size_t>(comm_->rank());
+    const std::size_t lo = rows * r / n, hi = rows * (r + 1) / n;
+    value_ = std::vector<T>(value_.begin() + static_cast<std::ptrdiff_t>(lo * row),
+                            value_.begin() + static_cast<std::ptrdiff_t>(hi * row));
+    shape_[0] = hi - lo;
+  }
+
+  // Rank `rank`'s value (and shape), returned on every rank.
+  std::vector<T> get_value(int rank, Shape* out_shape = nullptr) {
+    std::vector<T> keep = value_;
+    Shape keep_shape = shape_;
+    broadcast(rank);
+    std::vector<T> out = std::move(value_);
+    if (out_shape) *out_shape = shape_;
+    value_ = std::move(keep);
+    shape_ = std::move(keep_shape);
+    return out;
+  }
+  // Rank `rank`'s value becomes `value` as given on rank 0.
+  void set_value(int rank, const std::vector<T>& value, Shape shape = {}) {
+    std::vector<T> v = comm_->rank() == 0 ? value : std::vector<T>();
+    Shared<T> carrier(*comm_, name_, std::move(v), comm_->rank() == 0 ? std::move(shape) : Shape{});
+    carrier.broadcast(0);
+    if (comm_->rank() == rank) {
+      value_ = std::move(carrier.value_);
+      shape_ = std::move(carrier.shape_);
+    }
+  }
+  // Every rank's shape, on every rank.
+  std::vector<Shape> get_shapes() {
+    const std::vector<std::uint64_t> mine = encode(shape_);
+    std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(comm_->size()));
+    comm_->all_gather(mine.data(), all.data(), mine.size(), DataType::uint64);
+    std::vector<Shape> shapes;
+    for (int r = 0; r < comm_->size(); ++r) {
+      shapes.push_back(decode({all.begin() + static_cast<std::ptrdiff_t>(r * kMaxDims + r),
+                               all.begin() + static_cast<std::ptrdiff_t>((r + 1) * (kMaxDims + 1))}));
+    }
+    return shapes;
+  }
+
+ private:
+  static constexpr std::size_t kMaxDims = 8;
+
+  static std::size_t elems(const Shape& s) {
+    return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>());
+  }
+  void check_shape(const char* what, std::size_t n, const Shape& s) const {
+    if (s.size() > kMaxDims || elems(s) != n) {
+      throw Error(ErrorCode::InvalidArgument, "Shared '" + name_ + "': " + what + ": " +
+                                                  std::to_string(n) + " values do not fill the shape");
+    }
+  }
+  // [ndim, d0, d1, ..., 0 padding] so every rank's record has one size.
+  static std::vector<std::uint64_t> encode(const Shape& s) {
+    std::vector<std::uint64_t> out(kMaxDims + 1, 0);
+    out[0] = s.size();
+    for (std::size_t i = 0; i < s.size(); ++i) out[i + 1] = s[i];
+    return out;
+  }
+  static Shape decode(const std::vector<std::uint64_t>& d) {
+    return Shape(d.begin() + 1, d.begin() + 1 + static_cast<std::ptrdiff_t>(d[0]));
+  }
+  Shape join(const std::vector<Shape>& shapes, int nd_up) const {
+    if (nd_up == 1) {
+      for (const Shape& s : shapes) {
+        if (s != shapes[0]) {
+          throw Error(ErrorCode::InvalidUsage, "Shared '" + name_ + "': gather(nd_up=1) stacks "
+                                               "values of one shape, but the ranks' shapes differ");
+        }
+      }
+      Shape out{shapes.size()};
+      out.insert(out.end(), shapes[0].begin(), shapes[0].end());
+      return out;
+    }
+    if (nd_up != 0) throw Error(ErrorCode::InvalidArgument, "Shared::gather: nd_up must be 0 or 1");
+    Shape out = shapes[0];
+    out[0] = 0;
+    for (const Shape& s : shapes) {
+      if (s.size() != out.size() || !std::equal(s.begin() + 1, s.end(), out.begin() + 1)) {
+        throw Error(ErrorCode::InvalidUsage, "Shared '" + name_ + "': gather(nd_up=0) joins rows "
+                                             "of one shape, but the ranks' rows differ");
+      }
+      out[0] += s[0];
+    }
+    return out;
+  }
+
+  Communicator* comm_;
+  std::string name_;
+  std::vector<T> value_;
+  Shape shape_;
+};
+
+}  // namespace synk

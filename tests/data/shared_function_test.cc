@@ -1,0 +1,161 @@
+// Shared variables and replicated Functions under mpiexec: collectives on ranks' values of
+// different shapes, uneven batch splits, num_slices accumulation per collect mode, and a body
+// that fails on one rank.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+#include "../multirank/mpi_test.h"
+#include "synk/function.h"
+#include "synk/shared.h"
+
+namespace synk {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using synk_test::caught;
+using synk_test::message;
+using synk_test::world;
+
+TEST(Shared, GatherStacksOrConcatenatesRanksOfDifferentRows) {
+  Communicator& comm = world();
+  const int r = comm.rank(), n = comm.size();
+  // Rank r holds r+1 rows of 2: [r, r], [r, r], ...
+  Shared<double> v(comm, "v", std::vector<double>(static_cast<std::size_t>(2 * (r + 1)), r),
+                   {static_cast<std::size_t>(r + 1), 2});
+  std::vector<std::size_t> shape;
+  const std::vector<double> joined = v.gather(0, 0, &shape);
+  const std::size_t rows = static_cast<std::size_t>(n * (n + 1) / 2);
+  if (r == 0) {
+    EXPECT_EQ(shape, (std::vector<std::size_t>{rows, 2}));
+    ASSERT_EQ(joined.size(), rows * 2);
+    std::size_t i = 0;
+    for (int q = 0; q < n; ++q) {
+      for (int k = 0; k < 2 * (q + 1); ++k, ++i) EXPECT_EQ(joined[i], q) << i;
+    }
+  } else {
+    EXPECT_TRUE(joined.empty());
+  }
+  const auto shapes = v.get_shapes();
+  ASSERT_EQ(shapes.size(), static_cast<std::size_t>(n));
+  EXPECT_EQ(shapes.back()[0], static_cast<std::size_t>(n));
+  // Stacking needs one shape: with n > 1 these differ, and every rank says so.
+  if (n > 1) {
+    const auto e = caught([&] { v.gather(1); });
+    EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+    EXPECT_THAT(message(e), HasSubstr("shapes differ"));
+  }
+}
+
+TEST(Shared, ReduceBroadcastScatterGetSet) {
+  Communicator& comm = world();
+  const int r = comm.rank(), n = comm.size();
+  Shared<float> s(comm, "s", {static_cast<float>(r + 1), 1.0f});
+  s.reduce(ReduceOp::sum);  // the root's value only
+  if (r == 0) {
+    EXPECT_THAT(s.value(), ElementsAre(n * (n + 1) / 2.0f, static_cast<float>(n)));
+  } else {
+    EXPECT_THAT(s.value(), ElementsAre(r + 1.0f, 1.0f));
+  }
+  s.all_reduce(ReduceOp::max);  // the root's reduced value is the largest
+  EXPECT_THAT(s.value(), ElementsAre(n * (n + 1) / 2.0f, static_cast<float>(n)));
+  s.broadcast({5, 6, 7}, {3});
+  EXPECT_THAT(s.value(), ElementsAre(5, 6, 7));
+  // Scatter 5 rows of 1 along axis 0: linspace shares.
+  s.broadcast({0, 1, 2, 3, 4}, {5, 1});
+  s.scatter();
+  const std::size_t lo = 5 * static_cast<std::size_t>(r) / static_cast<std::size_t>(n);
+  const std::size_t hi = 5 * static_cast<std::size_t>(r + 1) / static_cast<std::size_t>(n);
+  ASSERT_EQ(s.value().size(), hi - lo);
+  for (std::size_t i = 0; i < s.value().size(); ++i) EXPECT_EQ(s.value()[i], static_cast<float>(lo + i));
+  s.set_value(n - 1, {42, 43});
+  const std::vector<float> last = s.get_value(n - 1);
+  EXPECT_THAT(last, ElementsAre(42, 43));
+}
+
+// The batch's rows are split unevenly; each rank runs its share in slices; outputs collect by
+// mode. Data rows hold their own index, so every expected value is exact.
+TEST(Function, UnevenSplitsSlicesAndCollectModes) {
+  Communicator& comm = world();
+  const int n = comm.size();
+  Data<double> x(comm, {11, 1});
+  std::vector<double> rows(11);
+  std::iota(rows.begin(), rows.end(), 0.0);
+  x.set_value(comm.rank() == 0 ? rows : std::vector<double>{});
+  int calls = 0;
+  Function<double> f(comm, "stats",
+                     {Collect::sum, Collect::avg, Collect::max, Collect::gather, Collect::none},
+                     [&](const SliceInputs<double>& in) {
+                       ++calls;
+                       double sum = 0;
+                       for (double v : in.data[0].values) sum += v;
+                       return Function<double>::Outputs{{sum, static_cast<double>(in.rows)},
+                                                        {static_cast<double>(in.rows)},
+                                                        {in.rows ? in.data[0].values.back() : -1.0},
+                                                        {in.data[0].values.begin(), in.data[0].values.end()},
+                                                        {static_cast<double>(in.rows)}};
+                     });
+  CallOptions o;
+  o.batch = Batch::first(10);  // rows 0..9
+  o.num_slices = 3;
+  const auto out = f({&x}, {}, o);
+  EXPECT_EQ(calls, 3);
+  const RowSelection mine = o.batch.for_rank(11, comm.rank(), n);
+  if (comm.rank() == 0) {
+    EXPECT_THAT(out[0], ElementsAre(45.0, 10.0));  // sum over slices and ranks: every row once
+    // avg: each rank's mean slice size, then the mean over ranks.
+    double expected_avg = 0;
+    for (int q = 0; q < n; ++q) {
+      expected_avg += static_cast<double>(o.batch.for_rank(11, q, n).size()) / 3.0;
+    }
+    EXPECT_DOUBLE_EQ(out[1][0], expected_avg / n);
+    EXPECT_THAT(out[2], ElementsAre(9.0));
+    std::vector<double> all(10);
+    std::iota(all.begin(), all.end(), 0.0);
+    EXPECT_EQ(out[3], all);  // gather keeps the order of slices and ranks
+  }
+  double local_rows = 0;
+  for (double v : out[4]) local_rows += v;
+  EXPECT_EQ(local_rows, static_cast<double>(mine.size()));  // none: this rank's own
+}
+
+TEST(Function, ToAllAndLocal) {
+  Communicator& comm = world();
+  Data<float> x(comm, {4, 2});
+  x.set_value(comm.rank() == 0 ? std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4} : std::vector<float>{});
+  Function<float> colsum(comm, "colsum", {Collect::sum}, [](const SliceInputs<float>& in) {
+    std::vector<float> s(2, 0.0f);
+    for (std::size_t r = 0; r < in.rows; ++r) {
+      s[0] += in.data[0].values[r * 2];
+      s[1] += in.data[0].values[r * 2 + 1] * (*in.inputs)[0][0];
+    }
+    return Function<float>::Outputs{s};
+  });
+  CallOptions o;
+  o.to_all = true;
+  EXPECT_THAT(colsum({&x}, {{10.0f}}, o)[0], ElementsAre(10.0f, 100.0f));
+  EXPECT_THAT(colsum.local({&x}, {{1.0f}}, Batch::indices({3, 0}))[0], ElementsAre(5.0f, 5.0f));
+}
+
+TEST(Function, ABodyThatThrowsOnOneRankIsAnErrorOnEveryRankNamingIt) {
+  Communicator& comm = world();
+  Data<float> x(comm, {4, 1});
+  x.set_value(comm.rank() == 0 ? std::vector<float>{1, 2, 3, 4} : std::vector<float>{});
+  const int bad = comm.size() - 1;
+  Function<float> f(comm, "fragile", {Collect::avg}, [&](const SliceInputs<float>&) {
+    if (comm.rank() == bad) throw std::runtime_error("out of memory in layer 3");
+    return Function<float>::Outputs{{1.0f}};
+  });
+  const auto e = caught([&] { f({&x}); });
+  EXPECT_SYNK_ERROR(e, comm.rank() == bad ? ErrorCode::InvalidUsage : ErrorCode::Remote);
+  EXPECT_THAT(message(e), HasSubstr("Function 'fragile': rank " + std::to_string(bad) +
+                                    " failed: out of memory in layer 3"));
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+}  // namespace
+}  // namespace synk
