@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -113,19 +114,28 @@ class Data {
   }
   BatchRows<T> take(const RowSelection& sel) const {
     BatchRows<T> out;
+    out.values = take(sel, out.owned);
     out.rows = sel.size();
-    if (sel.contiguous()) {
-      out.values = sel.size() ? row_span(sel.start, sel.start + sel.size()) : std::span<const T>();
-      return out;
-    }
-    const std::size_t re = row_elems();
-    out.owned.resize(sel.size() * re);
-    for (std::size_t i = 0; i < sel.size(); ++i) {
-      const T* src = data() + sel[i] * re;
-      std::copy(src, src + re, out.owned.data() + i * re);
-    }
-    out.values = out.owned;
     return out;
+  }
+  // The same into a buffer the caller reuses from batch to batch (no allocation once it is
+  // large enough): a view into shared memory when the rows are contiguous, else into buffer.
+  std::span<const T> take(const RowSelection& sel, std::vector<T>& buffer) const {
+    const std::size_t re = row_elems();
+    if (sel.contiguous()) {
+      return sel.size() ? row_span(sel.start, sel.start + sel.size()) : std::span<const T>();
+    }
+    buffer.resize(sel.size() * re);
+    const std::size_t row_bytes = re * sizeof(T);
+    constexpr std::size_t kAhead = 4;  // rows in flight: random rows are latency-bound
+    for (std::size_t i = 0; i < sel.size(); ++i) {
+      if (i + kAhead < sel.size()) {
+        const char* next = reinterpret_cast<const char*>(data() + sel[i + kAhead] * re);
+        for (std::size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next + b);
+      }
+      std::memcpy(buffer.data() + i * re, data() + sel[i] * re, row_bytes);
+    }
+    return buffer;
   }
 
  private:

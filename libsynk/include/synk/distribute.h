@@ -38,176 +38,202 @@ class Distributed {
   bool serve() {
     if (is_master()) return true;
     for (;;) {
-      Command c = receive();
-      if (c.kind == Kind::close) return false;
+      Message m = receive();
+      if (m.kind == Kind::close) return false;
       try {
-        execute(c, {}, {}, Batch::all());
+        execute(m);
       } catch (const Error&) {
         // The master got the error too (every rank fails a call together); keep serving.
       }
     }
   }
 
-  // On the master: runs function `name` on every rank (see Function::operator()).
+  // On the master: runs function `name` on every rank (see Function::operator()), with the
+  // batch resolved against the first Data input's rows.
   typename Function<T>::Outputs call(const std::string& name, const std::vector<std::string>& data,
                                      const std::vector<std::vector<T>>& inputs = {},
                                      const Batch& batch = Batch::all(), int num_slices = 1) {
-    Command c{};
-    c.kind = Kind::call;
-    set_name(c.name, name);
-    c.num_slices = num_slices;
-    c.n_data = static_cast<std::int32_t>(data.size());
-    send(c);
-    send_strings(data);
-    send_inputs(inputs);
-    return execute(c, data, inputs, batch);
+    Message m;
+    m.kind = Kind::call;
+    m.name = name;
+    m.data = data;
+    m.inputs = inputs;
+    m.num_slices = num_slices;
+    const Data<T>* first = data.empty() ? nullptr : &find(data_, data[0], "Data");
+    m.selection = batch.select(first ? first->rows() : 0);
+    send(m);
+    return execute(m);
   }
   // On the master: a collective on Shared variable `name` over every rank.
   void all_reduce(const std::string& name, ReduceOp op = ReduceOp::avg) { shared_op(name, Kind::all_reduce, op); }
   void reduce(const std::string& name, ReduceOp op = ReduceOp::avg) { shared_op(name, Kind::reduce, op); }
   void broadcast(const std::string& name) { shared_op(name, Kind::broadcast, ReduceOp::sum); }
   std::vector<T> gather(const std::string& name, int nd_up = 1) {
-    Command c{};
-    c.kind = Kind::gather;
-    set_name(c.name, name);
-    c.arg = nd_up;
-    send(c);
-    return shared(name).gather(nd_up);
+    Message m;
+    m.kind = Kind::gather;
+    m.name = name;
+    m.arg = nd_up;
+    send(m);
+    return find(shared_, name, "Shared").gather(nd_up);
   }
   // On the master: the workers leave serve().
   void close() {
-    Command c{};
-    c.kind = Kind::close;
-    send(c);
+    Message m;
+    m.kind = Kind::close;
+    send(m);
   }
 
  private:
   enum class Kind : std::int32_t { call, all_reduce, reduce, broadcast, gather, close };
-  struct Command {
-    Kind kind;
-    std::int32_t num_slices;
-    std::int32_t n_data;
-    std::int32_t arg;
-    std::int32_t op;
-    char name[108];
+  struct Message {
+    Kind kind = Kind::close;
+    std::int32_t num_slices = 1, arg = 0, op = 0;
+    std::string name;
+    std::vector<std::string> data;
+    std::vector<std::vector<T>> inputs;
+    RowSelection selection;
   };
+  // One fixed-size packet per request, so a small request is a single broadcast; a larger
+  // one sends the rest of its bytes in a second.
+  static constexpr std::size_t kPacket = 2048;
 
-  static void set_name(char* dst, const std::string& name) {
-    if (name.size() >= sizeof(Command::name)) {
-      throw Error(ErrorCode::InvalidArgument, "distribute: name '" + name + "' is too long");
+  template <class M>
+  static auto& find(M& map, const std::string& name, const char* what) {
+    auto it = map.find(name);
+    if (it == map.end()) {
+      throw Error(ErrorCode::InvalidArgument, std::string("distribute: no ") + what + " '" + name + "'");
     }
-    std::memcpy(dst, name.c_str(), name.size() + 1);
-  }
-
-  void shared_op(const std::string& name, Kind k, ReduceOp op) {
-    Command c{};
-    c.kind = k;
-    set_name(c.name, name);
-    c.op = static_cast<std::int32_t>(op);
-    send(c);
-    execute(c, {}, {}, Batch::all());
-  }
-
-  // Commands travel by MPI_Ibcast and the workers poll with sleeps: an idle worker costs no CPU
-  // and is never timed out, however long the master's serial part takes.
-  void bcast(void* p, std::size_t bytes) {
-    MPI_Request req;
-    MPI_Ibcast(p, static_cast<int>(bytes), MPI_BYTE, 0, comm_->mpi_comm(), &req);
-    int done = 0;
-    for (int spins = 0; !done; ++spins) {
-      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-      if (!done && spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-  void send(Command& c) { bcast(&c, sizeof c); }
-  Command receive() {
-    Command c{};
-    bcast(&c, sizeof c);
-    return c;
-  }
-  template <class V>
-  void bcast_vector(std::vector<V>& v) {
-    std::uint64_t n = v.size();
-    bcast(&n, sizeof n);
-    v.resize(n);
-    if (n) comm_->broadcast(v.data(), n * sizeof(V), DataType::uint8, 0);
-  }
-  void send_strings(const std::vector<std::string>& names) {
-    for (const std::string& s : names) {
-      std::vector<char> chars(s.begin(), s.end());
-      bcast_vector(chars);
-    }
-  }
-  std::vector<std::string> receive_strings(int n) {
-    std::vector<std::string> out;
-    for (int i = 0; i < n; ++i) {
-      std::vector<char> chars;
-      bcast_vector(chars);
-      out.emplace_back(chars.begin(), chars.end());
-    }
-    return out;
-  }
-  void send_inputs(std::vector<std::vector<T>> inputs) {
-    std::uint64_t n = inputs.size();
-    bcast(&n, sizeof n);
-    for (auto& v : inputs) bcast_vector(v);
-  }
-  std::vector<std::vector<T>> receive_inputs() {
-    std::uint64_t n = 0;
-    bcast(&n, sizeof n);
-    std::vector<std::vector<T>> inputs(n);
-    for (auto& v : inputs) bcast_vector(v);
-    return inputs;
-  }
-  RowSelection exchange_selection(const RowSelection* mine) {
-    std::vector<std::uint64_t> head(3);
-    std::vector<std::size_t> idx;
-    if (mine) {
-      head = {mine->start, mine->count, mine->step};
-      idx = mine->indices;
-    }
-    bcast_vector(head);
-    bcast_vector(idx);
-    RowSelection s;
-    s.start = head[0];
-    s.count = head[1];
-    s.step = head[2];
-    s.indices = std::move(idx);
-    return s;
-  }
-
-  Shared<T>& shared(const std::string& name) {
-    auto it = shared_.find(name);
-    if (it == shared_.end()) throw Error(ErrorCode::InvalidArgument, "distribute: no Shared '" + name + "'");
     return *it->second;
   }
 
-  // Every rank runs the command; the master's arguments reach the workers on the way.
-  typename Function<T>::Outputs execute(const Command& c, std::vector<std::string> data,
-                                        std::vector<std::vector<T>> inputs, const Batch& batch) {
-    const std::string name(c.name);
-    switch (c.kind) {
+  void shared_op(const std::string& name, Kind k, ReduceOp op) {
+    Message m;
+    m.kind = k;
+    m.name = name;
+    m.op = static_cast<std::int32_t>(op);
+    send(m);
+    execute(m);
+  }
+
+  // Serialization: plain bytes, the same layout on every rank of one job.
+  struct Writer {
+    std::vector<unsigned char> b;
+    void raw(const void* p, std::size_t n) {
+      const auto* c = static_cast<const unsigned char*>(p);
+      b.insert(b.end(), c, c + n);
+    }
+    void u64(std::uint64_t v) { raw(&v, sizeof v); }
+    void str(const std::string& s) {
+      u64(s.size());
+      raw(s.data(), s.size());
+    }
+  };
+  struct Reader {
+    const unsigned char* p;
+    void raw(void* dst, std::size_t n) {
+      std::memcpy(dst, p, n);
+      p += n;
+    }
+    std::uint64_t u64() {
+      std::uint64_t v;
+      raw(&v, sizeof v);
+      return v;
+    }
+    std::string str() {
+      std::string s(u64(), '\0');
+      raw(s.data(), s.size());
+      return s;
+    }
+  };
+
+  static std::vector<unsigned char> encode(const Message& m) {
+    Writer w;
+    w.u64(0);  // total size, filled in below
+    w.u64(static_cast<std::uint64_t>(m.kind));
+    w.u64(static_cast<std::uint64_t>(m.num_slices));
+    w.u64(static_cast<std::uint64_t>(m.arg));
+    w.u64(static_cast<std::uint64_t>(m.op));
+    w.str(m.name);
+    w.u64(m.data.size());
+    for (const std::string& d : m.data) w.str(d);
+    w.u64(m.inputs.size());
+    for (const auto& v : m.inputs) {
+      w.u64(v.size());
+      w.raw(v.data(), v.size() * sizeof(T));
+    }
+    w.u64(m.selection.start);
+    w.u64(m.selection.count);
+    w.u64(m.selection.step);
+    w.u64(m.selection.indices.size());
+    w.raw(m.selection.indices.data(), m.selection.indices.size() * sizeof(std::size_t));
+    const std::uint64_t total = w.b.size();
+    std::memcpy(w.b.data(), &total, sizeof total);
+    return w.b;
+  }
+  static Message decode(const std::vector<unsigned char>& bytes) {
+    Reader r{bytes.data() + sizeof(std::uint64_t)};
+    Message m;
+    m.kind = static_cast<Kind>(r.u64());
+    m.num_slices = static_cast<std::int32_t>(r.u64());
+    m.arg = static_cast<std::int32_t>(r.u64());
+    m.op = static_cast<std::int32_t>(r.u64());
+    m.name = r.str();
+    m.data.resize(r.u64());
+    for (std::string& d : m.data) d = r.str();
+    m.inputs.resize(r.u64());
+    for (auto& v : m.inputs) {
+      v.resize(r.u64());
+      r.raw(v.data(), v.size() * sizeof(T));
+    }
+    m.selection.start = r.u64();
+    m.selection.count = r.u64();
+    m.selection.step = r.u64();
+    m.selection.indices.resize(r.u64());
+    r.raw(m.selection.indices.data(), m.selection.indices.size() * sizeof(std::size_t));
+    return m;
+  }
+
+  // The packet travels by MPI_Ibcast and the workers poll it, spinning briefly and then
+  // sleeping: an idle worker costs little CPU and is never timed out, however long the
+  // master's serial part takes.
+  void packet_bcast(unsigned char* p) {
+    MPI_Request req;
+    MPI_Ibcast(p, static_cast<int>(kPacket), MPI_BYTE, 0, comm_->mpi_comm(), &req);
+    int done = 0;
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
+    while (!done) {
+      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (!done && std::chrono::steady_clock::now() > spin_until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+  void send(const Message& m) {
+    std::vector<unsigned char> bytes = encode(m);
+    const std::size_t total = bytes.size();
+    bytes.resize(std::max(total, kPacket));
+    packet_bcast(bytes.data());
+    if (total > kPacket) comm_->broadcast(bytes.data() + kPacket, total - kPacket, DataType::uint8, 0);
+  }
+  Message receive() {
+    std::vector<unsigned char> bytes(kPacket);
+    packet_bcast(bytes.data());
+    std::uint64_t total = 0;
+    std::memcpy(&total, bytes.data(), sizeof total);
+    if (total > kPacket) {
+      bytes.resize(total);
+      comm_->broadcast(bytes.data() + kPacket, total - kPacket, DataType::uint8, 0);
+    }
+    return decode(bytes);
+  }
+
+  // Every rank runs the request.
+  typename Function<T>::Outputs execute(const Message& m) {
+    switch (m.kind) {
       case Kind::call: {
-        if (!is_master()) {
-          data = receive_strings(c.n_data);
-          inputs = receive_inputs();
-        }
         std::vector<const Data<T>*> ds;
-        for (const std::string& d : data) {
-          auto it = data_.find(d);
-          if (it == data_.end()) throw Error(ErrorCode::InvalidArgument, "distribute: no Data '" + d + "'");
-          ds.push_back(it->second);
-        }
-        // The master resolves the batch against its Data; the workers take the same rows.
-        RowSelection sel;
-        if (is_master()) {
-          const RowSelection whole = batch.select(ds.empty() ? 0 : ds[0]->rows());
-          sel = exchange_selection(&whole);
-        } else {
-          sel = exchange_selection(nullptr);
-        }
-        auto it = functions_.find(name);
-        if (it == functions_.end()) throw Error(ErrorCode::InvalidArgument, "distribute: no Function '" + name + "'");
+        for (const std::string& d : m.data) ds.push_back(&find(data_, d, "Data"));
+        const RowSelection& sel = m.selection;
         CallOptions o;
         if (!sel.indices.empty()) {
           o.batch = Batch::indices(sel.indices);
@@ -215,13 +241,13 @@ class Distributed {
           const std::size_t stop = sel.count ? sel.start + (sel.count - 1) * sel.step + 1 : sel.start;
           o.batch = Batch::slice(sel.start, stop, std::max<std::size_t>(sel.step, 1));
         }
-        o.num_slices = c.num_slices;
-        return (*it->second)(ds, inputs, o);
+        o.num_slices = m.num_slices;
+        return find(functions_, m.name, "Function")(ds, m.inputs, o);
       }
-      case Kind::all_reduce: shared(name).all_reduce(static_cast<ReduceOp>(c.op)); break;
-      case Kind::reduce: shared(name).reduce(static_cast<ReduceOp>(c.op)); break;
-      case Kind::broadcast: shared(name).broadcast(0); break;
-      case Kind::gather: shared(name).gather(c.arg); break;
+      case Kind::all_reduce: find(shared_, m.name, "Shared").all_reduce(static_cast<ReduceOp>(m.op)); break;
+      case Kind::reduce: find(shared_, m.name, "Shared").reduce(static_cast<ReduceOp>(m.op)); break;
+      case Kind::broadcast: find(shared_, m.name, "Shared").broadcast(0); break;
+      case Kind::gather: find(shared_, m.name, "Shared").gather(m.arg); break;
       case Kind::close: break;
     }
     return {};

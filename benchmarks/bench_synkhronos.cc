@@ -1,0 +1,126 @@
+// The Synkhronos model's costs, beside raw MPI in the same run: the per-call time of a Function
+// with an empty body and one scalar avg output (SPMD and master-driven) against an 8-byte
+// MPI_Allreduce, and one batch of 256 random rows of 784 floats out of a 60000-row Data against
+// memcpy of the same bytes. Run: build/bin/synkrun -np 2 build/bin/synk-bench-synkhronos
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "synk/synk.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median over rounds of the mean time per call of fn, the slowest rank's.
+template <class Fn>
+double time_us(int calls, int rounds, Fn&& fn) {
+  std::vector<double> per_round;
+  for (int r = 0; r < rounds; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    double t = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / calls;
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    per_round.push_back(t);
+  }
+  return median(per_round);
+}
+
+}  // namespace
+
+int main() {
+  synk::Communicator comm;
+  const bool master = comm.rank() == 0;
+  constexpr int kCalls = 2000, kRounds = 7;
+
+  synk::Data<float> none(comm, {1, 1});
+  synk::Function<float> empty(comm, "empty", {synk::Collect::avg},
+                              [](const synk::SliceInputs<float>&) {
+                                return synk::Function<float>::Outputs{{1.0f}};
+                              });
+  double x = 1.0, y = 0.0;
+  auto raw = [&] { MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, comm.mpi_comm()); };
+  auto spmd = [&] { empty({&none}); };
+  for (int i = 0; i < 200; ++i) {
+    raw();
+    spmd();
+  }
+  double raw_us = 0, spmd_us = 0;
+  std::vector<double> r1, r2;
+  for (int r = 0; r < kRounds; ++r) {  // interleaved rounds, so both see the same machine
+    r1.push_back(time_us(kCalls, 1, raw));
+    r2.push_back(time_us(kCalls, 1, spmd));
+  }
+  raw_us = median(r1);
+  spmd_us = median(r2);
+
+  // Master-driven: the same call, issued by the master, served by the workers.
+  synk::Distributed<float> dist(comm);
+  dist.add(empty);
+  dist.add("none", none);
+  double driven_us = 0;
+  if (dist.serve()) {
+    for (int i = 0; i < 200; ++i) dist.call("empty", {"none"});
+    std::vector<double> r3;
+    for (int r = 0; r < kRounds; ++r) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kCalls; ++i) dist.call("empty", {"none"});
+      r3.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kCalls);
+    }
+    driven_us = median(r3);
+    dist.close();
+  }
+
+  // Batch gather: 256 random rows of 784 floats out of 60000, this rank's share of them.
+  constexpr std::size_t kRows = 60000, kCols = 784, kBatch = 256;
+  synk::Data<float> images(comm, {kRows, kCols});
+  images.load([&](float* p) {
+    for (std::size_t i = 0; i < kRows * kCols; ++i) p[i] = static_cast<float>(i % 251);
+  });
+  std::mt19937 rng(7);
+  std::vector<std::size_t> idx(kBatch);
+  std::vector<double> take_us, copy_us;
+  std::vector<float> dst(kBatch * kCols);
+  std::vector<float> reuse;  // the training loop's batch buffer, reused from step to step
+  std::size_t bytes_taken = 0;
+  for (int r = 0; r < 50; ++r) {
+    for (auto& i : idx) i = rng() % kRows;
+    const auto t0 = Clock::now();
+    const auto sel = synk::Batch::indices(idx).for_rank(kRows, comm.rank(), comm.size());
+    const auto mine = images.take(sel, reuse);
+    const auto t1 = Clock::now();
+    bytes_taken = mine.size() * sizeof(float);
+    std::memcpy(dst.data(), images.data() + (idx[0] % (kRows - kBatch)) * kCols, bytes_taken);
+    const auto t2 = Clock::now();
+    take_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    copy_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+  }
+  const double take = median(take_us), copy = median(copy_us);
+
+  if (master) {
+    std::printf("# synk %s, %d ranks, backend %s\n", SYNK_VERSION_STRING, comm.size(),
+                comm.backend().c_str());
+    std::printf("%-46s %10s %10s %8s %6s\n", "# what", "synk(us)", "mpi(us)", "ratio", "goal");
+    std::printf("%-46s %10.2f %10.2f %8.2f %6s\n", "Function call, empty body, 1 avg output (SPMD)",
+                spmd_us, raw_us, spmd_us / raw_us, "<= 3");
+    std::printf("%-46s %10.2f %10.2f %8.2f %6s\n", "the same, master-driven", driven_us, raw_us,
+                driven_us / raw_us, "<= 6");
+    std::printf("# batch of %zu random rows x %zu floats from %zu rows (rank 0's share: %zu bytes)\n",
+                kBatch, kCols, kRows, bytes_taken);
+    std::printf("%-46s %10.2f %10.2f %8.2f %6s\n", "take(Batch::indices) vs memcpy, us",
+                take, copy, copy / take, ">= .5");
+    std::printf("%-46s %10.2f %10.2f\n", "  as GB/s", bytes_taken / take / 1e3, bytes_taken / copy / 1e3);
+  }
+  return 0;
+}
