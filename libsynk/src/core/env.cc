@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "core/contexts.h"
 #include "synk/error.h"
 
 namespace synk::detail {
@@ -68,6 +69,14 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
     const long long b = parse_integer("SYNK_SHM_SLOT_BYTES", v, 4096, 1LL << 30);
     if (b % 4096 != 0) bad("SYNK_SHM_SLOT_BYTES", v, "a multiple of 4096");
     s.shm_slot_bytes = static_cast<std::size_t>(b);
+  }
+  if (const char* v = get("SYNK_CONTEXTS"); v && *v) {
+    parse_contexts(v);  // the syntax now; the device numbers once a backend knows the devices
+    s.contexts = v;
+  }
+  if (const char* v = get("SYNK_GPU"); v && *v) s.gpu = v;
+  if (const char* v = get("SYNK_LOCAL_RANK"); v && *v) {
+    s.launcher_local_rank = static_cast<int>(parse_integer("SYNK_LOCAL_RANK", v, 0, 1 << 20));
   }
   return s;
 }

@@ -18,6 +18,10 @@ struct Settings {
   bool check_calls = false;        // SYNK_CHECK_CALLS: ranks compare every call before running it
   std::size_t mpi_max_chunk = 0;   // SYNK_MPI_MAX_CHUNK: elements per MPI call (0: INT_MAX)
   std::size_t shm_slot_bytes = 0;  // SYNK_SHM_SLOT_BYTES: shm step size per rank (0: 1 MiB)
+  std::string contexts;            // SYNK_CONTEXTS: "name->cudaN;..." (checked by parse_contexts)
+  // Set by synkrun for the NCCL backend's device choice (see backends/nccl).
+  std::string gpu;                 // SYNK_GPU: the rank's GPU index(es), "2" or "2,3"; empty: none
+  int launcher_local_rank = -1;    // SYNK_LOCAL_RANK: rank on this node (-1: not set)
 };
 
 // Parses the variables through `get` (which returns nullptr for an unset variable).

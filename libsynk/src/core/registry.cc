@@ -2,6 +2,9 @@
 // backend that exists for the communicator's layout.
 #include "backends/hier/hier_backend.h"
 #include "backends/mpi/mpi_backend.h"
+#if SYNK_HAVE_NCCL
+#include "backends/nccl/nccl_backend.h"
+#endif
 #include "backends/shm/shm_backend.h"
 #include "core/backend.h"
 #include "core/logging.h"
@@ -42,9 +45,15 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const CommCo
     return std::make_unique<HierBackend>(ctx);
   }
   if (requested == "nccl") {
+#if SYNK_HAVE_NCCL
+    SYNK_LOG_AT(info, "backend nccl (requested) for " << ctx.size << " ranks on " << ctx.num_nodes
+                                                     << " node(s)");
+    return std::make_unique<NcclBackend>(ctx);
+#else
     throw Error(ErrorCode::NotSupported,
-                "SYNK_BACKEND=nccl: the NCCL backend is not part of this build yet; "
-                "use auto or mpi");
+                "SYNK_BACKEND=nccl: this build has no NCCL backend (configured with "
+                "SYNK_WITH_NCCL=OFF or without CUDA)");
+#endif
   }
   throw Error(ErrorCode::InvalidArgument,
               "backend '" + requested + "' is not one of auto, mpi, shm, nccl");

@@ -1,0 +1,236 @@
+// See nccl_backend.h. Buffer conventions are NCCL's own (synk/communicator.h), so in-place calls
+// pass straight through; gather, gatherv and scatter are point-to-point sends in one NCCL group.
+#include "backends/nccl/nccl_backend.h"
+
+#include <string>
+#include <vector>
+
+#include "backends/nccl/nccl_comm.h"
+
+namespace synk::detail {
+
+namespace {
+
+ncclDataType_t nccl_type(DataType t) {
+  switch (t) {
+    case DataType::int8:
+      return ncclInt8;
+    case DataType::uint8:
+      return ncclUint8;
+    case DataType::int32:
+      return ncclInt32;
+    case DataType::uint32:
+      return ncclUint32;
+    case DataType::int64:
+      return ncclInt64;
+    case DataType::uint64:
+      return ncclUint64;
+    case DataType::float16:
+      return ncclFloat16;
+    case DataType::bfloat16:
+      return ncclBfloat16;
+    case DataType::float32:
+      return ncclFloat32;
+    case DataType::float64:
+      return ncclFloat64;
+  }
+  return ncclUint8;  // unreachable: the Communicator validated the type
+}
+
+ncclRedOp_t nccl_op(ReduceOp op, const char* coll) {
+  switch (op) {
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::prod:
+      return ncclProd;
+    case ReduceOp::min:
+      return ncclMin;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::avg:
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+      return ncclAvg;
+#else
+      // Older NCCL has no ncclAvg; sum then scale would need a device kernel (nvcc).
+      throw Error(ErrorCode::NotSupported,
+                  std::string(coll) +
+                      ": op avg needs NCCL >= 2.10 (ncclAvg); this build has NCCL " +
+                      std::to_string(NCCL_VERSION_CODE));
+#endif
+  }
+  (void)coll;
+  return ncclSum;
+}
+
+const void* at(const void* p, std::size_t bytes) {
+  return p ? static_cast<const unsigned char*>(p) + bytes : nullptr;
+}
+void* at(void* p, std::size_t bytes) {
+  return p ? static_cast<unsigned char*>(p) + bytes : nullptr;
+}
+
+// NCCL takes device (or managed) memory only; a host pointer would fault on the device.
+void check_device_buffer(const char* op, const char* name, const void* p) {
+  if (p == nullptr) return;
+  cudaPointerAttributes attr{};
+  const cudaError_t rc = cudaPointerGetAttributes(&attr, p);
+  if (rc == cudaSuccess &&
+      (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)) {
+    return;
+  }
+  if (rc != cudaSuccess) cudaGetLastError();
+  throw Error(ErrorCode::InvalidArgument,
+              std::string(op) + ": " + name +
+                  " is not CUDA device memory; the nccl backend takes device buffers (use "
+                  "SYNK_BACKEND=auto, shm or mpi for host buffers)");
+}
+
+}  // namespace
+
+// One call's scope: the communicator is usable, its device is current, the stream is chosen.
+#define SYNK_NCCL_BEGIN(op)                        \
+  comm_->check_usable(op);                         \
+  DeviceGuard synk_device_guard_(comm_->device()); \
+  const cudaStream_t stream = comm_->stream_for(a.stream)
+
+// An NCCL call on the communicator; ncclInProgress (non-blocking mode) is waited out.
+#define SYNK_NCCL_ISSUE(op, expr) comm_->issue(op, #expr, (expr))
+
+NcclBackend::NcclBackend(const CommContext& ctx) : ctx_(ctx), comm_(bootstrap_nccl(ctx)) {}
+
+NcclBackend::~NcclBackend() = default;
+
+Request NcclBackend::all_reduce(const CollArgs& a) {
+  SYNK_NCCL_BEGIN("all_reduce");
+  check_device_buffer("all_reduce", "send", a.send);
+  check_device_buffer("all_reduce", "recv", a.recv);
+  SYNK_NCCL_ISSUE("all_reduce", ncclAllReduce(a.send, a.recv, a.count, nccl_type(a.dtype),
+                                              nccl_op(a.op, "all_reduce"), comm_->get(), stream));
+  return comm_->finish("all_reduce", stream, comm_);
+}
+
+Request NcclBackend::reduce(const CollArgs& a) {
+  SYNK_NCCL_BEGIN("reduce");
+  check_device_buffer("reduce", "send", a.send);
+  if (ctx_.rank == a.root) check_device_buffer("reduce", "recv", a.recv);
+  void* recv = ctx_.rank == a.root ? a.recv : nullptr;  // NCCL reads recv at the root only
+  SYNK_NCCL_ISSUE("reduce", ncclReduce(a.send, recv, a.count, nccl_type(a.dtype),
+                                       nccl_op(a.op, "reduce"), a.root, comm_->get(), stream));
+  return comm_->finish("reduce", stream, comm_);
+}
+
+Request NcclBackend::broadcast(const CollArgs& a) {
+  SYNK_NCCL_BEGIN("broadcast");
+  check_device_buffer("broadcast", "buf", a.recv);
+  SYNK_NCCL_ISSUE("broadcast", ncclBroadcast(a.recv, a.recv, a.count, nccl_type(a.dtype), a.root,
+                                             comm_->get(), stream));
+  return comm_->finish("broadcast", stream, comm_);
+}
+
+Request NcclBackend::all_gather(const CollArgs& a) {
+  SYNK_NCCL_BEGIN("all_gather");
+  check_device_buffer("all_gather", "send", a.send);
+  check_device_buffer("all_gather", "recv", a.recv);
+  SYNK_NCCL_ISSUE("all_gather",
+                  ncclAllGather(a.send, a.recv, a.count, nccl_type(a.dtype), comm_->get(), stream));
+  return comm_->finish("all_gather", stream, comm_);
+}
+
+Request NcclBackend::reduce_scatter(const CollArgs& a) {
+  SYNK_NCCL_BEGIN("reduce_scatter");
+  check_device_buffer("reduce_scatter", "send", a.send);
+  check_device_buffer("reduce_scatter", "recv", a.recv);
+  SYNK_NCCL_ISSUE("reduce_scatter",
+                  ncclReduceScatter(a.send, a.recv, a.count, nccl_type(a.dtype),
+                                    nccl_op(a.op, "reduce_scatter"), comm_->get(), stream));
+  return comm_->finish("reduce_scatter", stream, comm_);
+}
+
+Request NcclBackend::gather(const CollArgs& a) {
+  // gather is gatherv with equal counts.
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(ctx_.size), a.count);
+  CollArgs v = a;
+  v.coll = Collective::gatherv;
+  v.recv_counts = counts;
+  return gatherv(v);
+}
+
+Request NcclBackend::gatherv(const CollArgs& a) {
+  const char* op = a.coll == Collective::gather ? "gather" : "gatherv";
+  SYNK_NCCL_BEGIN(op);
+  const ncclDataType_t t = nccl_type(a.dtype);
+  const std::size_t es = size_of(a.dtype);
+  check_device_buffer(op, "send", a.send);
+  if (ctx_.rank != a.root) {
+    if (a.count > 0)
+      SYNK_NCCL_ISSUE(op, ncclSend(a.send, a.count, t, a.root, comm_->get(), stream));
+    return comm_->finish(op, stream, comm_);
+  }
+  check_device_buffer(op, "recv", a.recv);
+  std::size_t displ = 0, own_displ = 0;
+  SYNK_NCCL_ISSUE(op, ncclGroupStart());
+  for (int r = 0; r < ctx_.size; ++r) {
+    const std::size_t n = a.recv_counts[static_cast<std::size_t>(r)];
+    if (r == ctx_.rank) {
+      own_displ = displ;
+    } else if (n > 0) {
+      // NCCL reports errors of grouped calls at ncclGroupEnd; end the group before any throw.
+      const ncclResult_t rc = ncclRecv(at(a.recv, displ * es), n, t, r, comm_->get(), stream);
+      if (rc != ncclSuccess && rc != ncclInProgress) {
+        ncclGroupEnd();
+        comm_->issue(op, "ncclRecv(recv + displ, n, dtype, r, comm, stream)", rc);
+      }
+    }
+    displ += n;
+  }
+  SYNK_NCCL_ISSUE(op, ncclGroupEnd());
+  void* own = at(a.recv, own_displ * es);
+  if (a.count > 0 && own != a.send) {  // in place: the root's block is already where it goes
+    SYNK_CHECK_CUDA(cudaMemcpyAsync(own, a.send, a.count * es, cudaMemcpyDeviceToDevice, stream));
+  }
+  return comm_->finish(op, stream, comm_);
+}
+
+Request NcclBackend::scatter(const CollArgs& a) {
+  SYNK_NCCL_BEGIN("scatter");
+  const ncclDataType_t t = nccl_type(a.dtype);
+  const std::size_t es = size_of(a.dtype);
+  const std::size_t block = a.count * es;
+  check_device_buffer("scatter", "recv", a.recv);
+  if (ctx_.rank != a.root) {
+    if (a.count > 0) {
+      SYNK_NCCL_ISSUE("scatter", ncclRecv(a.recv, a.count, t, a.root, comm_->get(), stream));
+    }
+    return comm_->finish("scatter", stream, comm_);
+  }
+  check_device_buffer("scatter", "send", a.send);
+  if (a.count > 0) {
+    SYNK_NCCL_ISSUE("scatter", ncclGroupStart());
+    for (int r = 0; r < ctx_.size; ++r) {
+      if (r == ctx_.rank) continue;
+      const ncclResult_t rc = ncclSend(at(a.send, static_cast<std::size_t>(r) * block), a.count, t,
+                                       r, comm_->get(), stream);
+      if (rc != ncclSuccess && rc != ncclInProgress) {
+        ncclGroupEnd();
+        comm_->issue("scatter", "ncclSend(send + r * count, count, dtype, r, comm, stream)", rc);
+      }
+    }
+    SYNK_NCCL_ISSUE("scatter", ncclGroupEnd());
+    const void* own = at(a.send, static_cast<std::size_t>(ctx_.rank) * block);
+    if (own != a.recv) {  // in place: recv is the root's block of send
+      SYNK_CHECK_CUDA(cudaMemcpyAsync(a.recv, own, block, cudaMemcpyDeviceToDevice, stream));
+    }
+  }
+  return comm_->finish("scatter", stream, comm_);
+}
+
+// A one-element all_reduce: it completes on a rank only after every rank has joined it.
+Request NcclBackend::barrier() {
+  const CollArgs a;  // own stream
+  SYNK_NCCL_BEGIN("barrier");
+  SYNK_NCCL_ISSUE("barrier", ncclAllReduce(comm_->scratch(), comm_->scratch(), 1, ncclInt32,
+                                           ncclSum, comm_->get(), stream));
+  return comm_->finish("barrier", stream, comm_);
+}
+
+}  // namespace synk::detail

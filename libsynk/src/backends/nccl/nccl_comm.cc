@@ -1,0 +1,242 @@
+// See nccl_comm.h: the communicator's lifetime, its waits and the Request of an operation.
+#include "backends/nccl/nccl_comm.h"
+
+#include <thread>
+
+#include "core/logging.h"
+
+namespace synk::detail {
+
+namespace {
+
+// Spin-waits yield after a short spin, then sleep briefly: ranks may outnumber cores.
+void pause(int& spins) {
+  if (++spins < 64) return;
+  if (spins < 1024) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// Completion of one operation: an event recorded on its stream after it.
+class NcclPending final : public Request::Pending {
+ public:
+  NcclPending(std::shared_ptr<NcclComm> comm, cudaEvent_t event, const char* op)
+      : comm_(std::move(comm)), event_(event), op_(op), deadline_(comm_->deadline()) {}
+  // (comm_ is initialized before deadline_: members are initialized in declaration order.)
+  ~NcclPending() override { cudaEventDestroy(event_); }  // any current device will do
+  NcclPending(const NcclPending&) = delete;
+  NcclPending& operator=(const NcclPending&) = delete;
+
+  bool test() override {
+    if (done_) return true;
+    comm_->check_async(op_);
+    const cudaError_t rc = cudaEventQuery(event_);
+    if (rc == cudaErrorNotReady) return false;
+    if (rc != cudaSuccess) {
+      cudaGetLastError();  // clears a non-sticky error so later calls do not see it
+      comm_->abort(std::string(op_) + " failed on the device");
+      throw Error(ErrorCode::Backend, std::string(op_) +
+                                          ": cudaEventQuery failed: " + cudaGetErrorString(rc) +
+                                          " (the NCCL communicator was aborted)");
+    }
+    done_ = true;
+    return true;
+  }
+
+  void wait() override {
+    int spins = 0;
+    while (!test()) {
+      if (NcclComm::Clock::now() > deadline_) {
+        const std::string why = std::string(op_) + " timed out";
+        comm_->abort(why);
+        throw Error(ErrorCode::Timeout,
+                    std::string(op_) + ": rank " + std::to_string(comm_->rank()) + " of " +
+                        std::to_string(comm_->size()) +
+                        " waited for the NCCL operation on its stream for more than " +
+                        seconds_text(comm_->timeout_s()) +
+                        " (SYNK_TIMEOUT); the NCCL communicator was aborted (ncclCommAbort)");
+      }
+      pause(spins);
+    }
+  }
+
+ private:
+  std::shared_ptr<NcclComm> comm_;
+  cudaEvent_t event_;
+  const char* op_;
+  NcclComm::Clock::time_point deadline_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::string seconds_text(double s) {
+  std::string t = std::to_string(s);
+  while (t.size() > 1 && t.back() == '0') t.pop_back();
+  if (!t.empty() && t.back() == '.') t.pop_back();
+  return t + " s";
+}
+
+std::string nccl_message(ncclResult_t rc) {
+  std::string m = ncclGetErrorString(rc);
+  const char* last = ncclGetLastError(nullptr);  // the comm argument is unused by NCCL
+  if (last && *last) m += std::string(": ") + last;
+  return m;
+}
+
+void throw_cuda_error(cudaError_t rc, const char* call) {
+  cudaGetLastError();  // a non-sticky error must not resurface in the next call
+  throw Error(ErrorCode::Backend, std::string(call) + " failed: " + cudaGetErrorString(rc));
+}
+
+void throw_nccl_error(ncclResult_t rc, const char* call) {
+  throw Error(ErrorCode::Backend, std::string(call) + " failed: " + nccl_message(rc));
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  if (previous_ != device) SYNK_CHECK_CUDA(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) {
+    cudaSetDevice(previous_);
+  }
+}
+
+NcclComm::NcclComm(ncclComm_t comm, int device, int rank, int size, double timeout_s)
+    : comm_(comm), device_(device), rank_(rank), size_(size), timeout_s_(timeout_s) {
+  try {
+    DeviceGuard guard(device_);
+    SYNK_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SYNK_CHECK_CUDA(cudaMalloc(&scratch_, sizeof(int)));
+  } catch (...) {
+    abort("its setup failed");
+    if (stream_) cudaStreamDestroy(stream_);
+    throw;
+  }
+}
+
+NcclComm::~NcclComm() {
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  cudaSetDevice(device_);
+  if (!aborted_) {
+    // Finalize flushes the queued work; it is non-blocking, so poll it with the deadline.
+    ncclResult_t rc = ncclCommFinalize(comm_);
+    const Clock::time_point end = deadline();
+    int spins = 0;
+    while (rc == ncclSuccess || rc == ncclInProgress) {
+      ncclResult_t state = ncclSuccess;
+      rc = ncclCommGetAsyncError(comm_, &state);
+      if (rc != ncclSuccess || state != ncclInProgress) {
+        rc = rc == ncclSuccess ? state : rc;
+        break;
+      }
+      if (Clock::now() > end) break;
+      pause(spins);
+    }
+    if (rc == ncclSuccess) {
+      ncclCommDestroy(comm_);
+    } else {
+      SYNK_LOG_AT(warn, "nccl: finalizing the communicator did not complete ("
+                            << (rc == ncclInProgress ? "timeout" : nccl_message(rc))
+                            << "); aborting it");
+      ncclCommAbort(comm_);
+    }
+  }
+  if (scratch_) cudaFree(scratch_);
+  if (stream_) cudaStreamDestroy(stream_);
+  if (previous >= 0 && previous != device_) cudaSetDevice(previous);
+}
+
+cudaStream_t NcclComm::stream_for(void* caller_stream) const {
+  return caller_stream ? static_cast<cudaStream_t>(caller_stream) : stream_;
+}
+
+NcclComm::Clock::time_point NcclComm::deadline() const {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+}
+
+void NcclComm::check_usable(const char* op) const {
+  if (aborted_) {
+    throw Error(ErrorCode::InvalidUsage, std::string(op) +
+                                             ": the NCCL communicator was aborted earlier (" +
+                                             abort_reason_ + "); create a new synk::Communicator");
+  }
+}
+
+void NcclComm::issue(const char* op, const char* call, ncclResult_t rc) {
+  if (rc == ncclSuccess) return;
+  if (rc != ncclInProgress) {
+    const std::string msg = nccl_message(rc);
+    abort(std::string(op) + ": " + call + " failed");
+    throw Error(ErrorCode::Backend, std::string(op) + ": " + call + " failed: " + msg +
+                                        " (the NCCL communicator was aborted)");
+  }
+  // Non-blocking communicator: the call is still being enqueued.
+  const Clock::time_point end = deadline();
+  int spins = 0;
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+    if (q != ncclSuccess) state = q;
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      const std::string msg = nccl_message(state);
+      abort(std::string(op) + ": " + call + " failed");
+      throw Error(ErrorCode::Backend, std::string(op) + ": " + call + " failed: " + msg +
+                                          " (the NCCL communicator was aborted)");
+    }
+    if (Clock::now() > end) {
+      abort(std::string(op) + " timed out");
+      throw Error(ErrorCode::Timeout,
+                  std::string(op) + ": rank " + std::to_string(rank_) + " of " +
+                      std::to_string(size_) + ": " + call + " was still in progress after " +
+                      seconds_text(timeout_s_) +
+                      " (SYNK_TIMEOUT); the NCCL communicator was aborted (ncclCommAbort)");
+    }
+    pause(spins);
+  }
+}
+
+void NcclComm::check_async(const char* op) {
+  if (aborted_) check_usable(op);
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+  if (q != ncclSuccess) state = q;
+  if (state == ncclSuccess || state == ncclInProgress) return;
+  const std::string msg = nccl_message(state);
+  abort(std::string(op) + ": asynchronous NCCL error");
+  throw Error(ErrorCode::Backend, std::string(op) + ": rank " + std::to_string(rank_) + " of " +
+                                      std::to_string(size_) + ": NCCL reported an error: " + msg +
+                                      " (the NCCL communicator was aborted)");
+}
+
+void NcclComm::abort(const std::string& why) noexcept {
+  if (aborted_) return;
+  aborted_ = true;
+  try {
+    abort_reason_ = why;
+  } catch (...) {
+  }
+  SYNK_LOG_AT(warn, "nccl: aborting the communicator: " << why);
+  ncclCommAbort(comm_);
+}
+
+Request NcclComm::finish(const char* op, cudaStream_t stream, std::shared_ptr<NcclComm> self) {
+  cudaEvent_t event = nullptr;
+  SYNK_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cudaError_t rc = cudaEventRecord(event, stream);
+  if (rc != cudaSuccess) {
+    cudaEventDestroy(event);
+    throw_cuda_error(rc, "cudaEventRecord(event, stream)");
+  }
+  return Request(std::make_shared<NcclPending>(std::move(self), event, op));
+}
+
+}  // namespace synk::detail

@@ -1,0 +1,36 @@
+// Named device contexts (after Theano's context map): SYNK_CONTEXTS="dev0->cuda0;dev1->cuda1"
+// gives each of a rank's visible devices one or more names that user code refers to.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace synk::detail {
+
+struct ContextEntry {
+  std::string name;
+  int device = 0;  // N of cudaN: an index among the rank's visible devices
+};
+
+class ContextMap {
+ public:
+  ContextMap() = default;
+  explicit ContextMap(std::vector<ContextEntry> entries) : entries_(std::move(entries)) {}
+  const std::vector<ContextEntry>& entries() const { return entries_; }
+  bool empty() const { return entries_.empty(); }
+  std::optional<int> device_of(std::string_view name) const;  // nullopt for an unknown name
+
+ private:
+  std::vector<ContextEntry> entries_;  // in the order of the map
+};
+
+// Parses a context map. Rules: entries separated by ';', each NAME->DEVICE (spaces around the
+// name and the device are ignored); a name is not empty, not "cpu", does not begin with "cuda"
+// or "opencl", and appears once; DEVICE is cudaN with N a non-negative integer, below
+// visible_devices when that is known (>= 0; pass -1 when it is not). Several names may share a
+// device. An empty map is valid. Throws synk::Error(InvalidArgument) naming the bad entry.
+ContextMap parse_contexts(std::string_view spec, int visible_devices = -1);
+
+}  // namespace synk::detail

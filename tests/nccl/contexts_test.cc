@@ -1,0 +1,161 @@
+// SYNK_CONTEXTS, the named device contexts: valid maps, and the exact error of each bad entry.
+#include "core/contexts.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/env.h"
+#include "synk/error.h"
+
+namespace synk::detail {
+namespace {
+
+// The message of the InvalidArgument error parse_contexts throws, or a failure.
+std::string error_of(const std::string& spec, int visible = -1) {
+  try {
+    parse_contexts(spec, visible);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << spec;
+    const std::string what = e.what(), prefix = "synk InvalidArgument: ";
+    EXPECT_EQ(what.substr(0, prefix.size()), prefix);
+    return what.substr(0, prefix.size()) == prefix ? what.substr(prefix.size()) : what;
+  }
+  ADD_FAILURE() << "'" << spec << "' was accepted";
+  return "";
+}
+
+TEST(Contexts, EmptyMapHasNoNames) {
+  EXPECT_TRUE(parse_contexts("").empty());
+  EXPECT_TRUE(parse_contexts("  ").empty());
+  EXPECT_FALSE(parse_contexts("").device_of("dev0").has_value());
+}
+
+TEST(Contexts, MapsNamesToDevicesInOrder) {
+  const ContextMap m = parse_contexts("dev0->cuda0;dev1->cuda1", 2);
+  ASSERT_EQ(m.entries().size(), 2u);
+  EXPECT_EQ(m.entries()[0].name, "dev0");
+  EXPECT_EQ(m.entries()[0].device, 0);
+  EXPECT_EQ(m.entries()[1].name, "dev1");
+  EXPECT_EQ(m.entries()[1].device, 1);
+  EXPECT_EQ(m.device_of("dev1"), 1);
+  EXPECT_FALSE(m.device_of("dev2").has_value());
+}
+
+TEST(Contexts, SeveralNamesMayShareADevice) {
+  const ContextMap m = parse_contexts("a->cuda0;b->cuda0;c->cuda1");
+  EXPECT_EQ(m.device_of("a"), 0);
+  EXPECT_EQ(m.device_of("b"), 0);
+  EXPECT_EQ(m.device_of("c"), 1);
+}
+
+TEST(Contexts, SpacesAroundNamesAndDevicesAreIgnored) {
+  const ContextMap m = parse_contexts(" main -> cuda3 ; aux->cuda12 ");
+  EXPECT_EQ(m.device_of("main"), 3);
+  EXPECT_EQ(m.device_of("aux"), 12);
+}
+
+TEST(Contexts, NamesMayContainOtherPunctuation) {
+  EXPECT_EQ(parse_contexts("my-gpu.0->cuda0").device_of("my-gpu.0"), 0);
+  EXPECT_EQ(parse_contexts("gpu_cuda->cuda0").device_of("gpu_cuda"),
+            0);  // only a prefix is reserved
+}
+
+TEST(Contexts, DeviceCountIsCheckedOnlyWhenKnown) {
+  EXPECT_EQ(parse_contexts("x->cuda7").device_of("x"), 7);
+  EXPECT_EQ(parse_contexts("x->cuda7", 8).device_of("x"), 7);
+}
+
+TEST(Contexts, RejectsEntryWithoutArrow) {
+  EXPECT_EQ(error_of("dev0->cuda0;dev1"), "SYNK_CONTEXTS: entry 'dev1' is not NAME->DEVICE");
+  EXPECT_EQ(error_of("dev0=cuda0"), "SYNK_CONTEXTS: entry 'dev0=cuda0' is not NAME->DEVICE");
+}
+
+TEST(Contexts, RejectsEmptyEntries) {
+  EXPECT_EQ(error_of("a->cuda0;;b->cuda1"),
+            "SYNK_CONTEXTS: entry 2 is empty (entries are NAME->DEVICE, separated by ';')");
+  EXPECT_EQ(error_of("a->cuda0;"),
+            "SYNK_CONTEXTS: entry 2 is empty (entries are NAME->DEVICE, separated by ';')");
+}
+
+TEST(Contexts, RejectsEmptyName) {
+  EXPECT_EQ(error_of("->cuda0"), "SYNK_CONTEXTS: entry '->cuda0' has an empty name");
+}
+
+TEST(Contexts, RejectsReservedNames) {
+  EXPECT_EQ(error_of("cpu->cuda0"),
+            "SYNK_CONTEXTS: entry 'cpu->cuda0' uses the reserved name 'cpu'");
+  EXPECT_EQ(error_of("cuda1->cuda0"),
+            "SYNK_CONTEXTS: entry 'cuda1->cuda0' has a name that begins with 'cuda' or 'opencl' "
+            "(reserved for devices)");
+  EXPECT_EQ(error_of("dev->cuda0;opencl0->cuda1"),
+            "SYNK_CONTEXTS: entry 'opencl0->cuda1' has a name that begins with 'cuda' or "
+            "'opencl' (reserved for devices)");
+}
+
+TEST(Contexts, RejectsRepeatedName) {
+  EXPECT_EQ(error_of("a->cuda0;b->cuda1;a->cuda1"),
+            "SYNK_CONTEXTS: entry 'a->cuda1' repeats the name 'a' (already mapped to cuda0)");
+}
+
+TEST(Contexts, RejectsDevicesThatAreNotCudaN) {
+  for (const char* device :
+       {"gpu0", "cuda", "cuda-1", "cuda+1", "cuda1x", "CUDA0", "cpu", "", "cuda1234567890"}) {
+    const std::string entry = std::string("a->") + device;
+    EXPECT_EQ(error_of(entry), "SYNK_CONTEXTS: entry '" + entry + "' maps to '" + device +
+                                   "', not a device cudaN with N a non-negative integer");
+  }
+  // A second arrow ends up in the device, which is then not cudaN.
+  EXPECT_EQ(error_of("a->b->cuda0"),
+            "SYNK_CONTEXTS: entry 'a->b->cuda0' maps to 'b->cuda0', not a device cudaN with N a "
+            "non-negative integer");
+}
+
+TEST(Contexts, RejectsDevicesBeyondTheVisibleOnes) {
+  EXPECT_EQ(error_of("a->cuda0;b->cuda2", 2),
+            "SYNK_CONTEXTS: entry 'b->cuda2' maps to cuda2 but this rank sees 2 CUDA device(s) "
+            "(cuda0..cuda1)");
+  EXPECT_EQ(error_of("a->cuda0", 0),
+            "SYNK_CONTEXTS: entry 'a->cuda0' maps to cuda0 but this rank sees 0 CUDA device(s)");
+}
+
+// The variable is read with the others in core/env.cc and its syntax checked there.
+Settings parse(const std::map<std::string, std::string>& vars) {
+  return parse_settings([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(Contexts, SettingsKeepTheMap) {
+  EXPECT_EQ(parse({}).contexts, "");
+  EXPECT_EQ(parse({{"SYNK_CONTEXTS", "dev0->cuda0;dev1->cuda1"}}).contexts,
+            "dev0->cuda0;dev1->cuda1");
+}
+
+TEST(Contexts, SettingsRejectABadMap) {
+  try {
+    parse({{"SYNK_CONTEXTS", "cpu->cuda0"}});
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_STREQ(
+        e.what(),
+        "synk InvalidArgument: SYNK_CONTEXTS: entry 'cpu->cuda0' uses the reserved name 'cpu'");
+  }
+}
+
+TEST(Contexts, SettingsReadTheLaunchersGpuAndLocalRank) {
+  const Settings none = parse({});
+  EXPECT_EQ(none.gpu, "");
+  EXPECT_EQ(none.launcher_local_rank, -1);
+  const Settings s = parse({{"SYNK_GPU", "2,3"}, {"SYNK_LOCAL_RANK", "1"}});
+  EXPECT_EQ(s.gpu, "2,3");
+  EXPECT_EQ(s.launcher_local_rank, 1);
+  EXPECT_THROW(parse({{"SYNK_LOCAL_RANK", "x"}}), Error);
+}
+
+}  // namespace
+}  // namespace synk::detail

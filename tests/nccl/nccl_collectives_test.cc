@@ -1,0 +1,387 @@
+// The NCCL backend on device buffers: every collective x dtype x op x count x in place or not x
+// root, with the exact small-integer patterns of tests/multirank, staged to the device with guard
+// elements around each buffer and checked element by element after copying back. Skips with the
+// CUDA runtime's reason where no device is visible; run under mpiexec -np 2 on a GPU node.
+#include <cuda_runtime_api.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grid.h"
+#include "mpi_test.h"
+
+namespace {
+
+using synk::DataType;
+using synk::ReduceOp;
+using synk_test::Buffer;
+using synk_test::data;
+using synk_test::kAllTypes;
+using synk_test::kSentinel;
+using synk_test::Root;
+using synk_test::root_of;
+
+// Why the tests cannot run here, or nothing when a device is visible.
+const std::optional<std::string>& no_device() {
+  static const std::optional<std::string> why = []() -> std::optional<std::string> {
+    int count = 0;
+    const cudaError_t rc = cudaGetDeviceCount(&count);
+    if (rc != cudaSuccess) {
+      cudaGetLastError();
+      return std::string("no CUDA device visible: ") + cudaGetErrorString(rc);
+    }
+    if (count == 0) return std::string("no CUDA device visible: cudaGetDeviceCount found 0");
+    return std::nullopt;
+  }();
+  return why;
+}
+
+std::unique_ptr<synk::Communicator>& nccl_slot() {
+  static std::unique_ptr<synk::Communicator> comm;
+  return comm;
+}
+
+synk::Communicator& nccl() {
+  auto& slot = nccl_slot();
+  if (!slot) slot = std::make_unique<synk::Communicator>(MPI_COMM_WORLD, synk::CommOptions{"nccl"});
+  return *slot;
+}
+
+// Frees the NCCL communicator before MPI_Finalize.
+class NcclEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { nccl_slot().reset(); }
+};
+[[maybe_unused]] ::testing::Environment* const kEnv =
+    ::testing::AddGlobalTestEnvironment(new NcclEnvironment);
+
+// A device copy of a host Buffer, guards included, so that device writes out of bounds show.
+class Device {
+ public:
+  explicit Device(const Buffer& host, DataType t)
+      : es_(synk::size_of(t)), bytes_((host.size() + 2 * Buffer::kGuardElems) * es_) {
+    EXPECT_EQ(cudaMalloc(&base_, bytes_), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(base_, raw(host), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~Device() { cudaFree(base_); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  void* at(std::size_t i) {
+    return static_cast<unsigned char*>(base_) + (Buffer::kGuardElems + i) * es_;
+  }
+  void* data() { return at(0); }
+  void copy_to(Buffer& host) {
+    EXPECT_EQ(cudaMemcpy(raw(host), base_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+
+ private:
+  void* raw(const Buffer& host) const {
+    return static_cast<unsigned char*>(const_cast<void*>(host.data())) - Buffer::kGuardElems * es_;
+  }
+  std::size_t es_, bytes_;
+  void* base_ = nullptr;
+};
+
+enum class Coll {
+  all_reduce,
+  reduce,
+  reduce_scatter,
+  broadcast,
+  all_gather,
+  gather,
+  gatherv,
+  scatter
+};
+constexpr const char* kCollNames[] = {"all_reduce", "reduce", "reduce_scatter", "broadcast",
+                                      "all_gather", "gather", "gatherv",        "scatter"};
+constexpr ReduceOp kAllOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
+                                ReduceOp::avg};
+constexpr std::size_t kCounts[] = {0, 1, 7, 4097};
+
+struct Case {
+  Coll coll;
+  DataType dtype;
+  ReduceOp op;
+  std::size_t count;
+  bool in_place;
+  Root root;
+};
+
+bool is_reduction(Coll c) {
+  return c == Coll::all_reduce || c == Coll::reduce || c == Coll::reduce_scatter;
+}
+bool has_root(Coll c) {
+  return c == Coll::reduce || c == Coll::broadcast || c == Coll::gather || c == Coll::gatherv ||
+         c == Coll::scatter;
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (int ci = 0; ci <= static_cast<int>(Coll::scatter); ++ci) {
+    const Coll c = static_cast<Coll>(ci);
+    for (DataType t : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
+        if (!is_reduction(c) && op != ReduceOp::sum) continue;
+        if (op == ReduceOp::avg && !synk::is_floating(t)) continue;
+        for (std::size_t n : kCounts) {
+          for (bool in_place : {false, true}) {
+            if (c == Coll::broadcast && in_place) continue;  // broadcast has one buffer
+            for (Root r : {Root::first, Root::last}) {
+              if (!has_root(c) && r == Root::last) continue;
+              out.push_back(Case{c, t, op, n, in_place, r});
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  std::string s = kCollNames[static_cast<int>(c.coll)];
+  s += std::string("_") + synk::to_string(c.dtype);
+  if (is_reduction(c.coll)) s += std::string("_") + synk::to_string(c.op);
+  s += "_n" + std::to_string(c.count) + (c.in_place ? "_inplace" : "_outofplace");
+  if (has_root(c.coll)) s += c.root == Root::last ? "_rootlast" : "_root0";
+  return s;
+}
+
+// The patterns of tests/multirank/collectives_test.cc: every result is an integer below 128,
+// exact in every type (avg on 2 ranks adds one exact halving).
+double reduce_input(const Case& c, int r, std::size_t i) {
+  const auto ur = static_cast<std::size_t>(r);
+  switch (c.op) {
+    case ReduceOp::prod:
+      return static_cast<double>(1 + (ur + i) % 3);
+    case ReduceOp::min:
+    case ReduceOp::max:
+      return static_cast<double>((31 * ur + 7 * i) % 101) -
+             (synk_test::is_signed(c.dtype) ? 50 : 0);
+    default:
+      return static_cast<double>(1 + (7 * ur + i) % 31);
+  }
+}
+
+double reduce_expected(const Case& c, int n, std::size_t i) {
+  double acc = reduce_input(c, 0, i);
+  for (int r = 1; r < n; ++r) {
+    const double v = reduce_input(c, r, i);
+    if (c.op == ReduceOp::prod)
+      acc *= v;
+    else if (c.op == ReduceOp::min)
+      acc = std::min(acc, v);
+    else if (c.op == ReduceOp::max)
+      acc = std::max(acc, v);
+    else
+      acc += v;
+  }
+  return c.op == ReduceOp::avg ? acc / n : acc;
+}
+
+// gatherv: rank r sends count + r elements.
+std::size_t v_count(const Case& c, int r) { return c.count + static_cast<std::size_t>(r); }
+
+class NcclGrid : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (no_device()) GTEST_SKIP() << *no_device();
+  }
+};
+
+TEST_P(NcclGrid, MatchesTheExactResult) {
+  const Case& c = GetParam();
+  synk::Communicator& comm = nccl();
+  const int me = comm.rank(), n = comm.size(), root = root_of(c.root, n);
+  const std::size_t count = c.count, un = static_cast<std::size_t>(n);
+  const std::string what = "rank " + std::to_string(me) + " of " + std::to_string(n) + ", " +
+                           case_name(::testing::TestParamInfo<Case>(c, 0));
+  const auto mine = [&](std::size_t i) { return data(me, i); };
+  const auto sentinel = [](std::size_t) { return kSentinel; };
+  switch (c.coll) {
+    case Coll::all_reduce:
+    case Coll::reduce: {
+      const auto in = [&](std::size_t i) { return reduce_input(c, me, i); };
+      const auto out = [&](std::size_t i) { return reduce_expected(c, n, i); };
+      Buffer send(c.dtype, count), recv(c.dtype, count);
+      send.fill(in);
+      recv.fill_value(kSentinel);
+      Device ds(send, c.dtype), dr(recv, c.dtype);
+      void* r = c.in_place ? ds.data() : dr.data();
+      if (c.coll == Coll::all_reduce)
+        comm.all_reduce(ds.data(), r, count, c.dtype, c.op);
+      else
+        comm.reduce(ds.data(), r, count, c.dtype, c.op, root);
+      ds.copy_to(send);
+      dr.copy_to(recv);
+      const bool result_here = c.coll == Coll::all_reduce || me == root;
+      Buffer& res = c.in_place ? send : recv;
+      if (result_here) {
+        EXPECT_TRUE(res.check(out, what + ", result"));
+      } else {
+        EXPECT_TRUE(res.check(c.in_place ? std::function<double(std::size_t)>(in) : sentinel,
+                              what + ", untouched off the root"));
+      }
+      if (!c.in_place) {
+        EXPECT_TRUE(send.check(in, what + ", send unchanged"));
+      }
+      break;
+    }
+    case Coll::reduce_scatter: {
+      const std::size_t from = count * static_cast<std::size_t>(me);
+      const auto in = [&](std::size_t k) { return reduce_input(c, me, k); };
+      Buffer send(c.dtype, count * un), recv(c.dtype, count);
+      send.fill(in);
+      recv.fill_value(kSentinel);
+      Device ds(send, c.dtype), dr(recv, c.dtype);
+      comm.reduce_scatter(ds.data(), c.in_place ? ds.at(from) : dr.data(), count, c.dtype, c.op);
+      ds.copy_to(send);
+      dr.copy_to(recv);
+      if (c.in_place) {
+        EXPECT_TRUE(send.check(
+            [&](std::size_t k) {
+              return k >= from && k < from + count ? reduce_expected(c, n, k) : in(k);
+            },
+            what + ", send (block rank = result)"));
+      } else {
+        EXPECT_TRUE(recv.check([&](std::size_t j) { return reduce_expected(c, n, from + j); },
+                               what + ", recv"));
+        EXPECT_TRUE(send.check(in, what + ", send unchanged"));
+      }
+      break;
+    }
+    case Coll::broadcast: {
+      Buffer buf(c.dtype, count);
+      if (me == root)
+        buf.fill([&](std::size_t i) { return data(root, i); });
+      else
+        buf.fill_value(kSentinel);
+      Device d(buf, c.dtype);
+      comm.broadcast(d.data(), count, c.dtype, root);
+      d.copy_to(buf);
+      EXPECT_TRUE(buf.check([&](std::size_t i) { return data(root, i); }, what + ", buf"));
+      break;
+    }
+    case Coll::all_gather:
+    case Coll::gather: {
+      const bool gets = c.coll == Coll::all_gather || me == root;
+      const std::size_t from = count * static_cast<std::size_t>(me);
+      const auto gathered = [&](std::size_t k) {
+        return data(static_cast<int>(k / count), k % count);
+      };
+      Buffer send(c.dtype, count), recv(c.dtype, count * un);
+      send.fill(mine);
+      recv.fill_value(kSentinel);
+      if (c.in_place && gets)
+        recv.fill([&](std::size_t k) { return data(me, k - from); }, from, from + count);
+      Device ds(send, c.dtype), dr(recv, c.dtype);
+      const void* s = c.in_place && gets ? dr.at(from) : ds.data();
+      if (c.coll == Coll::all_gather)
+        comm.all_gather(s, dr.data(), count, c.dtype);
+      else
+        comm.gather(s, gets ? dr.data() : nullptr, count, c.dtype, root);
+      dr.copy_to(recv);
+      ds.copy_to(send);
+      EXPECT_TRUE(recv.check(gets ? std::function<double(std::size_t)>(gathered) : sentinel,
+                             what + ", recv"));
+      EXPECT_TRUE(send.check(mine, what + ", send unchanged"));
+      break;
+    }
+    case Coll::gatherv: {
+      std::vector<std::size_t> counts(un), displ(un);
+      std::size_t total = 0;
+      for (int r = 0; r < n; ++r) {
+        counts[static_cast<std::size_t>(r)] = v_count(c, r);
+        displ[static_cast<std::size_t>(r)] = total;
+        total += v_count(c, r);
+      }
+      const std::size_t mine_n = v_count(c, me), from = displ[static_cast<std::size_t>(me)];
+      const auto gathered = [&](std::size_t k) {
+        int r = 0;
+        while (r + 1 < n && k >= displ[static_cast<std::size_t>(r + 1)]) ++r;
+        return data(r, k - displ[static_cast<std::size_t>(r)]);
+      };
+      Buffer send(c.dtype, mine_n), recv(c.dtype, total);
+      send.fill(mine);
+      recv.fill_value(kSentinel);
+      const bool in_place = c.in_place && me == root;
+      if (in_place)
+        recv.fill([&](std::size_t k) { return data(me, k - from); }, from, from + mine_n);
+      Device ds(send, c.dtype), dr(recv, c.dtype);
+      comm.gatherv(in_place ? dr.at(from) : ds.data(), mine_n, me == root ? dr.data() : nullptr,
+                   counts, c.dtype, root);
+      dr.copy_to(recv);
+      EXPECT_TRUE(recv.check(me == root ? std::function<double(std::size_t)>(gathered) : sentinel,
+                             what + ", recv"));
+      break;
+    }
+    case Coll::scatter: {
+      const auto blocks = [&](std::size_t k) {
+        return data(static_cast<int>(k / count), k % count);
+      };
+      const std::size_t from = count * static_cast<std::size_t>(me);
+      Buffer send(c.dtype, count * un), recv(c.dtype, count);
+      send.fill(blocks);
+      recv.fill_value(kSentinel);
+      Device ds(send, c.dtype), dr(recv, c.dtype);
+      const bool in_place = c.in_place && me == root;
+      comm.scatter(me == root ? ds.data() : nullptr, in_place ? ds.at(from) : dr.data(), count,
+                   c.dtype, root);
+      ds.copy_to(send);
+      dr.copy_to(recv);
+      if (in_place) {
+        EXPECT_TRUE(send.check(blocks, what + ", send (own block in place)"));
+      } else {
+        EXPECT_TRUE(recv.check(mine, what + ", recv"));
+      }
+      break;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Nccl, NcclGrid, ::testing::ValuesIn(all_cases()), case_name);
+
+class NcclComm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (no_device()) GTEST_SKIP() << *no_device();
+  }
+};
+
+TEST_F(NcclComm, NamesItsBackend) { EXPECT_EQ(nccl().backend(), "nccl"); }
+
+TEST_F(NcclComm, BarrierCompletes) {
+  for (int i = 0; i < 3; ++i) nccl().barrier();
+}
+
+TEST_F(NcclComm, HostBuffersAreRejected) {
+  std::vector<float> host(4, 1.0f);
+  const auto e = synk_test::caught([&] {
+    nccl().all_reduce(host.data(), host.data(), host.size(), DataType::float32, ReduceOp::sum);
+  });
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code(), synk::ErrorCode::InvalidArgument);
+  EXPECT_THAT(e->what(), ::testing::HasSubstr("not CUDA device memory"));
+}
+
+// A split gets its own NCCL communicator on the same device.
+TEST_F(NcclComm, SplitCommunicatorReduces) {
+  synk::Communicator part = nccl().split(nccl().rank() % 2, 0);
+  EXPECT_EQ(part.backend(), "nccl");
+  Buffer host(DataType::int32, 5);
+  host.fill_value(1);
+  Device d(host, DataType::int32);
+  part.all_reduce(d.data(), d.data(), 5, DataType::int32, ReduceOp::sum);
+  d.copy_to(host);
+  EXPECT_TRUE(host.check([&](std::size_t) { return static_cast<double>(part.size()); }, "split"));
+}
+
+}  // namespace
