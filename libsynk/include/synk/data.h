@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "synk/communicator.h"
@@ -62,6 +63,7 @@ class DataStore {
   std::size_t capacity_rows() const { return capacity_rows_; }
   const unsigned char* bytes() const;
   unsigned char* writable_bytes();
+  const std::string& segment_name() const;
 
  private:
   void allocate(std::size_t capacity_rows, const unsigned char* keep, std::size_t keep_bytes);
@@ -104,6 +106,8 @@ class Data {
   std::size_t row_elems() const { return store_.row_elems(); }
   std::size_t size() const { return rows() * row_elems(); }
   const T* data() const { return reinterpret_cast<const T*>(store_.bytes()); }
+  // The name the node's segment had in /dev/shm (already unlinked), for logs and tests.
+  const std::string& segment_name() const { return store_.segment_name(); }
   std::span<const T> row_span(std::size_t begin, std::size_t end) const {
     return {data() + begin * row_elems(), (end - begin) * row_elems()};
   }

@@ -67,6 +67,8 @@ DataStore::~DataStore() = default;
 const unsigned char* DataStore::bytes() const {
   return static_cast<const unsigned char*>(impl_->segment.data());
 }
+const std::string& DataStore::segment_name() const { return impl_->segment.name(); }
+
 unsigned char* DataStore::writable_bytes() { return static_cast<unsigned char*>(impl_->segment.data()); }
 
 void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, std::size_t keep_bytes) {
