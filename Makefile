@@ -30,9 +30,10 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure
 
+# 15 epochs (test accuracy passes 0.88 by then) take about 15-25 s on 2 cores.
 run: build
-	@echo "synk: collective benchmark, 2 ranks, MPI backend beside the raw MPI call"
-	mpirun -np 2 --oversubscribe $(BUILD)/bin/synk-bench all -b 8 -e 16M
+	@echo "synk: data-parallel training of an MLP on Fashion-MNIST, 2 ranks, 15 epochs"
+	$(BUILD)/bin/synkrun -np 2 $(BUILD)/bin/train_fmnist --epochs 15
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,182 @@
+// train_fmnist: data-parallel training of an MLP (784-256-128-10) on Fashion-MNIST with synk.
+// Run: build/bin/synkrun -np 2 build/bin/train_fmnist --epochs 10   (or alone, as one rank)
+#include <CLI/CLI.hpp>
+#include <Eigen/Core>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "dataset.h"
+#include "idx_reader.h"
+#include "report.h"
+#include "synk/synk.h"
+#include "trainer.h"
+
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;  // bad command line, missing or corrupt data, unusable backend
+
+struct Options {
+  int epochs = 5;
+  std::size_t batch = 256;
+  float lr = 0;  // 0: the optimizer's default
+  float momentum = 0.9f;
+  std::string optimizer = "sgd";
+  std::string schedule = "cosine";
+  std::uint64_t seed = 1;
+  std::string backend = "auto";
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::size_t limit = 0;
+  std::string json;
+};
+
+// This process's rank as its launcher says, before MPI starts: errors in the command line are
+// printed by rank 0 only (every rank parses the same arguments and fails the same way).
+int launcher_rank() {
+  for (const char* name : {"SYNK_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  }
+  return 0;
+}
+
+// Returns -1 when the run should go on, else the exit code.
+int parse(int argc, char** argv, Options& o) {
+  CLI::App app{
+      "Data-parallel training of an MLP (784-256-128-10, ReLU, softmax cross-entropy) "
+      "on Fashion-MNIST. Every rank computes the gradient of its share of each global "
+      "batch; one synk all_reduce per step makes the global mean.",
+      "train_fmnist"};
+  app.add_option("--epochs", o.epochs, "epochs to train")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "global batch size (over all ranks)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--lr", o.lr, "learning rate (default 0.1 for sgd, 0.001 for adam)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "momentum of sgd")
+      ->check(CLI::Range(0.0f, 0.999f))
+      ->capture_default_str();
+  app.add_option("--optimizer", o.optimizer, "sgd (with momentum) or adam")
+      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->capture_default_str();
+  app.add_option("--schedule", o.schedule,
+                 "learning rate schedule: cosine (from lr to 0 over all the epochs) or constant")
+      ->check(CLI::IsMember({"cosine", "constant"}))
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the initial parameters and the shuffles")
+      ->capture_default_str();
+  app.add_option("--backend", o.backend, "synk backend")
+      ->check(CLI::IsMember({"auto", "mpi", "shm"}))
+      ->capture_default_str();
+  app.add_option("--data", o.data,
+                 "directory of the IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])")
+      ->capture_default_str();
+  app.add_option("--limit", o.limit, "use only the first N training images (0: all)")
+      ->capture_default_str();
+  app.add_option("--json", o.json, "write the per-epoch records to this file (rank 0)");
+  app.footer(
+      "Exit status: 0 success; 1 failure while training; 2 bad command line, missing or "
+      "corrupt data, or an unavailable backend.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {  // --help
+      if (launcher_rank() == 0) app.exit(e);
+      return 0;
+    }
+    if (launcher_rank() == 0) std::fprintf(stderr, "train_fmnist: %s (see --help)\n", e.what());
+    return kExitUsage;
+  }
+  if (o.lr == 0) o.lr = o.optimizer == "adam" ? 0.001f : 0.1f;
+  return -1;
+}
+
+// Every rank learns whether any rank failed in set-up; the lowest failing rank prints its
+// message, and all exit alike (no rank is left waiting in a collective).
+bool all_ok(synk::Communicator& comm, const std::string& error) {
+  std::vector<std::int32_t> first{error.empty() ? comm.size() : comm.rank()};
+  comm.all_reduce(first, synk::ReduceOp::min);
+  if (!error.empty() && first[0] == comm.rank())
+    std::fprintf(stderr, "train_fmnist: %s\n", error.c_str());
+  return first[0] == comm.size();
+}
+
+int run(const Options& o) {
+  Eigen::setNbThreads(1);  // one thread per rank: the ranks are the parallelism
+  std::unique_ptr<synk::Communicator> comm;
+  try {
+    comm = std::make_unique<synk::Communicator>(synk::CommOptions{o.backend});
+  } catch (const synk::Error& e) {
+    std::fprintf(stderr, "train_fmnist: %s\n", e.what());
+    return kExitUsage;
+  }
+  const bool root = comm->rank() == 0;
+
+  // Every rank loads its own copy for now; a node-shared Data<T> can take this place, since
+  // the trainer reads only DatasetViews.
+  fmnist::Dataset train, test;
+  std::string error;
+  try {
+    train = fmnist::load_fashion_mnist(o.data, "train", o.limit);
+    test = fmnist::load_fashion_mnist(o.data, "t10k");
+    if (train.dim != 784 || test.dim != 784) error = o.data + ": images are not 28x28";
+  } catch (const fmnist::IdxError& e) {
+    error = e.what();
+  }
+  std::unique_ptr<fmnist::Report> report;
+  if (error.empty() && root) {
+    try {
+      report = std::make_unique<fmnist::Report>(o.json, fmnist::stdout_is_terminal());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!all_ok(*comm, error)) return kExitUsage;
+
+  fmnist::TrainConfig config;
+  config.batch = o.batch;
+  config.optimizer = o.optimizer;
+  config.lr = o.lr;
+  config.momentum = o.momentum;
+  config.seed = o.seed;
+  config.schedule = o.schedule;
+  config.epochs = o.epochs;
+  fmnist::Trainer trainer(*comm, train.view(), test.view(), config);
+  if (root) {
+    char momentum[32] = "";
+    if (o.optimizer == "sgd") {
+      std::snprintf(momentum, sizeof momentum, " momentum %g", static_cast<double>(o.momentum));
+    }
+    std::printf(
+        "train_fmnist: %d rank(s), backend %s; %zu train / %zu test images; batch %zu, "
+        "%zu steps/epoch; %s lr %g (%s)%s; seed %llu\n",
+        comm->size(), comm->backend().c_str(), train.count, test.count, o.batch,
+        trainer.steps_per_epoch(), o.optimizer.c_str(), static_cast<double>(o.lr),
+        o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed));
+    std::fflush(stdout);
+  }
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    const fmnist::EpochRecord rec =
+        trainer.run_epoch(epoch, [&](std::size_t step, std::size_t steps) {
+          if (report) report->progress(epoch, step, steps);
+        });
+    if (report) report->epoch(rec);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int code = parse(argc, argv, o); code >= 0) return code;
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_fmnist: rank %d: %s\n", launcher_rank(), e.what());
+    return kExitFailure;
+  }
+}

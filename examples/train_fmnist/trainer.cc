@@ -1,0 +1,104 @@
+// See trainer.h.
+#include "trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <span>
+
+namespace fmnist {
+
+Trainer::Trainer(synk::Communicator& comm, DatasetView train, DatasetView test, TrainConfig config)
+    : comm_(comm),
+      train_(train),
+      test_(test),
+      config_(std::move(config)),
+      model_(config_.layers),
+      optimizer_(
+          make_optimizer(config_.optimizer, model_.num_params(), config_.lr, config_.momentum)),
+      order_(train.count),
+      grad_(model_.num_params()) {
+  if (comm_.rank() == 0) model_.init(config_.seed);
+  comm_.broadcast(model_.params(), 0);
+  std::iota(order_.begin(), order_.end(), 0u);
+}
+
+float Trainer::scheduled_lr(int epoch, std::size_t step) const {
+  const double total = static_cast<double>(steps_per_epoch()) * std::max(config_.epochs, 1);
+  const double done =
+      static_cast<double>(steps_per_epoch()) * (epoch - 1) + static_cast<double>(step);
+  const double pi = 3.14159265358979323846;
+  return static_cast<float>(config_.lr * 0.5 * (1.0 + std::cos(pi * std::min(done / total, 1.0))));
+}
+
+std::size_t Trainer::steps_per_epoch() const {
+  return (train_.count + config_.batch - 1) / config_.batch;
+}
+
+EpochRecord Trainer::run_epoch(int epoch,
+                               const std::function<void(std::size_t, std::size_t)>& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  // The same permutation on every rank: a common seed, and the same binary's std::shuffle.
+  std::mt19937_64 rng(config_.seed * 1000003u + static_cast<std::uint64_t>(epoch));
+  std::shuffle(order_.begin(), order_.end(), rng);
+
+  BatchStats local;
+  const std::size_t steps = steps_per_epoch();
+  for (std::size_t step = 0; step < steps; ++step) {
+    const std::size_t begin = step * config_.batch;
+    const std::size_t global = std::min(config_.batch, train_.count - begin);  // last may be short
+    const Range mine = linspace_share(global, comm_.rank(), comm_.size());
+    gather_rows(train_,
+                std::span<const std::uint32_t>(order_).subspan(begin + mine.lo, mine.hi - mine.lo),
+                x_, y_);
+    if (config_.schedule == "cosine") optimizer_->set_lr(scheduled_lr(epoch, step));
+    const BatchStats s = model_.loss_and_gradient(x_, y_, grad_);
+    local.loss_sum += s.loss_sum;
+    local.correct += s.correct;
+    local.count += s.count;
+
+    comm_.all_reduce(grad_, synk::ReduceOp::sum);  // the one collective of the step
+    // The global-batch mean, whatever the number of ranks; the same update on every rank.
+    optimizer_->step(model_.params(), grad_, 1.0f / static_cast<float>(global));
+    if (progress) progress(step + 1, steps);
+  }
+
+  // One all_reduce per epoch for the training stats; counts are exact in double below 2^53.
+  std::vector<double> sums{local.loss_sum, static_cast<double>(local.correct),
+                           static_cast<double>(local.count)};
+  comm_.all_reduce(sums, synk::ReduceOp::sum);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  EpochRecord rec;
+  rec.epoch = epoch;
+  rec.train_loss = sums[0] / sums[2];
+  rec.train_accuracy = sums[1] / sums[2];
+  rec.seconds = seconds;
+  rec.images_per_s = sums[2] / seconds;
+  rec.test_accuracy = test_accuracy();
+  return rec;
+}
+
+double Trainer::test_accuracy() {
+  const Range mine = linspace_share(test_.count, comm_.rank(), comm_.size());
+  std::int64_t correct = 0, count = 0;
+  constexpr std::size_t kChunk = 1024;
+  std::vector<std::uint32_t> idx;
+  for (std::size_t lo = mine.lo; lo < mine.hi; lo += kChunk) {
+    const std::size_t hi = std::min(mine.hi, lo + kChunk);
+    idx.resize(hi - lo);
+    std::iota(idx.begin(), idx.end(), static_cast<std::uint32_t>(lo));
+    gather_rows(test_, idx, x_, y_);
+    const BatchStats s = model_.evaluate(x_, y_);
+    correct += s.correct;
+    count += s.count;
+  }
+  std::vector<std::int64_t> totals{correct, count};
+  comm_.all_reduce(totals, synk::ReduceOp::sum);
+  return totals[1] > 0 ? static_cast<double>(totals[0]) / static_cast<double>(totals[1]) : 0.0;
+}
+
+}  // namespace fmnist

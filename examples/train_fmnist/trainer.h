@@ -1,0 +1,69 @@
+// Data-parallel training of the MLP, SPMD: every rank draws the same global batches, computes
+// the summed-loss gradient of its linspace share of the rows, and one all_reduce per step
+// makes the global-batch mean on every rank, so every rank applies the same update.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataset.h"
+#include "mlp.h"
+#include "optimizer.h"
+#include "synk/synk.h"
+
+namespace fmnist {
+
+struct TrainConfig {
+  std::vector<int> layers{784, 256, 128, 10};
+  std::size_t batch = 256;  // global batch, over all ranks
+  std::string optimizer = "sgd";
+  float lr = 0.1f;
+  float momentum = 0.9f;
+  // "cosine": lr * (1 + cos(pi * step / total_steps)) / 2, step by step over all the epochs;
+  // "constant": lr throughout.
+  std::string schedule = "cosine";
+  int epochs = 1;  // the length of the cosine schedule
+  std::uint64_t seed = 1;
+};
+
+struct EpochRecord {
+  int epoch = 0;
+  double train_loss = 0;  // mean over the epoch's images, each at the parameters of its step
+  double train_accuracy = 0;
+  double test_accuracy = 0;
+  double seconds = 0;       // the training steps of the epoch (rank 0's clock)
+  double images_per_s = 0;  // training images of the epoch / seconds
+};
+
+class Trainer {
+ public:
+  // Rank 0 initializes the parameters from seed and broadcasts them (once).
+  Trainer(synk::Communicator& comm, DatasetView train, DatasetView test, TrainConfig config);
+
+  std::size_t steps_per_epoch() const;
+  // Runs one epoch (epochs count from 1) and the test evaluation after it. progress(step,
+  // steps) is called after every step.
+  EpochRecord run_epoch(int epoch, const std::function<void(std::size_t, std::size_t)>& progress);
+  // Accuracy over the whole test set: each rank evaluates its linspace share.
+  double test_accuracy();
+  std::span<const float> params() const { return model_.params(); }
+
+ private:
+  float scheduled_lr(int epoch, std::size_t step) const;
+
+  synk::Communicator& comm_;
+  DatasetView train_, test_;
+  TrainConfig config_;
+  Mlp<float> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::uint32_t> order_;
+  std::vector<float> grad_;
+  RowMatrix<float> x_;
+  std::vector<std::uint8_t> y_;
+};
+
+}  // namespace fmnist

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# train_fmnist's command line and data errors, on one rank (no launcher): --help is exit 0;
+# a bad argument, a missing file and a corrupt file are one-line errors with exit 2.
+# Usage: cli.sh TRAIN_FMNIST
+set -euo pipefail
+train=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+expect() {  # expect CODE PATTERN ARGS...: exit code CODE, one stderr line matching PATTERN
+  local code=$1 pattern=$2
+  shift 2
+  set +e
+  "$train" "$@" > "$work/out" 2> "$work/err"
+  local rc=$?
+  set -e
+  if [ "$rc" -ne "$code" ]; then
+    echo "exit $rc, expected $code: $*"
+    cat "$work/out" "$work/err"
+    exit 1
+  fi
+  if [ -n "$pattern" ]; then
+    [ "$(wc -l < "$work/err")" -eq 1 ] || { echo "not one line: $*"; cat "$work/err"; exit 1; }
+    grep -q -- "$pattern" "$work/err" || { echo "no '$pattern': $*"; cat "$work/err"; exit 1; }
+  fi
+  echo "ok: $* -> $rc $(cat "$work/err")"
+}
+
+expect 0 "" --help
+grep -q -- "--epochs" "$work/out"
+expect 2 "not expected: --bogus" --bogus
+expect 2 "epochs" --epochs 0
+expect 2 "batch" --batch x
+expect 2 "backend" --backend nccl2
+expect 2 "$work/none/train-images-idx3-ubyte.gz: cannot open" --data "$work/none"
+
+# A data directory whose training images are cut short.
+mkdir "$work/bad"
+src=/usr/share/datasets/fashion-mnist
+if [ -d "$src" ]; then
+  cp "$src"/*.gz "$work/bad/"
+  head -c 100000 "$src/train-images-idx3-ubyte.gz" > "$work/bad/train-images-idx3-ubyte.gz"
+  expect 2 "$work/bad/train-images-idx3-ubyte.gz: truncated" --data "$work/bad" --epochs 1
+  # Wrong magic in the test labels.
+  printf '\x00\x00\x09\x01\x00\x00\x00\x01\x05' | gzip > "$work/bad/t10k-labels-idx1-ubyte.gz"
+  cp "$src/train-images-idx3-ubyte.gz" "$work/bad/"
+  expect 2 "$work/bad/t10k-labels-idx1-ubyte.gz: IDX element type 0x00000901" \
+    --data "$work/bad" --limit 10
+  # A --json file that cannot be written.
+  expect 2 "cannot write --json file" --limit 256 --epochs 1 --json "$work/no/such/dir.json"
+fi
+echo "cli passed"
