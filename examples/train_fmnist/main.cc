@@ -2,10 +2,13 @@
 // Run: build/bin/synkrun -np 2 build/bin/train_fmnist --epochs 10   (or alone, as one rank)
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "dataset.h"
 #include "idx_reader.h"
@@ -115,16 +118,18 @@ int run(const Options& o) {
   }
   const bool root = comm->rank() == 0;
 
-  // Every rank loads its own copy for now; a node-shared Data<T> can take this place, since
-  // the trainer reads only DatasetViews.
-  fmnist::Dataset train, test;
+  // Once per node: local rank 0 reads the files, and every local rank reads its rows straight
+  // from the node's shared copy (synk::Data).
+  fmnist::Dataset train_file, test_file;
   std::string error;
-  try {
-    train = fmnist::load_fashion_mnist(o.data, "train", o.limit);
-    test = fmnist::load_fashion_mnist(o.data, "t10k");
-    if (train.dim != 784 || test.dim != 784) error = o.data + ": images are not 28x28";
-  } catch (const fmnist::IdxError& e) {
-    error = e.what();
+  if (comm->local_rank() == 0) {
+    try {
+      train_file = fmnist::load_fashion_mnist(o.data, "train", o.limit);
+      test_file = fmnist::load_fashion_mnist(o.data, "t10k");
+      if (train_file.dim != 784 || test_file.dim != 784) error = o.data + ": images are not 28x28";
+    } catch (const fmnist::IdxError& e) {
+      error = e.what();
+    }
   }
   std::unique_ptr<fmnist::Report> report;
   if (error.empty() && root) {
@@ -135,6 +140,22 @@ int run(const Options& o) {
     }
   }
   if (!all_ok(*comm, error)) return kExitUsage;
+  // The shapes, from the node leaders (every node reads the same files).
+  std::vector<std::uint64_t> shape{train_file.count, test_file.count, train_file.dim};
+  comm->all_reduce(shape, synk::ReduceOp::max);
+  const std::size_t n_train = shape[0], n_test = shape[1], dim = shape[2];
+  synk::Data<std::uint8_t> train_pixels(*comm, {n_train, dim}), train_labels(*comm, {n_train});
+  synk::Data<std::uint8_t> test_pixels(*comm, {n_test, dim}), test_labels(*comm, {n_test});
+  auto fill = [](const std::vector<std::uint8_t>& from) {
+    return [&from](std::uint8_t* to) { std::copy(from.begin(), from.end(), to); };
+  };
+  train_pixels.load(fill(train_file.pixels));
+  train_labels.load(fill(train_file.labels));
+  test_pixels.load(fill(test_file.pixels));
+  test_labels.load(fill(test_file.labels));
+  train_file = {};
+  test_file = {};
+  const fmnist::DatasetView train{train_pixels.data(), train_labels.data(), n_train, dim};
 
   fmnist::TrainConfig config;
   config.batch = o.batch;
@@ -144,7 +165,7 @@ int run(const Options& o) {
   config.seed = o.seed;
   config.schedule = o.schedule;
   config.epochs = o.epochs;
-  fmnist::Trainer trainer(*comm, train.view(), test.view(), config);
+  fmnist::Trainer trainer(*comm, train, test_pixels, test_labels, config);
   if (root) {
     char momentum[32] = "";
     if (o.optimizer == "sgd") {
@@ -153,7 +174,7 @@ int run(const Options& o) {
     std::printf(
         "train_fmnist: %d rank(s), backend %s; %zu train / %zu test images; batch %zu, "
         "%zu steps/epoch; %s lr %g (%s)%s; seed %llu\n",
-        comm->size(), comm->backend().c_str(), train.count, test.count, o.batch,
+        comm->size(), comm->backend().c_str(), n_train, n_test, o.batch,
         trainer.steps_per_epoch(), o.optimizer.c_str(), static_cast<double>(o.lr),
         o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed));
     std::fflush(stdout);

@@ -10,10 +10,25 @@
 
 namespace fmnist {
 
-Trainer::Trainer(synk::Communicator& comm, DatasetView train, DatasetView test, TrainConfig config)
+Trainer::Trainer(synk::Communicator& comm, DatasetView train,
+                 const synk::Data<std::uint8_t>& test_pixels,
+                 const synk::Data<std::uint8_t>& test_labels, TrainConfig config)
     : comm_(comm),
       train_(train),
-      test_(test),
+      test_pixels_(test_pixels),
+      test_labels_(test_labels),
+      evaluate_(comm, "evaluate", {synk::Collect::sum},
+                [this](const synk::SliceInputs<std::uint8_t, double>& in) {
+                  // A slice is a contiguous view into the node's shared copy of the test set.
+                  const DatasetView slice{in.data[0].values.data(), in.data[1].values.data(),
+                                          in.rows, test_pixels_.row_elems()};
+                  std::vector<std::uint32_t> idx(in.rows);
+                  std::iota(idx.begin(), idx.end(), 0u);
+                  gather_rows(slice, idx, x_, y_);
+                  const BatchStats s = in.rows ? model_.evaluate(x_, y_) : BatchStats{};
+                  return synk::Function<std::uint8_t, double>::Outputs{
+                      {static_cast<double>(s.correct), static_cast<double>(s.count)}};
+                }),
       config_(std::move(config)),
       model_(config_.layers),
       optimizer_(
@@ -83,22 +98,15 @@ EpochRecord Trainer::run_epoch(int epoch,
 }
 
 double Trainer::test_accuracy() {
-  const Range mine = linspace_share(test_.count, comm_.rank(), comm_.size());
-  std::int64_t correct = 0, count = 0;
-  constexpr std::size_t kChunk = 1024;
-  std::vector<std::uint32_t> idx;
-  for (std::size_t lo = mine.lo; lo < mine.hi; lo += kChunk) {
-    const std::size_t hi = std::min(mine.hi, lo + kChunk);
-    idx.resize(hi - lo);
-    std::iota(idx.begin(), idx.end(), static_cast<std::uint32_t>(lo));
-    gather_rows(test_, idx, x_, y_);
-    const BatchStats s = model_.evaluate(x_, y_);
-    correct += s.correct;
-    count += s.count;
-  }
-  std::vector<std::int64_t> totals{correct, count};
-  comm_.all_reduce(totals, synk::ReduceOp::sum);
-  return totals[1] > 0 ? static_cast<double>(totals[0]) / static_cast<double>(totals[1]) : 0.0;
+  constexpr std::size_t kSlice = 1024;
+  const std::size_t per_rank =
+      (test_pixels_.rows() + static_cast<std::size_t>(comm_.size()) - 1) /
+      static_cast<std::size_t>(comm_.size());
+  synk::CallOptions o;
+  o.num_slices = static_cast<int>(std::max<std::size_t>(1, (per_rank + kSlice - 1) / kSlice));
+  o.to_all = true;
+  const auto totals = evaluate_({&test_pixels_, &test_labels_}, {}, o)[0];
+  return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
 }
 
 }  // namespace fmnist

@@ -41,14 +41,17 @@ struct EpochRecord {
 
 class Trainer {
  public:
-  // Rank 0 initializes the parameters from seed and broadcasts them (once).
-  Trainer(synk::Communicator& comm, DatasetView train, DatasetView test, TrainConfig config);
+  // Rank 0 initializes the parameters from seed and broadcasts them (once). The test set is
+  // node-shared Data (pixels [count, dim], labels [count]) that a replicated Function reads.
+  Trainer(synk::Communicator& comm, DatasetView train, const synk::Data<std::uint8_t>& test_pixels,
+          const synk::Data<std::uint8_t>& test_labels, TrainConfig config);
 
   std::size_t steps_per_epoch() const;
   // Runs one epoch (epochs count from 1) and the test evaluation after it. progress(step,
   // steps) is called after every step.
   EpochRecord run_epoch(int epoch, const std::function<void(std::size_t, std::size_t)>& progress);
-  // Accuracy over the whole test set: each rank evaluates its linspace share.
+  // Accuracy over the whole test set: a synk::Function, each rank evaluating its share of the
+  // rows in slices of about 1024, the (correct, count) sums collected once.
   double test_accuracy();
   std::span<const float> params() const { return model_.params(); }
 
@@ -56,7 +59,10 @@ class Trainer {
   float scheduled_lr(int epoch, std::size_t step) const;
 
   synk::Communicator& comm_;
-  DatasetView train_, test_;
+  DatasetView train_;
+  const synk::Data<std::uint8_t>& test_pixels_;
+  const synk::Data<std::uint8_t>& test_labels_;
+  synk::Function<std::uint8_t, double> evaluate_;
   TrainConfig config_;
   Mlp<float> model_;
   std::unique_ptr<Optimizer> optimizer_;

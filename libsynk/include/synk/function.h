@@ -19,10 +19,11 @@ namespace synk {
 // concatenated in order. none: this rank's slices concatenated, not collected.
 enum class Collect { avg, sum, prod, min, max, gather, none };
 
-template <class T>
+// T: the element type of the Data inputs; Out: that of the broadcast inputs and the outputs.
+template <class T, class Out = T>
 struct SliceInputs {
   std::vector<BatchRows<T>> data;  // this slice's rows of each Data input
-  const std::vector<std::vector<T>>* inputs = nullptr;  // the broadcast inputs, whole
+  const std::vector<std::vector<Out>>* inputs = nullptr;  // the broadcast inputs, whole
   std::size_t rows = 0;  // rows in this slice (may be 0: the body must cope)
 };
 
@@ -33,11 +34,11 @@ struct CallOptions {
   int root = 0;
 };
 
-template <class T>
+template <class T, class Out = T>
 class Function {
  public:
-  using Outputs = std::vector<std::vector<T>>;
-  using Body = std::function<Outputs(const SliceInputs<T>&)>;
+  using Outputs = std::vector<std::vector<Out>>;
+  using Body = std::function<Outputs(const SliceInputs<T, Out>&)>;
 
   Function(Communicator& comm, std::string name, std::vector<Collect> collect, Body body)
       : comm_(&comm), name_(std::move(name)), collect_(std::move(collect)), body_(std::move(body)) {}
@@ -48,7 +49,7 @@ class Function {
   // root (on every rank with to_all); other ranks get their own accumulated outputs. An
   // exception in the body on any rank becomes a synk::Error on every rank naming that rank.
   Outputs operator()(const std::vector<const Data<T>*>& data,
-                     const std::vector<std::vector<T>>& inputs = {}, const CallOptions& o = {}) {
+                     const std::vector<std::vector<Out>>& inputs = {}, const CallOptions& o = {}) {
     if (o.num_slices < 1) {
       throw Error(ErrorCode::InvalidArgument,
                   "Function '" + name_ + "': num_slices " + std::to_string(o.num_slices));
@@ -67,7 +68,7 @@ class Function {
 
   // This rank alone, over the whole batch; no collective.
   Outputs local(const std::vector<const Data<T>*>& data,
-                const std::vector<std::vector<T>>& inputs = {}, const Batch& batch = Batch::all(),
+                const std::vector<std::vector<Out>>& inputs = {}, const Batch& batch = Batch::all(),
                 int num_slices = 1) {
     return run_slices(data, inputs, batch.select(rows_of(data)), num_slices);
   }
@@ -98,13 +99,13 @@ class Function {
   }
 
   Outputs run_slices(const std::vector<const Data<T>*>& data,
-                     const std::vector<std::vector<T>>& inputs, const RowSelection& mine,
+                     const std::vector<std::vector<Out>>& inputs, const RowSelection& mine,
                      int num_slices) {
     const std::size_t len = mine.size(), ns = static_cast<std::size_t>(num_slices);
     Outputs acc;
     for (std::size_t k = 0; k < ns; ++k) {
       const RowSelection sel = part(mine, len * k / ns, len * (k + 1) / ns);
-      SliceInputs<T> in;
+      SliceInputs<T, Out> in;
       in.inputs = &inputs;
       in.rows = sel.size();
       for (const Data<T>* d : data) in.data.push_back(d->take(sel));
@@ -122,13 +123,13 @@ class Function {
     }
     for (std::size_t j = 0; j < acc.size(); ++j) {
       if (collect_[j] == Collect::avg) {
-        for (T& x : acc[j]) x = static_cast<T>(x / static_cast<T>(ns));
+        for (Out& x : acc[j]) x = static_cast<Out>(x / static_cast<Out>(ns));
       }
     }
     return acc;
   }
 
-  void accumulate(std::size_t j, std::vector<T>& a, const std::vector<T>& b) const {
+  void accumulate(std::size_t j, std::vector<Out>& a, const std::vector<Out>& b) const {
     const Collect c = collect_[j];
     if (c == Collect::gather || c == Collect::none) {
       a.insert(a.end(), b.begin(), b.end());
@@ -141,8 +142,8 @@ class Function {
     for (std::size_t i = 0; i < a.size(); ++i) {
       switch (c) {
         case Collect::avg:
-        case Collect::sum: a[i] = static_cast<T>(a[i] + b[i]); break;
-        case Collect::prod: a[i] = static_cast<T>(a[i] * b[i]); break;
+        case Collect::sum: a[i] = static_cast<Out>(a[i] + b[i]); break;
+        case Collect::prod: a[i] = static_cast<Out>(a[i] * b[i]); break;
         case Collect::min: a[i] = std::min(a[i], b[i]); break;
         case Collect::max: a[i] = std::max(a[i], b[i]); break;
         default: break;
@@ -164,9 +165,9 @@ class Function {
   }
 
   Outputs collect(Outputs acc, const CallOptions& o) {
-    const DataType t = data_type_of<T>();
+    const DataType t = data_type_of<Out>();
     for (std::size_t j = 0; j < acc.size(); ++j) {
-      std::vector<T>& v = acc[j];
+      std::vector<Out>& v = acc[j];
       ReduceOp op = ReduceOp::sum;
       switch (collect_[j]) {
         case Collect::none: continue;
@@ -176,7 +177,7 @@ class Function {
           comm_->all_gather(&mine, counts.data(), 1, DataType::uint64);
           std::size_t total = 0;
           for (std::size_t c : counts) total += c;
-          std::vector<T> all(comm_->rank() == o.root || o.to_all ? total : 0);
+          std::vector<Out> all(comm_->rank() == o.root || o.to_all ? total : 0);
           comm_->gatherv(v.data(), v.size(), all.data(), counts, t, o.root);
           if (o.to_all) comm_->broadcast(all.data(), all.size(), t, o.root);
           if (comm_->rank() == o.root || o.to_all) v = std::move(all);
