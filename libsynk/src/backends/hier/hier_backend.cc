@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "backends/mpi/mpi_types.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
@@ -11,33 +12,6 @@
 namespace synk::detail {
 
 namespace {
-
-MPI_Datatype native_type(DataType t) {
-  switch (t) {
-    case DataType::int8: return MPI_INT8_T;
-    case DataType::uint8: return MPI_UINT8_T;
-    case DataType::int32: return MPI_INT32_T;
-    case DataType::uint32: return MPI_UINT32_T;
-    case DataType::int64: return MPI_INT64_T;
-    case DataType::uint64: return MPI_UINT64_T;
-    case DataType::float16:
-    case DataType::bfloat16: return MPI_UINT16_T;
-    case DataType::float32: return MPI_FLOAT;
-    case DataType::float64: return MPI_DOUBLE;
-  }
-  return MPI_DATATYPE_NULL;
-}
-
-MPI_Op native_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg: return MPI_SUM;
-    case ReduceOp::prod: return MPI_PROD;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-  }
-  return MPI_OP_NULL;
-}
 
 std::size_t max_chunk() {
   const std::size_t c = settings().mpi_max_chunk;
@@ -72,7 +46,7 @@ Request HierBackend::all_reduce(const CollArgs& a) {
     for (std::size_t off = 0; off < a.count; off += max_chunk()) {
       const std::size_t n = std::min(max_chunk(), a.count - off);
       SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, static_cast<unsigned char*>(a.recv) + off * es,
-                                   static_cast<int>(n), native_type(a.dtype), native_op(a.op),
+                                   static_cast<int>(n), mpi_datatype(a.dtype), mpi_reduce_op(a.op),
                                    ctx_.leader_comm));
     }
     if (a.op == ReduceOp::avg) {
@@ -95,7 +69,7 @@ Request HierBackend::broadcast(const CollArgs& a) {
   const int root_node = node_of_rank_[static_cast<std::size_t>(a.root)];
   const int root_leader = leader_of_node_[static_cast<std::size_t>(root_node)];
   const std::size_t es = size_of(a.dtype);
-  const MPI_Datatype t = native_type(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
   const std::size_t chunk = max_chunk();
   auto* buf = static_cast<unsigned char*>(a.recv);
   // 1. The root hands its data to its node's leader (within the node, through shm).

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "backends/mpi/mpi_types.h"
 #include "core/env.h"
 #include "core/mpi_check.h"
 
@@ -14,33 +15,6 @@ namespace synk::detail {
 namespace {
 
 constexpr int kGathervTag = 0x5e7;
-
-MPI_Datatype mpi_type(DataType t) {
-  switch (t) {
-    case DataType::int8: return MPI_INT8_T;
-    case DataType::uint8: return MPI_UINT8_T;
-    case DataType::int32: return MPI_INT32_T;
-    case DataType::uint32: return MPI_UINT32_T;
-    case DataType::int64: return MPI_INT64_T;
-    case DataType::uint64: return MPI_UINT64_T;
-    case DataType::float16:
-    case DataType::bfloat16: return MPI_UINT16_T;  // moved as bits; reduced through float
-    case DataType::float32: return MPI_FLOAT;
-    case DataType::float64: return MPI_DOUBLE;
-  }
-  return MPI_DATATYPE_NULL;
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg: return MPI_SUM;  // avg scales afterwards
-    case ReduceOp::prod: return MPI_PROD;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-  }
-  return MPI_OP_NULL;
-}
 
 bool is_16bit_float(DataType t) { return t == DataType::float16 || t == DataType::bfloat16; }
 
@@ -131,7 +105,7 @@ Request MpiBackend::all_reduce(const CollArgs& a) {
     for_chunks(a.count, stage_chunk_, [&](std::size_t off, std::size_t n) {
       float* buf = stage(stage_in_, n);
       widen(at(a.send, off * es), a.dtype, buf, n);
-      SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, as_int(n), MPI_FLOAT, mpi_op(a.op), ctx_.comm));
+      SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, as_int(n), MPI_FLOAT, mpi_reduce_op(a.op), ctx_.comm));
       if (a.op == ReduceOp::avg) scale_avg(buf, n, DataType::float32, ctx_.size);
       narrow(buf, a.dtype, at(a.recv, off * es), n);
     });
@@ -140,7 +114,7 @@ Request MpiBackend::all_reduce(const CollArgs& a) {
   const bool in_place = a.send == a.recv;
   for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
     SYNK_CHECK_MPI(MPI_Allreduce(in_place ? MPI_IN_PLACE : at(a.send, off * es), at(a.recv, off * es),
-                                 as_int(n), mpi_type(a.dtype), mpi_op(a.op), ctx_.comm));
+                                 as_int(n), mpi_datatype(a.dtype), mpi_reduce_op(a.op), ctx_.comm));
   });
   if (a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
   return {};
@@ -154,7 +128,7 @@ Request MpiBackend::reduce(const CollArgs& a) {
       float* buf = stage(stage_in_, n);
       widen(at(a.send, off * es), a.dtype, buf, n);
       SYNK_CHECK_MPI(MPI_Reduce(root ? MPI_IN_PLACE : buf, root ? buf : nullptr, as_int(n), MPI_FLOAT,
-                                mpi_op(a.op), a.root, ctx_.comm));
+                                mpi_reduce_op(a.op), a.root, ctx_.comm));
       if (root) {
         if (a.op == ReduceOp::avg) scale_avg(buf, n, DataType::float32, ctx_.size);
         narrow(buf, a.dtype, at(a.recv, off * es), n);
@@ -165,8 +139,8 @@ Request MpiBackend::reduce(const CollArgs& a) {
   const bool in_place = root && a.send == a.recv;
   for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
     SYNK_CHECK_MPI(MPI_Reduce(in_place ? MPI_IN_PLACE : at(a.send, off * es),
-                              root ? at(a.recv, off * es) : nullptr, as_int(n), mpi_type(a.dtype),
-                              mpi_op(a.op), a.root, ctx_.comm));
+                              root ? at(a.recv, off * es) : nullptr, as_int(n), mpi_datatype(a.dtype),
+                              mpi_reduce_op(a.op), a.root, ctx_.comm));
   });
   if (root && a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
   return {};
@@ -175,7 +149,7 @@ Request MpiBackend::reduce(const CollArgs& a) {
 Request MpiBackend::broadcast(const CollArgs& a) {
   const std::size_t es = size_of(a.dtype);
   for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
-    SYNK_CHECK_MPI(MPI_Bcast(at(a.recv, off * es), as_int(n), mpi_type(a.dtype), a.root, ctx_.comm));
+    SYNK_CHECK_MPI(MPI_Bcast(at(a.recv, off * es), as_int(n), mpi_datatype(a.dtype), a.root, ctx_.comm));
   });
   return {};
 }
@@ -187,7 +161,7 @@ Request MpiBackend::all_gather(const CollArgs& a) {
   }
   const std::size_t es = size_of(a.dtype);
   const bool in_place = a.send == at(a.recv, static_cast<std::size_t>(ctx_.rank) * a.count * es);
-  const MPI_Datatype t = mpi_type(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
   SYNK_CHECK_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : a.send, as_int(a.count), t, a.recv,
                                as_int(a.count), t, ctx_.comm));
   return {};
@@ -202,7 +176,7 @@ Request MpiBackend::gather(const CollArgs& a) {
   const bool root = ctx_.rank == a.root;
   const bool in_place =
       root && a.send == at(a.recv, static_cast<std::size_t>(a.root) * a.count * es);
-  const MPI_Datatype t = mpi_type(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
   SYNK_CHECK_MPI(MPI_Gather(in_place ? MPI_IN_PLACE : a.send, as_int(a.count), t,
                             root ? a.recv : nullptr, as_int(a.count), t, a.root, ctx_.comm));
   return {};
@@ -217,7 +191,7 @@ Request MpiBackend::scatter(const CollArgs& a) {
   const bool root = ctx_.rank == a.root;
   const bool in_place =
       root && a.recv == at(a.send, static_cast<std::size_t>(a.root) * a.count * es);
-  const MPI_Datatype t = mpi_type(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
   SYNK_CHECK_MPI(MPI_Scatter(root ? a.send : nullptr, as_int(a.count), t,
                              in_place ? MPI_IN_PLACE : a.recv, as_int(a.count), t, a.root,
                              ctx_.comm));
@@ -228,7 +202,7 @@ Request MpiBackend::scatter(const CollArgs& a) {
 // rank * count within the gathered buffer.
 void MpiBackend::gather_like_chunked(const CollArgs& a) {
   const std::size_t es = size_of(a.dtype);
-  const MPI_Datatype t = mpi_type(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
   const bool root = ctx_.rank == a.root;
   const std::size_t my_block = static_cast<std::size_t>(ctx_.rank) * a.count * es;
   const std::size_t root_block = static_cast<std::size_t>(a.root) * a.count * es;
@@ -265,7 +239,7 @@ void MpiBackend::gather_like_chunked(const CollArgs& a) {
 // rank's chunks straight into place, the others send theirs.
 Request MpiBackend::gatherv(const CollArgs& a) {
   const std::size_t es = size_of(a.dtype);
-  const MPI_Datatype t = mpi_type(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
   if (ctx_.rank != a.root) {
     for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
       SYNK_CHECK_MPI(MPI_Send(at(a.send, off * es), as_int(n), t, a.root, kGathervTag, ctx_.comm));
@@ -300,8 +274,8 @@ Request MpiBackend::reduce_scatter(const CollArgs& a) {
   // for a count of 0).
   if (a.count == 0) return {};
   if (!half && !in_place && a.count <= stage_chunk_) {
-    SYNK_CHECK_MPI(MPI_Reduce_scatter_block(a.send, a.recv, as_int(a.count), mpi_type(a.dtype),
-                                            mpi_op(a.op), ctx_.comm));
+    SYNK_CHECK_MPI(MPI_Reduce_scatter_block(a.send, a.recv, as_int(a.count), mpi_datatype(a.dtype),
+                                            mpi_reduce_op(a.op), ctx_.comm));
     if (a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
     return {};
   }
@@ -310,7 +284,7 @@ Request MpiBackend::reduce_scatter(const CollArgs& a) {
   // in-place layout is safe.
   const std::size_t n_ranks = static_cast<std::size_t>(ctx_.size);
   const std::size_t ses = half ? sizeof(float) : es;  // staged element size
-  const MPI_Datatype st = half ? MPI_FLOAT : mpi_type(a.dtype);
+  const MPI_Datatype st = half ? MPI_FLOAT : mpi_datatype(a.dtype);
   for_chunks(a.count, stage_chunk_, [&](std::size_t off, std::size_t n) {
     if (pack_.size() < n_ranks * n * ses + n * ses) pack_.resize(n_ranks * n * ses + n * ses);
     unsigned char* packed = pack_.data();
@@ -323,7 +297,7 @@ Request MpiBackend::reduce_scatter(const CollArgs& a) {
         std::memcpy(packed + r * n * ses, src, n * es);
       }
     }
-    SYNK_CHECK_MPI(MPI_Reduce_scatter_block(packed, out, as_int(n), st, mpi_op(a.op), ctx_.comm));
+    SYNK_CHECK_MPI(MPI_Reduce_scatter_block(packed, out, as_int(n), st, mpi_reduce_op(a.op), ctx_.comm));
     if (a.op == ReduceOp::avg) scale_avg(out, n, half ? DataType::float32 : a.dtype, ctx_.size);
     if (half) {
       narrow(reinterpret_cast<const float*>(out), a.dtype, at(a.recv, off * es), n);
