@@ -1,5 +1,4 @@
-// See bench_membound.h. The traffic models follow the algorithms in
-// libsynk/src/backends/shm/shm_collectives.cc (copies count a read and a write).
+// See bench_membound.h.
 #include "bench_membound.h"
 
 #include <algorithm>
@@ -27,22 +26,23 @@ double probe_copy_bandwidth(MPI_Comm comm) {
   return 2.0 * static_cast<double>(kBytes) / times[times.size() / 2];
 }
 
+// Only the bytes a rank must read from and write to its own buffers count: the shm slots a
+// step goes through are a few MiB, reused every other step, and stay in cache, so the user
+// buffers are the traffic that reaches memory. No algorithm can move less.
 double shm_traffic_bytes(Coll coll, std::size_t bytes, int n) {
   const double s = static_cast<double>(bytes), per_rank = s / n;
   switch (coll) {
-    case Coll::allreduce:  // copy in, reduce own slice of every slot, copy the result out
-    case Coll::reduce:     // the root's share
-      return 2 * s + (s + per_rank) + 2 * s;
-    case Coll::broadcast:  // the root copies in, the others copy out, in parallel
+    case Coll::allreduce:  // read the input, write the result
+    case Coll::reduce:     // the root
       return 2 * s;
-    case Coll::allgather:  // copy own block in, every block out
-      return 2 * per_rank + 2 * s;
-    case Coll::reduce_scatter:  // copy all blocks in, reduce own block of every slot
-      return 2 * s + s + per_rank;
-    case Coll::gather:  // the root: own block in, every block out
-      return 2 * per_rank + 2 * s;
-    case Coll::scatter:  // the root copies every block in
-      return 2 * s;
+    case Coll::broadcast:  // the root reads, the others write
+      return s;
+    case Coll::allgather:  // read own block, write every block
+    case Coll::gather:     // the root
+      return per_rank + s;
+    case Coll::reduce_scatter:  // read every block, write own
+    case Coll::scatter:         // the root reads every block, each rank writes its own
+      return s + per_rank;
   }
   return 0;
 }
@@ -57,8 +57,9 @@ std::string membound_line(const std::vector<Row>& rows, Coll coll, int n, double
   const double bound_s = shm_traffic_bytes(coll, best->bytes, n) / copy_bw;
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "# %s (shm): memory-bandwidth bound at %zu B: %.1f us (busiest rank moves %.0f MB "
-                "at %.2f GB/s, the memcpy probe with all %d ranks copying); reached %.0f%%\n",
+                "# %s (shm): memory-bandwidth bound at %zu B: %.1f us (the busiest rank reads and "
+                "writes %.0f MB of its buffers at %.2f GB/s, the memcpy probe with all %d ranks "
+                "copying); reached %.0f%%\n",
                 to_string(coll), best->bytes, bound_s * 1e6,
                 shm_traffic_bytes(coll, best->bytes, n) / 1e6, copy_bw / 1e9, n,
                 100.0 * bound_s / (best->time_us * 1e-6));

@@ -1,6 +1,6 @@
-// The memory-bandwidth bound of the shm backend's algorithms: a memcpy probe that every rank
-// runs at the same time gives each rank's share of the machine's bandwidth, and a traffic model
-// per collective gives the bytes the busiest rank must read and write.
+// The memory-bandwidth bound of on-node collectives: a memcpy probe that every rank runs at the
+// same time gives each rank's share of the machine's bandwidth, and a traffic model per
+// collective gives the bytes the busiest rank must read and write.
 #pragma once
 
 #include <mpi.h>
@@ -18,7 +18,8 @@ namespace synk::bench {
 // buffers, median of 5), the slowest rank's figure. Collective over comm.
 double probe_copy_bandwidth(MPI_Comm comm);
 
-// Bytes the busiest rank reads and writes in one shm call of `bytes` (the row's size) on n ranks.
+// Bytes the busiest rank must read and write of its own buffers in one call of `bytes` (the
+// row's size) on n ranks: the memory traffic no algorithm avoids.
 double shm_traffic_bytes(Coll coll, std::size_t bytes, int n);
 
 // "# allreduce (shm): memory bound at 67108864 B ..." for the largest shm row of coll up to

@@ -24,7 +24,10 @@ namespace {
 
 constexpr std::size_t kLine = 128;  // two cache lines: no false sharing with the prefetcher
 constexpr std::size_t kHeaderBytes = 4096;
-constexpr int kSpinIterations = 2000;  // then yield: 4 ranks on 2 cores must make progress
+// Spin this long before yielding. With more ranks than cores a waiting rank must give its core
+// away almost at once: the rank it waits for may need that very core (4 ranks on 2 cores).
+constexpr int kSpinIterations = 2000;
+constexpr int kSpinIterationsOversubscribed = 16;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -74,6 +77,8 @@ Group::Group(void* base, const GroupConfig& config) : cfg_(config) {
   const std::size_t n = static_cast<std::size_t>(cfg_.size);
   data_ = blocks_ + (n * sizeof(RankBlock) + 4095) / 4096 * 4096;
   block_at(blocks_, cfg_.rank).pid.store(getpid(), std::memory_order_release);
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  spin_iterations_ = cpus > 0 && cpus < cfg_.size ? kSpinIterationsOversubscribed : kSpinIterations;
 }
 
 unsigned char* Group::slot(int peer) const {
@@ -217,7 +222,7 @@ void Group::check_calls() {
 
 void Group::wait_for(int peer, std::uint64_t target) {
   const std::atomic<std::uint64_t>& a = block_at(blocks_, peer).arrived;
-  for (int i = 0; i < kSpinIterations; ++i) {
+  for (int i = 0; i < spin_iterations_; ++i) {
     if (a.load(std::memory_order_acquire) >= target) return;
     cpu_relax();
   }

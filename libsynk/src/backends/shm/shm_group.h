@@ -89,6 +89,7 @@ class Group {
   bool check_pending_ = false;
   const char* op_name_ = "";
   bool broken_ = false;  // a peer died or timed out: the group cannot be trusted any more
+  int spin_iterations_ = 0;  // before a waiting rank yields its core
 };
 
 }  // namespace synk::shm
