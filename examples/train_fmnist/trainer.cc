@@ -34,7 +34,7 @@ Trainer::Trainer(synk::Communicator& comm, DatasetView train,
       optimizer_(
           make_optimizer(config_.optimizer, model_.num_params(), config_.lr, config_.momentum)),
       order_(train.count),
-      grad_(model_.num_params()) {
+      grad_(comm, "grad", std::vector<float>(model_.num_params())) {
   if (comm_.rank() == 0) model_.init(config_.seed);
   comm_.broadcast(model_.params(), 0);
   std::iota(order_.begin(), order_.end(), 0u);
@@ -70,14 +70,14 @@ EpochRecord Trainer::run_epoch(int epoch,
                 std::span<const std::uint32_t>(order_).subspan(begin + mine.lo, mine.hi - mine.lo),
                 x_, y_);
     if (config_.schedule == "cosine") optimizer_->set_lr(scheduled_lr(epoch, step));
-    const BatchStats s = model_.loss_and_gradient(x_, y_, grad_);
+    const BatchStats s = model_.loss_and_gradient(x_, y_, grad_.value());
     local.loss_sum += s.loss_sum;
     local.correct += s.correct;
     local.count += s.count;
 
-    comm_.all_reduce(grad_, synk::ReduceOp::sum);  // the one collective of the step
+    grad_.all_reduce(synk::ReduceOp::sum);  // the one collective of the step
     // The global-batch mean, whatever the number of ranks; the same update on every rank.
-    optimizer_->step(model_.params(), grad_, 1.0f / static_cast<float>(global));
+    optimizer_->step(model_.params(), grad_.value(), 1.0f / static_cast<float>(global));
     if (progress) progress(step + 1, steps);
   }
 

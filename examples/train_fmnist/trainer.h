@@ -67,7 +67,7 @@ class Trainer {
   Mlp<float> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::uint32_t> order_;
-  std::vector<float> grad_;
+  synk::Shared<float> grad_;  // the flat gradient, one Shared buffer on every rank
   RowMatrix<float> x_;
   std::vector<std::uint8_t> y_;
 };
