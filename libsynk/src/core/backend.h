@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +28,10 @@ enum class Collective {
   barrier,
 };
 const char* to_string(Collective c) noexcept;
+bool uses_op(Collective c) noexcept;    // all_reduce, reduce, reduce_scatter
+bool has_root(Collective c) noexcept;   // reduce, broadcast, gather, gatherv, scatter
+// "all_reduce(count 100, float32, sum)": the fields the collective uses, for error messages.
+std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceOp op, int root);
 
 // Who the ranks are. Every communicator on the seam is synk's own duplicate.
 struct CommContext {

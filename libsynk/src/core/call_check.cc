@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mpi_check.h"
 #include "core/validation.h"
 #include "synk/error.h"
 
@@ -25,26 +26,8 @@ struct CallRecord {
 };
 
 std::string describe(const CallRecord& r) {
-  std::string s = to_string(static_cast<Collective>(r.coll));
-  s += "(count " + std::to_string(r.count) + ", " + to_string(static_cast<DataType>(r.dtype));
-  const auto c = static_cast<Collective>(r.coll);
-  if (c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter) {
-    s += std::string(", ") + to_string(static_cast<ReduceOp>(r.op));
-  }
-  if (c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
-      c == Collective::gatherv || c == Collective::scatter) {
-    s += ", root " + std::to_string(r.root);
-  }
-  return s + ")";
-}
-
-void check_mpi(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    throw Error(ErrorCode::Backend, std::string(what) + " failed: " + std::string(msg, len));
-  }
+  return describe_call(static_cast<Collective>(r.coll), r.count, static_cast<DataType>(r.dtype),
+                       static_cast<ReduceOp>(r.op), static_cast<int>(r.root));
 }
 
 }  // namespace
@@ -67,8 +50,8 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   }
 
   std::vector<CallRecord> all(static_cast<std::size_t>(ctx.size));
-  check_mpi(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, ctx.comm),
-            "MPI_Allgather (SYNK_CHECK_CALLS)");
+  SYNK_CHECK_MPI(
+      MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, ctx.comm));
 
   if (local_error) throw *local_error;
   for (int r = 0; r < ctx.size; ++r) {
@@ -84,13 +67,8 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
     const CallRecord& other = all[static_cast<std::size_t>(r)];
     bool same = other.coll == first.coll && other.dtype == first.dtype;
     const auto c = static_cast<Collective>(first.coll);
-    if (c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter) {
-      same = same && other.op == first.op;
-    }
-    if (c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
-        c == Collective::gatherv || c == Collective::scatter) {
-      same = same && other.root == first.root;
-    }
+    if (uses_op(c)) same = same && other.op == first.op;
+    if (has_root(c)) same = same && other.root == first.root;
     if (c != Collective::gatherv) same = same && other.count == first.count;
     if (!same) {
       throw Error(ErrorCode::InvalidUsage, std::string(to_string(a.coll)) +
@@ -104,8 +82,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
     // Only the root knows recv_counts: share them so every rank can compare its send count.
     std::vector<std::uint64_t> counts(static_cast<std::size_t>(ctx.size));
     if (ctx.rank == a.root) counts.assign(a.recv_counts.begin(), a.recv_counts.end());
-    check_mpi(MPI_Bcast(counts.data(), ctx.size, MPI_UINT64_T, a.root, ctx.comm),
-              "MPI_Bcast (SYNK_CHECK_CALLS)");
+    SYNK_CHECK_MPI(MPI_Bcast(counts.data(), ctx.size, MPI_UINT64_T, a.root, ctx.comm));
     for (int r = 0; r < ctx.size; ++r) {
       if (counts[static_cast<std::size_t>(r)] != all[static_cast<std::size_t>(r)].count) {
         throw Error(ErrorCode::InvalidUsage,

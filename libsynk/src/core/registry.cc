@@ -27,6 +27,22 @@ const char* to_string(Collective c) noexcept {
   return "?";
 }
 
+bool uses_op(Collective c) noexcept {
+  return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
+}
+
+bool has_root(Collective c) noexcept {
+  return c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
+         c == Collective::gatherv || c == Collective::scatter;
+}
+
+std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceOp op, int root) {
+  std::string s = std::string(to_string(c)) + "(count " + std::to_string(count) + ", " + to_string(t);
+  if (uses_op(c)) s += std::string(", ") + to_string(op);
+  if (has_root(c)) s += ", root " + std::to_string(root);
+  return s + ")";
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& requested, const CommContext& ctx) {
   if (requested == "mpi") {
     SYNK_LOG_AT(info, "backend mpi (requested) for " << ctx.size << " ranks on " << ctx.num_nodes

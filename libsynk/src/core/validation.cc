@@ -35,15 +35,6 @@ std::size_t bytes_of(const CollArgs& a, std::size_t count, std::size_t factor) {
   return count * factor * es;
 }
 
-bool uses_op(Collective c) {
-  return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
-}
-
-bool has_root(Collective c) {
-  return c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
-         c == Collective::gatherv || c == Collective::scatter;
-}
-
 }  // namespace
 
 BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx) {

@@ -49,17 +49,7 @@ Request HierBackend::all_reduce(const CollArgs& a) {
                                    static_cast<int>(n), mpi_datatype(a.dtype), mpi_reduce_op(a.op),
                                    ctx_.leader_comm));
     }
-    if (a.op == ReduceOp::avg) {
-      if (a.dtype == DataType::float64) {
-        const double inv = 1.0 / ctx_.size;
-        double* d = static_cast<double*>(a.recv);
-        for (std::size_t i = 0; i < a.count; ++i) d[i] *= inv;
-      } else {
-        const float inv = 1.0f / static_cast<float>(ctx_.size);
-        float* f = static_cast<float*>(a.recv);
-        for (std::size_t i = 0; i < a.count; ++i) f[i] *= inv;
-      }
-    }
+    if (a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
   }
   node_.group->broadcast(a.recv, a.count, a.dtype, 0);
   return {};

@@ -26,19 +26,6 @@ void* at(void* p, std::size_t bytes) { return p ? static_cast<unsigned char*>(p)
 
 int as_int(std::size_t n) { return static_cast<int>(n); }  // callers chunk to <= INT_MAX first
 
-// avg = sum * (1/n) in the accumulation type.
-void scale_avg(void* buf, std::size_t count, DataType t, int n) {
-  if (t == DataType::float64) {
-    const double inv = 1.0 / static_cast<double>(n);
-    double* d = static_cast<double*>(buf);
-    for (std::size_t i = 0; i < count; ++i) d[i] *= inv;
-  } else {  // float32, or a float staging buffer of float16/bfloat16
-    const float inv = 1.0f / static_cast<float>(n);
-    float* f = static_cast<float*>(buf);
-    for (std::size_t i = 0; i < count; ++i) f[i] *= inv;
-  }
-}
-
 void widen(const void* src, DataType t, float* dst, std::size_t n) {
   if (t == DataType::float16) {
     const float16* s = static_cast<const float16*>(src);
@@ -87,6 +74,18 @@ class StridedBlock {
 };
 
 }  // namespace
+
+void scale_avg(void* buf, std::size_t count, DataType t, int n) {
+  if (t == DataType::float64) {
+    const double inv = 1.0 / static_cast<double>(n);
+    double* d = static_cast<double*>(buf);
+    for (std::size_t i = 0; i < count; ++i) d[i] *= inv;
+  } else {  // float32, or a float staging buffer of float16/bfloat16
+    const float inv = 1.0f / static_cast<float>(n);
+    float* f = static_cast<float*>(buf);
+    for (std::size_t i = 0; i < count; ++i) f[i] *= inv;
+  }
+}
 
 MpiBackend::MpiBackend(const CommContext& ctx) : ctx_(ctx) {
   const std::size_t configured = settings().mpi_max_chunk;

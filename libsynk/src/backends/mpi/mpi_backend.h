@@ -9,6 +9,10 @@
 
 namespace synk::detail {
 
+// avg = sum * (1/n) in the accumulation type: float (float32, and the float staging of 16-bit
+// types) or double (float64). Used after an MPI_SUM.
+void scale_avg(void* buf, std::size_t count, DataType t, int n);
+
 class MpiBackend final : public Backend {
  public:
   explicit MpiBackend(const CommContext& ctx);

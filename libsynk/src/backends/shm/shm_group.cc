@@ -101,15 +101,9 @@ void Group::slice(int peer, std::size_t count, std::size_t es, std::size_t* lo,
 
 void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root) {
   op_name_ = detail::to_string(c);
-  using detail::Collective;
   // Fields a collective does not use are normalized, so only real differences are mismatches.
-  if (c != Collective::all_reduce && c != Collective::reduce && c != Collective::reduce_scatter) {
-    op = ReduceOp::sum;
-  }
-  if (c != Collective::reduce && c != Collective::broadcast && c != Collective::gather &&
-      c != Collective::gatherv && c != Collective::scatter) {
-    root = 0;
-  }
+  if (!detail::uses_op(c)) op = ReduceOp::sum;
+  if (!detail::has_root(c)) root = 0;
   if (broken_) {
     throw Error(ErrorCode::InvalidUsage,
                 std::string(op_name_) + ": the shared-memory group failed earlier (a rank died "
@@ -168,19 +162,8 @@ std::int64_t Group::status_of(int peer) const {
 
 std::string Group::describe_call(int peer) const {
   const Call& c = block_at(blocks_, peer).calls[(calls_ - 1) & 1];
-  const auto coll = static_cast<detail::Collective>(c.coll);
-  std::string s = std::string(detail::to_string(coll)) + "(count " + std::to_string(c.count) +
-                  ", " + to_string(static_cast<DataType>(c.dtype));
-  if (coll == detail::Collective::all_reduce || coll == detail::Collective::reduce ||
-      coll == detail::Collective::reduce_scatter) {
-    s += std::string(", ") + to_string(static_cast<ReduceOp>(c.op));
-  }
-  if (coll == detail::Collective::reduce || coll == detail::Collective::broadcast ||
-      coll == detail::Collective::gather || coll == detail::Collective::gatherv ||
-      coll == detail::Collective::scatter) {
-    s += ", root " + std::to_string(c.root);
-  }
-  return s + ")";
+  return detail::describe_call(static_cast<detail::Collective>(c.coll), c.count,
+                               static_cast<DataType>(c.dtype), static_cast<ReduceOp>(c.op), c.root);
 }
 
 // Every rank sees the same descriptors, so a mismatch throws on every rank at the same point
