@@ -70,6 +70,9 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
     if (b % 4096 != 0) bad("SYNK_SHM_SLOT_BYTES", v, "a multiple of 4096");
     s.shm_slot_bytes = static_cast<std::size_t>(b);
   }
+  if (const char* v = get("SYNK_SHM_CMA_BYTES"); v && *v) {
+    s.shm_cma_bytes = parse_integer("SYNK_SHM_CMA_BYTES", v, 0, 1LL << 50);
+  }
   if (const char* v = get("SYNK_CONTEXTS"); v && *v) {
     parse_contexts(v);  // the syntax now; the device numbers once a backend knows the devices
     s.contexts = v;

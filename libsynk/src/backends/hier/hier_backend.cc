@@ -8,6 +8,7 @@
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
+#include "core/mpi_runtime.h"
 
 namespace synk::detail {
 
@@ -31,12 +32,28 @@ HierBackend::HierBackend(const CommContext& ctx)
   for (int r = ctx.size - 1; r >= 0; --r) {
     leader_of_node_[static_cast<std::size_t>(node_of_rank_[static_cast<std::size_t>(r)])] = r;
   }
+  // The sliced all-reduce needs the same number of ranks on every node.
+  int sizes[2] = {ctx.local_size, -ctx.local_size};
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, ctx.comm));
+  if (sizes[0] == -sizes[1] && ctx.local_size > 1) {
+    SYNK_CHECK_MPI(MPI_Comm_split(ctx.comm, ctx.local_rank, ctx.node, &slice_comm_));
+    SYNK_CHECK_MPI(MPI_Comm_set_errhandler(slice_comm_, MPI_ERRORS_RETURN));
+  }
   SYNK_LOG_AT(info, "hier backend: " << ctx.num_nodes << " nodes, " << ctx.local_size
-                                     << " local ranks here (node " << ctx.node << ")");
+                                     << " local ranks here (node " << ctx.node << "); sliced "
+                                     << "all-reduce " << (slice_comm_ != MPI_COMM_NULL ? "on" : "off (nodes differ in size)"));
+}
+
+HierBackend::~HierBackend() {
+  if (slice_comm_ != MPI_COMM_NULL && !mpi_is_finalized()) MPI_Comm_free(&slice_comm_);
 }
 
 Request HierBackend::all_reduce(const CollArgs& a) {
   if (a.dtype == DataType::float16 || a.dtype == DataType::bfloat16) return mpi_.all_reduce(a);
+  if (slice_comm_ != MPI_COMM_NULL && a.count * size_of(a.dtype) >= kSlicedBytes) {
+    all_reduce_sliced(a);
+    return {};
+  }
   const bool leader = ctx_.local_rank == 0;
   const ReduceOp local_op = a.op == ReduceOp::avg ? ReduceOp::sum : a.op;
   const std::size_t es = size_of(a.dtype);
@@ -53,6 +70,35 @@ Request HierBackend::all_reduce(const CollArgs& a) {
   }
   node_.group->broadcast(a.recv, a.count, a.dtype, 0);
   return {};
+}
+
+// The count splits into L blocks of b elements and a tail of count % L, which goes the leader's
+// way (reduce, leaders' all-reduce, broadcast).
+void HierBackend::all_reduce_sliced(const CollArgs& a) {
+  shm::Group& g = *node_.group;
+  const bool leader = ctx_.local_rank == 0;
+  const ReduceOp local_op = a.op == ReduceOp::avg ? ReduceOp::sum : a.op;
+  const std::size_t es = size_of(a.dtype);
+  const std::size_t n_local = static_cast<std::size_t>(ctx_.local_size);
+  const std::size_t b = a.count / n_local, body = b * n_local, tail = a.count - body;
+  const auto* send = static_cast<const unsigned char*>(a.send);
+  auto* recv = static_cast<unsigned char*>(a.recv);
+  unsigned char* mine = recv + static_cast<std::size_t>(ctx_.local_rank) * b * es;
+  auto across = [&](unsigned char* p, std::size_t count, MPI_Comm comm) {
+    for (std::size_t off = 0; off < count; off += max_chunk()) {
+      const std::size_t n = std::min(max_chunk(), count - off);
+      SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n),
+                                   mpi_datatype(a.dtype), mpi_reduce_op(a.op), comm));
+    }
+    if (a.op == ReduceOp::avg) scale_avg(p, count, a.dtype, ctx_.size);
+  };
+  // In place (send == recv) this reduce-scatter is in place too: mine == send + rank * b.
+  g.reduce_scatter(send, mine, b, a.dtype, local_op);
+  if (tail) g.reduce(send + body * es, leader ? recv + body * es : nullptr, tail, a.dtype, local_op, 0);
+  across(mine, b, slice_comm_);
+  if (tail && leader) across(recv + body * es, tail, ctx_.leader_comm);
+  g.all_gather(mine, recv, b, a.dtype);
+  if (tail) g.broadcast(recv + body * es, tail, a.dtype, 0);
 }
 
 Request HierBackend::broadcast(const CollArgs& a) {

@@ -1,7 +1,9 @@
-// HierBackend: ranks on several nodes. Inside a node the shared-memory group, between nodes
-// MPI among the node leaders (local rank 0): all_reduce = shm reduce to the leader, MPI
-// all-reduce across leaders, shm broadcast; broadcast = to the root's leader, across leaders,
-// then inside each node. The other collectives (and 16-bit float reductions, which must round
+// HierBackend: ranks on several nodes. Inside a node the shared-memory group, between nodes MPI.
+// all_reduce of at least kSlicedBytes, when every node has the same number of ranks: a shm
+// reduce-scatter inside the node, then local rank i of every node all-reduces block i over MPI
+// (all ranks use the network at once, each for 1/L of the data), then a shm all-gather; smaller
+// ones (or uneven nodes): shm reduce to the leader (local rank 0), MPI all-reduce across the
+// leaders, shm broadcast. broadcast = to the root's leader, across leaders, then inside each node. The other collectives (and 16-bit float reductions, which must round
 // once) use the MPI backend on the whole communicator.
 #pragma once
 
@@ -16,6 +18,10 @@ namespace synk::detail {
 class HierBackend final : public Backend {
  public:
   explicit HierBackend(const CommContext& ctx);
+  ~HierBackend() override;
+  HierBackend(const HierBackend&) = delete;
+  HierBackend& operator=(const HierBackend&) = delete;
+  static constexpr std::size_t kSlicedBytes = 64 * 1024;
   const char* name() const override { return "hier"; }
   Request all_reduce(const CollArgs& a) override;
   Request reduce(const CollArgs& a) override { return mpi_.reduce(a); }
@@ -34,7 +40,10 @@ class HierBackend final : public Backend {
   std::vector<int> node_of_rank_;    // node index of every rank
   std::vector<int> local_rank_of_rank_;
   std::vector<int> leader_of_node_;  // global rank of every node's leader
-  std::vector<unsigned char> scratch_;
+  // Local rank i of every node (ordered by node); MPI_COMM_NULL when nodes differ in size.
+  MPI_Comm slice_comm_ = MPI_COMM_NULL;
+
+  void all_reduce_sliced(const CollArgs& a);
 };
 
 }  // namespace synk::detail

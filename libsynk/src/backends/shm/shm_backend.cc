@@ -20,6 +20,7 @@ ShmNode join_shm_node(MPI_Comm comm) {
   cfg.size = size;
   if (s.shm_slot_bytes) cfg.slot_bytes = s.shm_slot_bytes;
   cfg.timeout_s = s.timeout_s;
+  if (s.shm_cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.shm_cma_bytes);
   const std::size_t bytes = shm::Group::segment_bytes(size, cfg.slot_bytes);
 
   ShmNode node;

@@ -97,6 +97,7 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
 void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   begin(Collective::broadcast, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
+  if (use_cma(count * es)) return broadcast_cma(buf, count, t, root);
   const std::size_t chunk = slot_elems(t);
   std::size_t off = 0;
   do {
@@ -131,11 +132,13 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
 
 void Group::all_gather(const void* send, void* recv, std::size_t count, DataType t) {
   begin(Collective::all_gather, count, t, ReduceOp::sum, 0);
+  if (use_cma(count * size_of(t))) return gather_cma(send, recv, count, t, -1);
   gather_common(send, recv, count, t, -1);
 }
 
 void Group::gather(const void* send, void* recv, std::size_t count, DataType t, int root) {
   begin(Collective::gather, count, t, ReduceOp::sum, root);
+  if (use_cma(count * size_of(t))) return gather_cma(send, recv, count, t, root);
   gather_common(send, recv, count, t, root);
 }
 
@@ -188,6 +191,7 @@ void Group::gatherv(const void* send, std::size_t count, void* recv,
 void Group::scatter(const void* send, void* recv, std::size_t count, DataType t, int root) {
   begin(Collective::scatter, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
+  if (use_cma(count * es)) return scatter_cma(send, recv, count, t, root);
   const std::size_t chunk = slot_elems(t);
   std::size_t off = 0;
   do {

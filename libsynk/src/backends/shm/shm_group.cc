@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -37,24 +38,34 @@ inline void cpu_relax() {
 
 }  // namespace
 
+// A call's descriptor, compact so that both parities sit in the cache line of the arrival
+// counter: a waiting rank's one miss on a peer's line brings its arrival and its call both.
 struct Group::Call {
-  std::int32_t coll;
-  std::int32_t dtype;
-  std::int32_t op;
-  std::int32_t root;
   std::uint64_t count;
   std::uint64_t number;
-  std::int32_t error_code;  // -1, or the ErrorCode of this rank's rejected arguments
-  char error[236];
+  std::int32_t root;
+  std::int8_t coll;
+  std::int8_t dtype;
+  std::int8_t op;
+  std::int8_t error_code;  // -1, or the ErrorCode of this rank's rejected arguments
 };
+static_assert(sizeof(Group::Call) == 24);
 
-// One rank's control block, each field on its own line.
+// One rank's control block. Each group of fields has its own line; only the owner writes.
 struct alignas(kLine) RankBlock {
   alignas(kLine) std::atomic<std::uint64_t> arrived;
+  Group::Call calls[2];                             // by call-number parity
   alignas(kLine) std::atomic<std::int64_t> pid;
   alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
-  alignas(kLine) Group::Call calls[2];              // by call-number parity
+  // This call's buffers in the owner's address space, for cross-memory attach (shm_cma.cc),
+  // and the owner's verdict on it (the probe, then each call's copy result).
+  alignas(kLine) std::atomic<std::uint64_t> send_addr;
+  std::atomic<std::uint64_t> recv_addr;
+  std::atomic<std::int64_t> cma_status;
+  alignas(kLine) char errors[2][240];  // the text of a rejected call, by call-number parity
 };
+static_assert(offsetof(RankBlock, calls) + sizeof(RankBlock::calls) <= 64,
+              "the arrival counter and the call descriptors share one cache line");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "cross-process atomics need lock-free 64-bit atomics");
 
@@ -110,14 +121,13 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
                 "or timed out); create a new communicator");
   }
   Call& mine = block_at(blocks_, cfg_.rank).calls[calls_ & 1];
-  mine.coll = static_cast<std::int32_t>(c);
-  mine.dtype = static_cast<std::int32_t>(t);
-  mine.op = static_cast<std::int32_t>(op);
+  mine.coll = static_cast<std::int8_t>(c);
+  mine.dtype = static_cast<std::int8_t>(t);
+  mine.op = static_cast<std::int8_t>(op);
   mine.root = root;
   mine.count = count;
   mine.number = calls_;
   mine.error_code = -1;
-  mine.error[0] = '\0';
   ++calls_;
   check_pending_ = true;  // published by the release store of the first sync
 }
@@ -160,6 +170,32 @@ std::int64_t Group::status_of(int peer) const {
   return block_at(blocks_, peer).status.load(std::memory_order_relaxed);
 }
 
+void Group::publish(const void* send, const void* recv) {
+  RankBlock& b = block_at(blocks_, cfg_.rank);  // published by the release store of the sync
+  b.send_addr.store(reinterpret_cast<std::uintptr_t>(send), std::memory_order_relaxed);
+  b.recv_addr.store(reinterpret_cast<std::uintptr_t>(recv), std::memory_order_relaxed);
+}
+
+std::uint64_t Group::peer_send(int peer) const {
+  return block_at(blocks_, peer).send_addr.load(std::memory_order_relaxed);
+}
+
+std::uint64_t Group::peer_recv(int peer) const {
+  return block_at(blocks_, peer).recv_addr.load(std::memory_order_relaxed);
+}
+
+void Group::set_cma_status(std::int64_t v) {
+  block_at(blocks_, cfg_.rank).cma_status.store(v, std::memory_order_relaxed);
+}
+
+pid_t Group::peer_pid(int peer) const {
+  return static_cast<pid_t>(block_at(blocks_, peer).pid.load(std::memory_order_relaxed));
+}
+
+std::int64_t Group::cma_status_of(int peer) const {
+  return block_at(blocks_, peer).cma_status.load(std::memory_order_relaxed);
+}
+
 std::string Group::describe_call(int peer) const {
   const Call& c = block_at(blocks_, peer).calls[(calls_ - 1) & 1];
   return detail::describe_call(static_cast<detail::Collective>(c.coll), c.count,
@@ -170,9 +206,9 @@ std::string Group::describe_call(int peer) const {
 // and the group stays usable.
 void Group::reject(detail::Collective c, ErrorCode code, const std::string& message) {
   begin(c, 0, DataType::uint8, ReduceOp::sum, 0);
-  Call& mine = block_at(blocks_, cfg_.rank).calls[(calls_ - 1) & 1];
-  mine.error_code = static_cast<std::int32_t>(code);
-  std::snprintf(mine.error, sizeof mine.error, "%s", message.c_str());
+  RankBlock& b = block_at(blocks_, cfg_.rank);
+  b.calls[(calls_ - 1) & 1].error_code = static_cast<std::int8_t>(code);
+  std::snprintf(b.errors[(calls_ - 1) & 1], sizeof b.errors[0], "%s", message.c_str());
   next_step();
   sync();  // check_calls throws
   throw Error(code, message);
@@ -180,12 +216,16 @@ void Group::reject(detail::Collective c, ErrorCode code, const std::string& mess
 
 void Group::check_calls() {
   const Call& mine = block_at(blocks_, cfg_.rank).calls[(calls_ - 1) & 1];
-  if (mine.error_code >= 0) throw Error(static_cast<ErrorCode>(mine.error_code), mine.error);
+  const std::size_t parity = (calls_ - 1) & 1;
+  if (mine.error_code >= 0) {
+    throw Error(static_cast<ErrorCode>(mine.error_code), block_at(blocks_, cfg_.rank).errors[parity]);
+  }
   for (int q = 0; q < cfg_.size; ++q) {
     const Call& other = block_at(blocks_, q).calls[(calls_ - 1) & 1];
     if (other.error_code >= 0) {
       throw Error(ErrorCode::Remote, std::string(op_name_) + ": rank " + std::to_string(q) +
-                                         " rejected its arguments: " + other.error);
+                                         " rejected its arguments: " +
+                                         block_at(blocks_, q).errors[parity]);
     }
   }
   for (int q = 0; q < cfg_.size; ++q) {

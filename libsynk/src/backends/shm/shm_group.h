@@ -11,6 +11,8 @@
 #include <span>
 #include <string>
 
+#include <sys/types.h>
+
 #include "core/backend.h"
 #include "synk/error.h"
 
@@ -21,10 +23,15 @@ struct GroupConfig {
   int size = 1;
   std::size_t slot_bytes = std::size_t{1} << 20;  // per rank per set; a multiple of 4096
   std::size_t small_bytes = 32 * 1024;  // all_reduce up to this many bytes: one-step algorithm
+  // broadcast, all_gather, gather and scatter of at least this many bytes per rank copy once,
+  // straight between the ranks' own buffers (cross-memory attach); 0: never.
+  std::size_t cma_min_bytes = std::size_t{8} << 20;
   double timeout_s = 300.0;
 };
 
 class Group {
+  enum class Cma { unknown, on, off };
+
  public:
   // Bytes of the segment a group of `size` ranks with `slot_bytes` slots needs.
   static std::size_t segment_bytes(int size, std::size_t slot_bytes);
@@ -50,6 +57,9 @@ class Group {
 
   int rank() const { return cfg_.rank; }
   int size() const { return cfg_.size; }
+  // Whether large copies go straight between the ranks' buffers: known after the first call
+  // of at least cma_min_bytes (false before).
+  bool cma_on() const { return cma_ == Cma::on; }
 
   struct Call;  // the descriptor of one collective call, exchanged at its first sync
 
@@ -79,6 +89,23 @@ class Group {
                     int root);  // root -1: every rank receives (all_reduce)
   void gather_common(const void* send, void* recv, std::size_t count, DataType t, int root);
 
+  // Cross-memory attach (process_vm_readv/writev, shm_cma.cc): one copy instead of two.
+  bool use_cma(std::size_t bytes);  // collective: every rank of a matching call decides alike
+  void probe_cma();
+  void publish(const void* send, const void* recv);  // my buffers' addresses, for the peers
+  std::uint64_t peer_send(int peer) const;
+  std::uint64_t peer_recv(int peer) const;
+  void set_cma_status(std::int64_t v);  // published by the next sync
+  std::int64_t cma_status_of(int peer) const;
+  pid_t peer_pid(int peer) const;
+  // Copies from / into peer's address space; on failure records it for finish_cma().
+  void cma_pull(int peer, void* local, std::uint64_t remote, std::size_t bytes);
+  void cma_push(int peer, const void* local, std::uint64_t remote, std::size_t bytes);
+  void finish_cma();  // the closing sync; throws on every rank if any rank's copy failed
+  void broadcast_cma(void* buf, std::size_t count, DataType t, int root);
+  void gather_cma(const void* send, void* recv, std::size_t count, DataType t, int root);
+  void scatter_cma(const void* send, void* recv, std::size_t count, DataType t, int root);
+
   GroupConfig cfg_;
   unsigned char* base_;
   unsigned char* blocks_;
@@ -90,6 +117,10 @@ class Group {
   const char* op_name_ = "";
   bool broken_ = false;  // a peer died or timed out: the group cannot be trusted any more
   int spin_iterations_ = 0;  // before a waiting rank yields its core
+  Cma cma_ = Cma::unknown;
+  int cma_errno_ = 0;         // this call's first failed copy (0: none), reported by finish_cma
+  int cma_failed_peer_ = -1;
+  std::uint64_t cma_probe_word_ = 0;
 };
 
 }  // namespace synk::shm

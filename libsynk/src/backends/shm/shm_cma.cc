@@ -1,0 +1,183 @@
+// Large broadcast, all_gather, gather and scatter by cross-memory attach: process_vm_readv and
+// process_vm_writev copy straight between two ranks' own buffers, one copy where the slot path
+// needs two (into the shared slot, out of it). Beyond the caches the copies are bound by memory
+// bandwidth, so halving the bytes moved is what makes these collectives faster than the slots.
+//
+// Every such call is: publish my buffers' addresses, sync (which also checks the calls), copy,
+// sync. The closing sync keeps every buffer alive and unchanged until the last copy touching it
+// is done. The work is spread so that no rank idles: in a broadcast the root pushes one block
+// of the buffer to each receiver while the receivers pull the rest.
+//
+// The kernel allows these calls only where ptrace would be allowed (same user; Yama's
+// ptrace_scope; seccomp in some containers), so the first eligible call probes every pair of
+// ranks, and the group keeps to the slot path if any pair fails. SYNK_SHM_CMA_BYTES=0 turns
+// it off.
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "backends/shm/shm_group.h"
+#include "core/logging.h"
+#include "synk/error.h"
+
+namespace synk::shm {
+
+namespace {
+
+constexpr std::uint64_t kProbeMagic = 0x73796e6b636d6100ULL;  // "synkcma\0"
+
+unsigned char* at(void* p, std::size_t bytes) { return static_cast<unsigned char*>(p) + bytes; }
+const unsigned char* cat(const void* p, std::size_t bytes) {
+  return static_cast<const unsigned char*>(p) + bytes;
+}
+
+// Both calls may move fewer bytes than asked (a partly unmapped range, or the kernel's own
+// limits); loop until done. Returns 0 or the errno of the failure.
+int cma_copy(pid_t pid, void* local, std::uint64_t remote, std::size_t bytes, bool pull) {
+  while (bytes > 0) {
+    iovec l{local, bytes};
+    iovec r{reinterpret_cast<void*>(static_cast<std::uintptr_t>(remote)), bytes};
+    const ssize_t n = pull ? process_vm_readv(pid, &l, 1, &r, 1, 0)
+                           : process_vm_writev(pid, &l, 1, &r, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EFAULT;
+    local = static_cast<unsigned char*>(local) + n;
+    remote += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool Group::use_cma(std::size_t bytes) {
+  if (cfg_.cma_min_bytes == 0 || bytes < cfg_.cma_min_bytes || cfg_.size < 2) return false;
+  if (cma_ == Cma::unknown) probe_cma();
+  return cma_ == Cma::on;
+}
+
+// Two syncs: everyone publishes a word of its own memory; everyone reads every peer's word
+// and posts the verdict; CMA is on only if every rank could read every peer.
+void Group::probe_cma() {
+  cma_probe_word_ = kProbeMagic + static_cast<std::uint64_t>(cfg_.rank);
+  publish(&cma_probe_word_, nullptr);
+  sync();
+  int failure = 0, failed_peer = -1;
+  for (int q = 0; q < cfg_.size && failure == 0; ++q) {
+    if (q == cfg_.rank) continue;
+    std::uint64_t word = 0;
+    failure = cma_copy(peer_pid(q), &word, peer_send(q), sizeof word, true);
+    if (failure == 0 && word != kProbeMagic + static_cast<std::uint64_t>(q)) failure = EIO;
+    if (failure != 0) failed_peer = q;
+  }
+  set_cma_status(failure);
+  sync();
+  cma_ = Cma::on;
+  for (int q = 0; q < cfg_.size; ++q) {
+    if (cma_status_of(q) != 0) cma_ = Cma::off;
+  }
+  if (failure != 0) {
+    SYNK_LOG_AT(info, "shm: rank " << cfg_.rank << " cannot read rank " << failed_peer
+                                   << "'s memory (process_vm_readv: " << std::strerror(failure)
+                                   << "); large copies go through the shared slots");
+  } else if (cfg_.rank == 0) {
+    SYNK_LOG_AT(info, "shm: cross-memory attach " << (cma_ == Cma::on ? "on" : "off")
+                                                  << " for copies of at least "
+                                                  << cfg_.cma_min_bytes << " bytes");
+  }
+}
+
+void Group::cma_pull(int peer, void* local, std::uint64_t remote, std::size_t bytes) {
+  if (bytes == 0 || cma_errno_ != 0) return;
+  cma_errno_ = cma_copy(peer_pid(peer), local, remote, bytes, true);
+  if (cma_errno_ != 0) cma_failed_peer_ = peer;
+}
+
+void Group::cma_push(int peer, const void* local, std::uint64_t remote, std::size_t bytes) {
+  if (bytes == 0 || cma_errno_ != 0) return;
+  cma_errno_ = cma_copy(peer_pid(peer), const_cast<void*>(local), remote, bytes, false);
+  if (cma_errno_ != 0) cma_failed_peer_ = peer;
+}
+
+// A failed copy still takes part in the closing sync, so every rank leaves the call together
+// and throws the same error; a peer that died is found by the sync's liveness check.
+void Group::finish_cma() {
+  const int failure = cma_errno_, peer = cma_failed_peer_;
+  cma_errno_ = 0;
+  cma_failed_peer_ = -1;
+  set_cma_status(failure == 0 ? 0 : (static_cast<std::int64_t>(peer) << 32) | failure);
+  sync();
+  for (int q = 0; q < cfg_.size; ++q) {
+    const std::int64_t s = cma_status_of(q);
+    if (s == 0) continue;
+    const int err = static_cast<int>(s & 0xffffffff), other = static_cast<int>(s >> 32);
+    const std::string what = std::string(op_name_) + ": rank " + std::to_string(q) +
+                             " could not copy from/to rank " + std::to_string(other) + ": " +
+                             std::strerror(err);
+    if (err == ESRCH) broken_ = true;  // the peer process is gone
+    throw Error(q == cfg_.rank ? ErrorCode::System : ErrorCode::Remote, what);
+  }
+}
+
+// The receivers pull every block but their own; the root pushes each receiver its own block.
+// Each of the size() ranks thus moves (size-1)/size of the buffer.
+void Group::broadcast_cma(void* buf, std::size_t count, DataType t, int root) {
+  const std::size_t es = size_of(t);
+  publish(buf, buf);
+  sync();
+  if (cfg_.rank == root) {
+    for (int q = 0; q < cfg_.size; ++q) {
+      if (q == root) continue;
+      std::size_t lo, hi;
+      slice(q, count, es, &lo, &hi);
+      cma_push(q, cat(buf, lo * es), peer_recv(q) + lo * es, (hi - lo) * es);
+    }
+  } else {
+    std::size_t lo, hi;
+    slice(cfg_.rank, count, es, &lo, &hi);
+    cma_pull(root, buf, peer_send(root), lo * es);
+    cma_pull(root, at(buf, hi * es), peer_send(root) + hi * es, (count - hi) * es);
+  }
+  finish_cma();
+}
+
+// all_gather (root -1) pulls every peer's block; gather has every rank push its block to the
+// root, so the copies run on all ranks at once.
+void Group::gather_cma(const void* send, void* recv, std::size_t count, DataType t, int root) {
+  const std::size_t bytes = count * size_of(t);
+  publish(send, recv);
+  sync();
+  const std::size_t mine = static_cast<std::size_t>(cfg_.rank) * bytes;
+  if ((root < 0 || root == cfg_.rank) && cat(recv, mine) != send) {
+    std::memcpy(at(recv, mine), send, bytes);
+  }
+  if (root < 0) {
+    for (int i = 1; i < cfg_.size; ++i) {  // start at the next rank: no peer is read by all
+      const int q = (cfg_.rank + i) % cfg_.size;
+      cma_pull(q, at(recv, static_cast<std::size_t>(q) * bytes), peer_send(q), bytes);
+    }
+  } else if (cfg_.rank != root) {
+    cma_push(root, send, peer_recv(root) + mine, bytes);
+  }
+  finish_cma();
+}
+
+void Group::scatter_cma(const void* send, void* recv, std::size_t count, DataType t, int root) {
+  const std::size_t bytes = count * size_of(t);
+  publish(send, recv);
+  sync();
+  const std::size_t mine = static_cast<std::size_t>(cfg_.rank) * bytes;
+  if (cfg_.rank == root) {
+    if (recv != cat(send, mine)) std::memcpy(recv, cat(send, mine), bytes);
+  } else {
+    cma_pull(root, recv, peer_send(root) + mine, bytes);
+  }
+  finish_cma();
+}
+
+}  // namespace synk::shm
