@@ -121,6 +121,52 @@ TEST(Contexts, RejectsDevicesBeyondTheVisibleOnes) {
             "SYNK_CONTEXTS: entry 'a->cuda0' maps to cuda0 but this rank sees 0 CUDA device(s)");
 }
 
+// lookup_context, behind synk::device_for: a known name gives its device, anything else an
+// InvalidArgument that names what the map has.
+std::string lookup_error(const ContextMap& map, const std::string& name) {
+  try {
+    lookup_context(map, name, "device_for");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << name;
+    return e.what();
+  }
+  ADD_FAILURE() << "'" << name << "' was found";
+  return "";
+}
+
+TEST(Contexts, LookupGivesTheDeviceOfAName) {
+  const ContextMap m = parse_contexts("main->cuda0;aux->cuda1;spare->cuda1");
+  EXPECT_EQ(lookup_context(m, "main", "device_for"), 0);
+  EXPECT_EQ(lookup_context(m, "aux", "device_for"), 1);
+  EXPECT_EQ(lookup_context(m, "spare", "device_for"), 1);
+}
+
+TEST(Contexts, LookupOfAnUnknownNameListsTheKnownOnes) {
+  const ContextMap m = parse_contexts("main->cuda0;aux->cuda1");
+  EXPECT_EQ(lookup_error(m, "dev2"),
+            "synk InvalidArgument: device_for: no context named 'dev2' in SYNK_CONTEXTS (it names "
+            "main, aux)");
+  // Names are exact: no trimming or case folding at lookup.
+  EXPECT_EQ(lookup_error(m, "Main"),
+            "synk InvalidArgument: device_for: no context named 'Main' in SYNK_CONTEXTS (it names "
+            "main, aux)");
+}
+
+TEST(Contexts, LookupWithoutAMapSaysTheVariableIsNotSet) {
+  EXPECT_EQ(lookup_error(ContextMap{}, "dev0"),
+            "synk InvalidArgument: device_for: no context named 'dev0': SYNK_CONTEXTS is not set "
+            "(e.g. SYNK_CONTEXTS=\"dev0->cuda0\")");
+}
+
+TEST(Contexts, LookupRejectsEmptyAndCpu) {
+  const ContextMap m = parse_contexts("main->cuda0");
+  EXPECT_EQ(lookup_error(m, ""), "synk InvalidArgument: device_for: the context name is empty");
+  EXPECT_EQ(lookup_error(m, "  "), "synk InvalidArgument: device_for: the context name is empty");
+  EXPECT_EQ(lookup_error(m, "cpu"),
+            "synk InvalidArgument: device_for: 'cpu' names the host, not a device context "
+            "(SYNK_CONTEXTS maps names to devices cudaN)");
+}
+
 // The variable is read with the others in core/env.cc and its syntax checked there.
 Settings parse(const std::map<std::string, std::string>& vars) {
   return parse_settings([&](const char* name) -> const char* {

@@ -3,6 +3,7 @@
 
 #include "synk/communicator.h"
 #include "synk/data.h"
+#include "synk/device.h"
 #include "synk/distribute.h"
 #include "synk/error.h"
 #include "synk/function.h"

@@ -46,6 +46,29 @@ std::optional<int> ContextMap::device_of(std::string_view name) const {
   return std::nullopt;
 }
 
+int lookup_context(const ContextMap& map, std::string_view name, const std::string& who) {
+  if (trim(name).empty()) {
+    throw Error(ErrorCode::InvalidArgument, who + ": the context name is empty");
+  }
+  if (name == "cpu") {
+    throw Error(ErrorCode::InvalidArgument,
+                who +
+                    ": 'cpu' names the host, not a device context (SYNK_CONTEXTS maps names "
+                    "to devices cudaN)");
+  }
+  if (const std::optional<int> device = map.device_of(name)) return *device;
+  if (map.empty()) {
+    throw Error(ErrorCode::InvalidArgument,
+                who + ": no context named '" + std::string(name) +
+                    "': SYNK_CONTEXTS is not set (e.g. SYNK_CONTEXTS=\"" + std::string(name) +
+                    "->cuda0\")");
+  }
+  std::string names;
+  for (const ContextEntry& e : map.entries()) names += (names.empty() ? "" : ", ") + e.name;
+  throw Error(ErrorCode::InvalidArgument, who + ": no context named '" + std::string(name) +
+                                              "' in SYNK_CONTEXTS (it names " + names + ")");
+}
+
 ContextMap parse_contexts(std::string_view spec, int visible_devices) {
   std::vector<ContextEntry> entries;
   if (trim(spec).empty()) return ContextMap{};

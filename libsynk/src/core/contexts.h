@@ -33,4 +33,9 @@ class ContextMap {
 // device. An empty map is valid. Throws synk::Error(InvalidArgument) naming the bad entry.
 ContextMap parse_contexts(std::string_view spec, int visible_devices = -1);
 
+// The device `name` maps to. Throws InvalidArgument, the message beginning with `who`, for an
+// empty name, "cpu" (the host, not a device) and a name the map does not have (listing those it
+// has, or saying that SYNK_CONTEXTS is not set).
+int lookup_context(const ContextMap& map, std::string_view name, const std::string& who);
+
 }  // namespace synk::detail

@@ -78,17 +78,18 @@ std::string bare_message(const Error& e) {
   return what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what;
 }
 
+std::mutex chosen_mu;
+std::optional<int> chosen_device;
+
 // The device of this process: chosen by the first NCCL communicator and kept for every later
 // one (a split included), since the user's device buffers live on it.
 int choose_device(int local_rank, int count) {
-  static std::mutex mu;
-  static std::optional<int> chosen;
-  const std::lock_guard<std::mutex> lock(mu);
-  if (chosen) return *chosen;
+  const std::lock_guard<std::mutex> lock(chosen_mu);
+  if (chosen_device) return *chosen_device;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const int device = pick_device(settings().gpu, visible && *visible, local_rank, count);
   SYNK_CHECK_CUDA(cudaSetDevice(device));
-  chosen = device;
+  chosen_device = device;
   return device;
 }
 
@@ -197,6 +198,11 @@ ncclComm_t init_comm(const CommContext& ctx, const ncclUniqueId& id, int device)
 }
 
 }  // namespace
+
+std::optional<int> nccl_process_device() {
+  const std::lock_guard<std::mutex> lock(chosen_mu);
+  return chosen_device;
+}
 
 std::shared_ptr<NcclComm> bootstrap_nccl(const CommContext& ctx) {
   const Settings& s = settings();

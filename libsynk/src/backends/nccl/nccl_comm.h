@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backends/nccl/nccl_check.h"
@@ -69,6 +70,9 @@ class NcclComm {
 
 // "2.5 s": a duration for messages.
 std::string seconds_text(double s);
+
+// The CUDA device this process's NCCL communicators use, once the first one has chosen it.
+std::optional<int> nccl_process_device();
 
 // Collective over ctx.comm. Throws NotSupported when no CUDA device is visible, InvalidUsage when
 // two ranks would share a device, Remote when another rank failed, Timeout/Backend from NCCL.

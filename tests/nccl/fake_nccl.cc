@@ -1,0 +1,262 @@
+// An LD_PRELOAD stand-in for the NCCL calls synk makes, over MPI, for machines without a GPU.
+// Test-only, loaded with fake_cuda_device.cc (whose "device memory" is host memory): a
+// communicator is a duplicate of MPI_COMM_WORLD (nranks must be the world's size), and each
+// collective runs at once with MPI after the work queued on its stream, checking first that its
+// buffers are fake device memory, as NCCL's kernels would fault on anything else. float16,
+// bfloat16, groups and point-to-point calls are not faked: they return ncclInvalidUsage.
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <string>
+
+#include "fake_cuda_device.h"
+
+struct ncclComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+};
+
+namespace {
+
+std::string last_error;
+
+ncclResult_t fail(ncclResult_t rc, const std::string& why) {
+  last_error = "fake NCCL: " + why;
+  return rc;
+}
+
+bool mpi_type(ncclDataType_t t, MPI_Datatype* out) {
+  switch (t) {
+    case ncclInt8:
+      *out = MPI_INT8_T;
+      return true;
+    case ncclUint8:
+      *out = MPI_UINT8_T;
+      return true;
+    case ncclInt32:
+      *out = MPI_INT32_T;
+      return true;
+    case ncclUint32:
+      *out = MPI_UINT32_T;
+      return true;
+    case ncclInt64:
+      *out = MPI_INT64_T;
+      return true;
+    case ncclUint64:
+      *out = MPI_UINT64_T;
+      return true;
+    case ncclFloat32:
+      *out = MPI_FLOAT;
+      return true;
+    case ncclFloat64:
+      *out = MPI_DOUBLE;
+      return true;
+    default:
+      return false;  // float16, bfloat16, fp8: not faked
+  }
+}
+
+std::size_t type_size(MPI_Datatype t) {
+  int n = 0;
+  MPI_Type_size(t, &n);
+  return static_cast<std::size_t>(n);
+}
+
+bool mpi_op(ncclRedOp_t op, MPI_Op* out) {
+  switch (op) {
+    case ncclSum:
+    case ncclAvg:
+      *out = MPI_SUM;
+      return true;
+    case ncclProd:
+      *out = MPI_PROD;
+      return true;
+    case ncclMin:
+      *out = MPI_MIN;
+      return true;
+    case ncclMax:
+      *out = MPI_MAX;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ncclAvg: the sum divided by the number of ranks (floating types only, as in NCCL).
+void divide(void* buf, std::size_t count, MPI_Datatype t, int n) {
+  if (t == MPI_FLOAT) {
+    float* p = static_cast<float*>(buf);
+    for (std::size_t i = 0; i < count; ++i) p[i] /= static_cast<float>(n);
+  } else if (t == MPI_DOUBLE) {
+    double* p = static_cast<double*>(buf);
+    for (std::size_t i = 0; i < count; ++i) p[i] /= n;
+  }
+}
+
+// The common checks of a collective; on success the stream's earlier work has run.
+ncclResult_t begin(const char* call, ncclComm_t comm, ncclDataType_t dtype, std::size_t count,
+                   cudaStream_t stream, MPI_Datatype* t) {
+  if (!comm || comm->comm == MPI_COMM_NULL)
+    return fail(ncclInvalidArgument, std::string(call) + ": no communicator");
+  if (!mpi_type(dtype, t))
+    return fail(ncclInvalidUsage, std::string(call) + ": data type not faked");
+  if (count > 0x7fffffff)
+    return fail(ncclInvalidUsage, std::string(call) + ": count above INT_MAX not faked");
+  synk_fake_cuda_flush(stream);
+  return ncclSuccess;
+}
+
+ncclResult_t device(const char* call, const char* name, const void* p, std::size_t bytes) {
+  if (bytes == 0 || synk_fake_cuda_is_device(p, bytes)) return ncclSuccess;
+  return fail(ncclInvalidArgument, std::string(call) + ": " + name + " is not device memory");
+}
+
+ncclResult_t mpi(int rc, const char* call) {
+  return rc == MPI_SUCCESS ? ncclSuccess
+                           : fail(ncclSystemError, std::string(call) + ": MPI failed");
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t rc) {
+  return rc == ncclSuccess ? "no error" : "fake NCCL error";
+}
+
+const char* ncclGetLastError(ncclComm_t) { return last_error.c_str(); }
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  std::memset(id, 0, sizeof *id);
+  std::memcpy(id->internal, "synk-fake-nccl", 14);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t* config) {
+  (void)config;
+  if (std::memcmp(id.internal, "synk-fake-nccl", 14) != 0)
+    return fail(ncclInvalidArgument, "the unique id is not the fake's");
+  int world_rank = 0, world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (nranks != world_size || rank != world_rank)
+    return fail(ncclInvalidUsage, "only communicators over MPI_COMM_WORLD are faked");
+  ncclComm* c = new ncclComm;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &c->comm) != MPI_SUCCESS) {
+    delete c;
+    return fail(ncclSystemError, "MPI_Comm_dup failed");
+  }
+  c->rank = rank;
+  c->size = nranks;
+  *out = c;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* state) {
+  *state = ncclSuccess;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm->comm != MPI_COMM_NULL) MPI_Comm_free(&comm->comm);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, std::size_t count, ncclDataType_t dtype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  MPI_Datatype t;
+  MPI_Op o;
+  if (ncclResult_t rc = begin("ncclAllReduce", comm, dtype, count, stream, &t)) return rc;
+  if (!mpi_op(op, &o)) return fail(ncclInvalidUsage, "ncclAllReduce: op not faked");
+  const std::size_t bytes = count * type_size(t);
+  if (ncclResult_t rc = device("ncclAllReduce", "sendbuff", send, bytes)) return rc;
+  if (ncclResult_t rc = device("ncclAllReduce", "recvbuff", recv, bytes)) return rc;
+  const int n = static_cast<int>(count);
+  if (ncclResult_t rc =
+          mpi(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, o, comm->comm),
+              "ncclAllReduce"))
+    return rc;
+  if (op == ncclAvg) divide(recv, count, t, comm->size);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclReduce(const void* send, void* recv, std::size_t count, ncclDataType_t dtype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  MPI_Datatype t;
+  MPI_Op o;
+  if (ncclResult_t rc = begin("ncclReduce", comm, dtype, count, stream, &t)) return rc;
+  if (!mpi_op(op, &o)) return fail(ncclInvalidUsage, "ncclReduce: op not faked");
+  const std::size_t bytes = count * type_size(t);
+  const bool at_root = comm->rank == root;
+  if (ncclResult_t rc = device("ncclReduce", "sendbuff", send, bytes)) return rc;
+  if (at_root) {
+    if (ncclResult_t rc = device("ncclReduce", "recvbuff", recv, bytes)) return rc;
+  }
+  const void* s = at_root && send == recv ? MPI_IN_PLACE : send;
+  if (ncclResult_t rc = mpi(
+          MPI_Reduce(s, at_root ? recv : nullptr, static_cast<int>(count), t, o, root, comm->comm),
+          "ncclReduce"))
+    return rc;
+  if (op == ncclAvg && at_root) divide(recv, count, t, comm->size);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, std::size_t count, ncclDataType_t dtype,
+                           int root, ncclComm_t comm, cudaStream_t stream) {
+  MPI_Datatype t;
+  if (ncclResult_t rc = begin("ncclBroadcast", comm, dtype, count, stream, &t)) return rc;
+  const std::size_t bytes = count * type_size(t);
+  if (comm->rank == root) {
+    if (ncclResult_t rc = device("ncclBroadcast", "sendbuff", send, bytes)) return rc;
+  }
+  if (ncclResult_t rc = device("ncclBroadcast", "recvbuff", recv, bytes)) return rc;
+  if (comm->rank == root && send != recv && bytes) std::memcpy(recv, send, bytes);
+  return mpi(MPI_Bcast(recv, static_cast<int>(count), t, root, comm->comm), "ncclBroadcast");
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t count, ncclDataType_t dtype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  MPI_Datatype t;
+  if (ncclResult_t rc = begin("ncclAllGather", comm, dtype, count, stream, &t)) return rc;
+  const std::size_t bytes = count * type_size(t);
+  if (ncclResult_t rc = device("ncclAllGather", "sendbuff", send, bytes)) return rc;
+  if (ncclResult_t rc =
+          device("ncclAllGather", "recvbuff", recv, bytes * static_cast<std::size_t>(comm->size)))
+    return rc;
+  const bool in_place =
+      send == static_cast<const char*>(recv) + bytes * static_cast<std::size_t>(comm->rank);
+  const int n = static_cast<int>(count);
+  return mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, comm->comm),
+             "ncclAllGather");
+}
+
+// Not faked (synk's gather and scatter use them): an error, never a call into the real NCCL.
+ncclResult_t ncclGroupStart() { return fail(ncclInvalidUsage, "ncclGroupStart is not faked"); }
+ncclResult_t ncclGroupEnd() { return fail(ncclInvalidUsage, "ncclGroupEnd is not faked"); }
+ncclResult_t ncclSend(const void*, std::size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  return fail(ncclInvalidUsage, "ncclSend is not faked");
+}
+ncclResult_t ncclRecv(void*, std::size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  return fail(ncclInvalidUsage, "ncclRecv is not faked");
+}
+ncclResult_t ncclReduceScatter(const void*, void*, std::size_t, ncclDataType_t, ncclRedOp_t,
+                               ncclComm_t, cudaStream_t) {
+  return fail(ncclInvalidUsage, "ncclReduceScatter is not faked");
+}
+
+}  // extern "C"
