@@ -18,8 +18,8 @@ struct Settings {
   bool check_calls = false;        // SYNK_CHECK_CALLS: ranks compare every call before running it
   std::size_t mpi_max_chunk = 0;   // SYNK_MPI_MAX_CHUNK: elements per MPI call (0: INT_MAX)
   std::size_t shm_slot_bytes = 0;  // SYNK_SHM_SLOT_BYTES: shm step size per rank (0: 1 MiB)
-  // SYNK_SHM_CMA_BYTES: shm broadcast/gathers of at least this many bytes copy straight between
-  // the ranks' buffers (0: never; -1: the default, 8 MiB).
+  // SYNK_SHM_CMA_BYTES: shm scatters of at least this many bytes per rank copy straight out of
+  // the root's buffer (0: never; -1: the default, 1 MiB).
   long long shm_cma_bytes = -1;
   std::string contexts;            // SYNK_CONTEXTS: "name->cudaN;..." (checked by parse_contexts)
   // Set by synkrun for the NCCL backend's device choice (see backends/nccl).

@@ -97,7 +97,6 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
 void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   begin(Collective::broadcast, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
-  if (use_cma(count * es)) return broadcast_cma(buf, count, t, root);
   const std::size_t chunk = slot_elems(t);
   std::size_t off = 0;
   do {
@@ -110,7 +109,9 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   } while (off < count);
 }
 
-// all_gather (root -1) and gather: everyone copies a chunk in; the receivers copy all out.
+// all_gather (root -1) and gather: everyone copies a chunk in; the receivers copy all out. In a
+// gather the root's own block goes straight from send to recv while the others copy in: the root
+// does the copying-out alone, so every byte it need not move then counts.
 void Group::gather_common(const void* send, void* recv, std::size_t count, DataType t, int root) {
   const std::size_t es = size_of(t);
   const std::size_t chunk = slot_elems(t);
@@ -119,11 +120,15 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
   do {
     const std::size_t n = std::min(chunk, count - off);
     next_step();
-    copy(slot(cfg_.rank), cat(send, off * es), n * es);
+    if (root != cfg_.rank) {
+      copy(slot(cfg_.rank), cat(send, off * es), n * es);
+    } else {  // while the others copy in
+      copy(at(recv, (static_cast<std::size_t>(root) * count + off) * es), cat(send, off * es), n * es);
+    }
     sync();
     if (receives) {
       for (int q = 0; q < cfg_.size; ++q) {
-        copy(at(recv, (static_cast<std::size_t>(q) * count + off) * es), slot(q), n * es);
+        if (q != root) copy(at(recv, (static_cast<std::size_t>(q) * count + off) * es), slot(q), n * es);
       }
     }
     off += n;
@@ -132,13 +137,11 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
 
 void Group::all_gather(const void* send, void* recv, std::size_t count, DataType t) {
   begin(Collective::all_gather, count, t, ReduceOp::sum, 0);
-  if (use_cma(count * size_of(t))) return gather_cma(send, recv, count, t, -1);
   gather_common(send, recv, count, t, -1);
 }
 
 void Group::gather(const void* send, void* recv, std::size_t count, DataType t, int root) {
   begin(Collective::gather, count, t, ReduceOp::sum, root);
-  if (use_cma(count * size_of(t))) return gather_cma(send, recv, count, t, root);
   gather_common(send, recv, count, t, root);
 }
 
@@ -199,16 +202,16 @@ void Group::scatter(const void* send, void* recv, std::size_t count, DataType t,
     next_step();
     if (cfg_.rank == root) {
       for (int q = 0; q < cfg_.size; ++q) {
-        copy(slot(q), cat(send, (static_cast<std::size_t>(q) * count + off) * es), n * es);
+        if (q != root) copy(slot(q), cat(send, (static_cast<std::size_t>(q) * count + off) * es), n * es);
       }
     }
     sync();
-    const unsigned char* src = slot(cfg_.rank);
     unsigned char* dst = at(recv, off * es);
-    // In place at the root, recv already holds the root's block.
-    if (!(cfg_.rank == root && recv == cat(send, static_cast<std::size_t>(root) * count * es))) {
-      copy(dst, src, n * es);
-    }
+    // The root's own block goes straight to recv (copy() skips it in place, where they are one).
+    const void* src = cfg_.rank == root
+                          ? cat(send, (static_cast<std::size_t>(root) * count + off) * es)
+                          : slot(cfg_.rank);
+    copy(dst, src, n * es);
     off += n;
   } while (off < count);
 }

@@ -57,10 +57,9 @@ struct alignas(kLine) RankBlock {
   Group::Call calls[2];                             // by call-number parity
   alignas(kLine) std::atomic<std::int64_t> pid;
   alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
-  // This call's buffers in the owner's address space, for cross-memory attach (shm_cma.cc),
+  // This call's send buffer in the owner's address space, for cross-memory attach (shm_cma.cc),
   // and the owner's verdict on it (the probe, then each call's copy result).
   alignas(kLine) std::atomic<std::uint64_t> send_addr;
-  std::atomic<std::uint64_t> recv_addr;
   std::atomic<std::int64_t> cma_status;
   alignas(kLine) char errors[2][240];  // the text of a rejected call, by call-number parity
 };
@@ -170,18 +169,13 @@ std::int64_t Group::status_of(int peer) const {
   return block_at(blocks_, peer).status.load(std::memory_order_relaxed);
 }
 
-void Group::publish(const void* send, const void* recv) {
+void Group::publish(const void* send) {
   RankBlock& b = block_at(blocks_, cfg_.rank);  // published by the release store of the sync
   b.send_addr.store(reinterpret_cast<std::uintptr_t>(send), std::memory_order_relaxed);
-  b.recv_addr.store(reinterpret_cast<std::uintptr_t>(recv), std::memory_order_relaxed);
 }
 
 std::uint64_t Group::peer_send(int peer) const {
   return block_at(blocks_, peer).send_addr.load(std::memory_order_relaxed);
-}
-
-std::uint64_t Group::peer_recv(int peer) const {
-  return block_at(blocks_, peer).recv_addr.load(std::memory_order_relaxed);
 }
 
 void Group::set_cma_status(std::int64_t v) {

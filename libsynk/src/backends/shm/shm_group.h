@@ -23,9 +23,9 @@ struct GroupConfig {
   int size = 1;
   std::size_t slot_bytes = std::size_t{1} << 20;  // per rank per set; a multiple of 4096
   std::size_t small_bytes = 32 * 1024;  // all_reduce up to this many bytes: one-step algorithm
-  // broadcast, all_gather, gather and scatter of at least this many bytes per rank copy once,
-  // straight between the ranks' own buffers (cross-memory attach); 0: never.
-  std::size_t cma_min_bytes = std::size_t{8} << 20;
+  // scatters of at least this many bytes per rank: each rank pulls its block straight out of
+  // the root's buffer (cross-memory attach, shm_cma.cc); 0: never.
+  std::size_t cma_min_bytes = std::size_t{1} << 20;
   double timeout_s = 300.0;
 };
 
@@ -89,21 +89,17 @@ class Group {
                     int root);  // root -1: every rank receives (all_reduce)
   void gather_common(const void* send, void* recv, std::size_t count, DataType t, int root);
 
-  // Cross-memory attach (process_vm_readv/writev, shm_cma.cc): one copy instead of two.
+  // Cross-memory attach (process_vm_readv, shm_cma.cc): one copy instead of two.
   bool use_cma(std::size_t bytes);  // collective: every rank of a matching call decides alike
   void probe_cma();
-  void publish(const void* send, const void* recv);  // my buffers' addresses, for the peers
+  void publish(const void* send);  // my send buffer's address, for the peers
   std::uint64_t peer_send(int peer) const;
-  std::uint64_t peer_recv(int peer) const;
   void set_cma_status(std::int64_t v);  // published by the next sync
   std::int64_t cma_status_of(int peer) const;
   pid_t peer_pid(int peer) const;
-  // Copies from / into peer's address space; on failure records it for finish_cma().
+  // Copies from peer's address space; on failure records it for finish_cma().
   void cma_pull(int peer, void* local, std::uint64_t remote, std::size_t bytes);
-  void cma_push(int peer, const void* local, std::uint64_t remote, std::size_t bytes);
   void finish_cma();  // the closing sync; throws on every rank if any rank's copy failed
-  void broadcast_cma(void* buf, std::size_t count, DataType t, int root);
-  void gather_cma(const void* send, void* recv, std::size_t count, DataType t, int root);
   void scatter_cma(const void* send, void* recv, std::size_t count, DataType t, int root);
 
   GroupConfig cfg_;
