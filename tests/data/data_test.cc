@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "../multirank/mpi_test.h"
@@ -60,6 +61,36 @@ TEST(Batch, LinspaceSplitIsEvenAndCoversEverything) {
   const RowSelection strided = Batch::slice(0, 10, 2).for_rank(10, 1, 2);  // 0 2 | 4 6 8
   EXPECT_EQ(strided.size(), 3u);
   EXPECT_EQ(strided[0], 4u);
+}
+
+// gather_rows requests lines well ahead of its copy; whatever the row size and alignment, it
+// must copy exactly the selected rows, in order, and not a byte more.
+TEST(Batch, GatherRowsCopiesExactlyTheSelectedRows) {
+  std::mt19937 rng(11);
+  constexpr std::size_t kRows = 700;
+  for (const std::size_t row_bytes : {1, 7, 63, 64, 65, 3136, 5000}) {
+    std::vector<unsigned char> src(kRows * row_bytes + 3);
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      src[i] = static_cast<unsigned char>(i * 131 + i / 251);
+    }
+    const unsigned char* base = src.data() + 3;  // rows off any line alignment
+    std::vector<std::size_t> idx(300);           // more rows than gather_rows touches ahead
+    for (std::size_t& i : idx) i = rng() % kRows;
+    idx[1] = idx[0];  // a repeated row
+    for (const RowSelection& sel :
+         {RowSelection{0, 0, 1, idx}, Batch::slice(5, 650, 3).select(kRows), RowSelection{}}) {
+      std::vector<unsigned char> out(sel.size() * row_bytes + 1, 0xA5);
+      detail::gather_rows(base, row_bytes, sel, out.data());
+      for (std::size_t i = 0; i < sel.size(); ++i) {
+        for (std::size_t b = 0; b < row_bytes; ++b) {
+          ASSERT_EQ(out[i * row_bytes + b], base[sel[i] * row_bytes + b])
+              << "row_bytes " << row_bytes << ", row " << i << " (index " << sel[i] << "), byte "
+              << b;
+        }
+      }
+      EXPECT_EQ(out.back(), 0xA5) << "wrote past the end, row_bytes " << row_bytes;
+    }
+  }
 }
 
 TEST(Data, MasterValuesReachEveryRankOncePerNode) {

@@ -39,12 +39,20 @@ class Batch {
   RowSelection for_rank(std::size_t rows, int rank, int size) const;
 
  private:
+  void check_indices(std::size_t rows) const;  // InvalidArgument naming the first bad index
+
   enum class Kind { all, first, slice, indices } kind_ = Kind::all;
   std::size_t a_ = 0, b_ = 0, step_ = 1;
   std::shared_ptr<const std::vector<std::size_t>> rows_;
 };
 
 namespace detail {
+// Copies rows sel[0], sel[1], ... of a row-major array at `base` (row_bytes each) one after
+// another to `out`. Random rows are latency-bound; see batch.cc for how it keeps the memory
+// system busy.
+void gather_rows(const unsigned char* base, std::size_t row_bytes, const RowSelection& sel,
+                 unsigned char* out);
+
 // The untyped part of Data<T>: one shared segment per node, filled once.
 class DataStore {
  public:
@@ -130,15 +138,8 @@ class Data {
       return sel.size() ? row_span(sel.start, sel.start + sel.size()) : std::span<const T>();
     }
     buffer.resize(sel.size() * re);
-    const std::size_t row_bytes = re * sizeof(T);
-    constexpr std::size_t kAhead = 4;  // rows in flight: random rows are latency-bound
-    for (std::size_t i = 0; i < sel.size(); ++i) {
-      if (i + kAhead < sel.size()) {
-        const char* next = reinterpret_cast<const char*>(data() + sel[i + kAhead] * re);
-        for (std::size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(next + b);
-      }
-      std::memcpy(buffer.data() + i * re, data() + sel[i] * re, row_bytes);
-    }
+    detail::gather_rows(store_.bytes(), re * sizeof(T), sel,
+                        reinterpret_cast<unsigned char*>(buffer.data()));
     return buffer;
   }
 

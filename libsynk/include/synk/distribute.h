@@ -2,18 +2,17 @@
 // program on rank 0; the other ranks serve its Function calls and Shared collectives until
 // close(). Functions, Data and Shared variables are registered under the same names on every
 // rank before serve(). A body that throws on a worker reaches the master as a synk::Error naming
-// that rank, and the workers keep serving.
+// that rank, and the workers keep serving. A rank that dies ends the job's driving: the master's
+// call throws Error(Remote) naming it, and so does serve() on the other workers.
 #pragma once
 
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "synk/data.h"
@@ -21,6 +20,31 @@
 #include "synk/shared.h"
 
 namespace synk {
+
+namespace detail {
+// The pids of the other ranks on this node, so that waits on MPI, which cannot tell a dead peer
+// from a slow one, can. (Ranks on other nodes are covered by the deadline and by mpirun.)
+class PeerWatch {
+ public:
+  // Collective over comm.
+  void start(Communicator& comm);
+  // The watched ranks whose processes have ended, as "rank 2 (pid 1234) died" (every one of
+  // them: a survivor that left on seeing the first may have ended too), or "". A kill() and a
+  // read of /proc per peer: for waits that have already lasted a while, and for errors.
+  std::string deaths() const;
+
+ private:
+  std::vector<long long> pids_;  // per rank; 0: not watched (this rank, or another node)
+};
+
+// Broadcasts the first `bytes` bytes of `packet` from rank 0 (MPI_Ibcast) and polls it: spins
+// briefly, then sleeps between tests. Every 10 ms of waiting it checks the watch and throws
+// Error(Remote) naming a rank that died; with `deadline` (the master) it also throws
+// Error(Timeout) after SYNK_TIMEOUT. On a throw the broadcast is still pending, so `packet` is
+// taken and never freed (MPI may yet use its memory).
+void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, std::size_t bytes,
+                  const PeerWatch& watch, bool deadline);
+}  // namespace detail
 
 template <class T>
 class Distributed {
@@ -33,17 +57,21 @@ class Distributed {
 
   bool is_master() const { return comm_->rank() == 0; }
 
-  // On a worker: serves the master's requests, returns when the master calls close().
-  // On the master: returns at once. Returns is_master().
+  // Collective: every rank calls it. On a worker: serves the master's requests, returns when
+  // the master calls close(); throws Error(Remote) naming a rank of this node that died. On the
+  // master: returns at once. Returns is_master().
   bool serve() {
+    watch_.start(*comm_);
     if (is_master()) return true;
     for (;;) {
       Message m = receive();
       if (m.kind == Kind::close) return false;
       try {
         execute(m);
-      } catch (const Error&) {
-        // The master got the error too (every rank fails a call together); keep serving.
+      } catch (const Error& e) {
+        // A body that threw: the master got the error too (every rank fails a call together),
+        // so keep serving. A rank that died: nobody can finish a call any more.
+        throw_if_peer_died(e);
       }
     }
   }
@@ -61,8 +89,7 @@ class Distributed {
     m.num_slices = num_slices;
     const Data<T>* first = data.empty() ? nullptr : &find(data_, data[0], "Data");
     m.selection = batch.select(first ? first->rows() : 0);
-    send(m);
-    return execute(m);
+    return drive(m);
   }
   // On the master: a collective on Shared variable `name` over every rank.
   void all_reduce(const std::string& name, ReduceOp op = ReduceOp::avg) { shared_op(name, Kind::all_reduce, op); }
@@ -73,11 +100,14 @@ class Distributed {
     m.kind = Kind::gather;
     m.name = name;
     m.arg = nd_up;
-    send(m);
-    return find(shared_, name, "Shared").gather(nd_up);
+    std::vector<T> out;
+    drive(m, [&] { out = find(shared_, name, "Shared").gather(nd_up); });
+    return out;
   }
-  // On the master: the workers leave serve().
+  // On the master: the workers leave serve(). After a rank died it does nothing: the workers
+  // left serve() by themselves.
   void close() {
+    if (!failure_.empty()) return;
     Message m;
     m.kind = Kind::close;
     send(m);
@@ -111,8 +141,44 @@ class Distributed {
     m.kind = k;
     m.name = name;
     m.op = static_cast<std::int32_t>(op);
-    send(m);
-    execute(m);
+    drive(m);
+  }
+
+  // The master's side of every request: send it, run it here (or run `here`). Once a rank has
+  // died every later request fails at once, since no collective can complete.
+  template <class Here>
+  void drive(const Message& m, Here&& here) {
+    if (!failure_.empty()) {
+      throw Error(ErrorCode::InvalidUsage,
+                  "distribute: " + failure_ + " earlier; this job's ranks cannot be driven any more");
+    }
+    try {
+      send(m);
+      here();
+    } catch (const Error& e) {
+      throw_if_peer_died(e);
+      throw;
+    }
+  }
+  typename Function<T>::Outputs drive(const Message& m) {
+    typename Function<T>::Outputs out;
+    drive(m, [&] { out = execute(m); });
+    return out;
+  }
+
+  // After `e`: when a watched rank has died, remembers it and throws Error(Remote) naming it
+  // (a wait on the shm group already says so; one on MPI may have failed otherwise).
+  void throw_if_peer_died(const Error& e) {
+    std::string deaths = watch_.deaths();
+    if (deaths.empty()) return;
+    failure_ = std::move(deaths);
+    if (e.code() == ErrorCode::Remote &&
+        std::string(e.what()).find(failure_) != std::string::npos) {
+      throw e;
+    }
+    throw Error(ErrorCode::Remote, "distribute: " + failure_ + " (rank " +
+                                       std::to_string(comm_->rank()) + " then failed: " + e.what() +
+                                       ")");
   }
 
   // Serialization: plain bytes, the same layout on every rank of one job.
@@ -193,31 +259,18 @@ class Distributed {
     return m;
   }
 
-  // The packet travels by MPI_Ibcast and the workers poll it, spinning briefly and then
-  // sleeping: an idle worker costs little CPU and is never timed out, however long the
-  // master's serial part takes.
-  void packet_bcast(unsigned char* p) {
-    MPI_Request req;
-    MPI_Ibcast(p, static_cast<int>(kPacket), MPI_BYTE, 0, comm_->mpi_comm(), &req);
-    int done = 0;
-    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
-    while (!done) {
-      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-      if (!done && std::chrono::steady_clock::now() > spin_until) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-  }
+  // The packet travels by MPI_Ibcast, polled (see detail::packet_bcast); the rest of a large
+  // request by synk's broadcast.
   void send(const Message& m) {
     std::vector<unsigned char> bytes = encode(m);
     const std::size_t total = bytes.size();
     bytes.resize(std::max(total, kPacket));
-    packet_bcast(bytes.data());
+    packet(bytes);
     if (total > kPacket) comm_->broadcast(bytes.data() + kPacket, total - kPacket, DataType::uint8, 0);
   }
   Message receive() {
     std::vector<unsigned char> bytes(kPacket);
-    packet_bcast(bytes.data());
+    packet(bytes);
     std::uint64_t total = 0;
     std::memcpy(&total, bytes.data(), sizeof total);
     if (total > kPacket) {
@@ -225,6 +278,16 @@ class Distributed {
       comm_->broadcast(bytes.data() + kPacket, total - kPacket, DataType::uint8, 0);
     }
     return decode(bytes);
+  }
+
+  void packet(std::vector<unsigned char>& bytes) {
+    try {
+      detail::packet_bcast(*comm_, bytes, kPacket, watch_, is_master());
+    } catch (const Error& e) {
+      // The broadcast was abandoned while pending: no later request can follow it.
+      failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
+      throw;
+    }
   }
 
   // Every rank runs the request.
@@ -254,6 +317,8 @@ class Distributed {
   }
 
   Communicator* comm_;
+  detail::PeerWatch watch_;
+  std::string failure_;  // why requests can no longer be driven ("rank 2 (pid 1234) died")
   std::map<std::string, Function<T>*> functions_;
   std::map<std::string, const Data<T>*> data_;
   std::map<std::string, Shared<T>*> shared_;

@@ -1,6 +1,7 @@
 // See mpi_runtime.h.
 #include "core/mpi_runtime.h"
 
+#include <atomic>
 #include <cstdlib>
 
 #include "core/logging.h"
@@ -10,7 +11,10 @@ namespace synk::detail {
 
 namespace {
 
+std::atomic<bool> peer_died{false};
+
 void finalize_at_exit() {
+  if (peer_died.load()) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -29,6 +33,8 @@ void ensure_mpi_initialized() {
   SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
   std::atexit(finalize_at_exit);
 }
+
+void note_peer_death() noexcept { peer_died.store(true); }
 
 bool mpi_is_finalized() {
   int finalized = 0;

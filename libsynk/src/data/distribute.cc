@@ -1,0 +1,130 @@
+// The untyped part of Distributed<T> (synk/distribute.h): the request packet's broadcast, and
+// the watch on this node's ranks that lets its waits end in an error when a rank dies.
+#include "synk/distribute.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/env.h"
+#include "core/mpi_check.h"
+#include "core/mpi_runtime.h"
+#include "synk/error.h"
+
+namespace synk::detail {
+
+namespace {
+
+// The same test as the shm group's liveness check: kill(pid, 0) fails with ESRCH once the
+// process is gone, and a zombie (dead, not yet reaped by its parent, which under mpirun can
+// take a while) still answers kill() but shows state 'Z' in /proc/<pid>/stat.
+bool process_alive(long long pid) {
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (std::getline(stat, line)) {
+    const auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A packet whose broadcast was abandoned: the request is still pending (an MPI collective cannot
+// be cancelled), so MPI may yet read or write its memory. It is never freed.
+void keep_forever(std::vector<unsigned char>&& packet) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::vector<unsigned char>>;  // never destroyed, on purpose
+  const std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(packet));  // a moved vector keeps its buffer where it was
+}
+
+}  // namespace
+
+void PeerWatch::start(Communicator& comm) {
+  const std::int64_t mine[2] = {static_cast<std::int64_t>(getpid()), comm.node()};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(comm.size()));
+  comm.all_gather(mine, all.data(), 2, DataType::int64);
+  pids_.assign(static_cast<std::size_t>(comm.size()), 0);
+  for (int r = 0; r < comm.size(); ++r) {
+    const std::int64_t pid = all[2 * static_cast<std::size_t>(r)];
+    const bool here = all[2 * static_cast<std::size_t>(r) + 1] == comm.node() && r != comm.rank();
+    // A peer whose pid this process cannot see (another pid namespace on the same node) is not
+    // watched: its absence would read as a death.
+    if (here && pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) {
+      pids_[static_cast<std::size_t>(r)] = pid;
+    }
+  }
+}
+
+std::string PeerWatch::deaths() const {
+  std::string text;
+  for (std::size_t r = 0; r < pids_.size(); ++r) {
+    if (pids_[r] <= 0 || process_alive(pids_[r])) continue;
+    text += (text.empty() ? "rank " : ", rank ") + std::to_string(r) + " (pid " +
+            std::to_string(pids_[r]) + ")";
+  }
+  if (text.empty()) return text;
+  note_peer_death();  // so that exiting does not wait in MPI_Finalize for the dead
+  return text + " died";
+}
+
+void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, std::size_t bytes,
+                  const PeerWatch& watch, bool deadline) {
+  using Clock = std::chrono::steady_clock;
+  MPI_Request req = MPI_REQUEST_NULL;
+  SYNK_CHECK_MPI(
+      MPI_Ibcast(packet.data(), static_cast<int>(bytes), MPI_BYTE, 0, comm.mpi_comm(), &req));
+  const auto start = Clock::now();
+  const auto spin_until = start + std::chrono::microseconds(500);
+  const auto limit = start + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(settings().timeout_s));
+  auto next_check = start + std::chrono::milliseconds(10);
+  for (;;) {
+    int done = 0;
+    const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      keep_forever(std::move(packet));
+      throw_mpi_error(rc, "MPI_Test(the request packet's MPI_Ibcast)");
+    }
+    if (done) return;
+    const auto now = Clock::now();
+    if (now < spin_until) continue;
+    // MPI cannot tell a dead peer from a slow one (a broadcast to a killed rank was seen never
+    // to complete), so the wait looks for itself, every 10 ms: rarely enough to cost nothing.
+    if (now >= next_check) {
+      next_check = now + std::chrono::milliseconds(10);
+      const std::string deaths = watch.deaths();
+      if (!deaths.empty()) {
+        keep_forever(std::move(packet));
+        throw Error(ErrorCode::Remote, "distribute: " + deaths + "; rank " +
+                                           std::to_string(comm.rank()) + " was waiting for " +
+                                           (comm.rank() == 0 ? "the request to reach the workers"
+                                                             : "the master's next request"));
+      }
+      if (deadline && now >= limit) {
+        keep_forever(std::move(packet));
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%.1f", settings().timeout_s);
+        throw Error(ErrorCode::Timeout,
+                    std::string("distribute: rank 0 waited ") + secs +
+                        " s (SYNK_TIMEOUT) for its request to reach the workers");
+      }
+    }
+    // An idle worker sleeps between tests: it costs little CPU and is never timed out, however
+    // long the master's serial part takes.
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace synk::detail

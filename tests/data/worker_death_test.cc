@@ -1,0 +1,143 @@
+// A rank that dies in master-driven mode, with real processes: check_worker_death.sh starts this
+// under mpiexec with one rank killing itself (SIGKILL) and reads each survivor's verdict line,
+// since mpiexec's exit code cannot tell (with --enable-recovery it is 0 whatever the ranks did).
+// Its own main, not the shared MPI test main, whose closing collectives would wait for the dead.
+//   body:   the last rank dies inside the callable of a master-driven call
+//   idle:   the last rank dies while the master is in its serial part
+//   master: the master dies in its serial part; the workers must not serve forever
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "synk/distribute.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using synk::ErrorCode;
+
+// Liveness is checked every 10 ms; the tests set SYNK_TIMEOUT far above this bound, so an error
+// within it came from the check, not from a deadline.
+constexpr double kBoundS = 5.0;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+class Verdict {
+ public:
+  explicit Verdict(int rank) : rank_(rank) {}
+  void expect(bool ok, const std::string& what) {
+    if (!ok) failures_.push_back(what);
+  }
+  // One line per failure, or one "ok" line; one write each, so ranks' lines do not interleave.
+  int report() const {
+    std::string text;
+    for (const std::string& f : failures_) {
+      text += "worker_death: rank " + std::to_string(rank_) + " FAILED: " + f + "\n";
+    }
+    if (failures_.empty()) text = "worker_death: rank " + std::to_string(rank_) + " ok\n";
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+    return failures_.empty() ? 0 : 1;
+  }
+
+ private:
+  int rank_;
+  std::vector<std::string> failures_;
+};
+
+// fn must throw synk::Error with `code`, a message holding every one of `parts`, within the bound.
+void expect_error(Verdict& v, const std::string& what, const std::function<void()>& fn,
+                  ErrorCode code, const std::vector<std::string>& parts) {
+  const auto t0 = Clock::now();
+  try {
+    fn();
+    v.expect(false, what + ": returned; expected synk::Error(" + synk::to_string(code) + ")");
+  } catch (const synk::Error& e) {
+    const double s = since(t0);
+    const std::string msg = e.what();
+    v.expect(e.code() == code, what + ": code " + synk::to_string(e.code()) + ", expected " +
+                                   synk::to_string(code) + " (" + msg + ")");
+    for (const std::string& p : parts) {
+      v.expect(msg.find(p) != std::string::npos, what + ": no '" + p + "' in: " + msg);
+    }
+    v.expect(s < kBoundS, what + ": took " + std::to_string(s) + " s");
+  } catch (const std::exception& e) {
+    v.expect(false, what + ": threw something other than synk::Error: " + e.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "body";
+  if (mode != "body" && mode != "idle" && mode != "master") {
+    std::fprintf(stderr, "usage: worker_death_test body|idle|master\n");
+    return 2;
+  }
+  synk::Communicator comm;
+  const int n = comm.size(), me = comm.rank();
+  const int victim = mode == "master" ? 0 : n - 1;
+  Verdict v(me);
+  if (n < 2) {
+    v.expect(false, "needs at least 2 ranks");
+    return v.report();
+  }
+
+  synk::Data<float> x(comm, {8, 2});
+  // For the script, which checks that no segment of the job is left in /dev/shm (the shm
+  // group's segment name comes from SYNK_LOG=info).
+  if (me == 0) std::printf("worker_death: Data segment %s\n", x.segment_name().c_str());
+  int calls = 0;
+  synk::Function<float> step(comm, "step", {synk::Collect::sum},
+                             [&](const synk::SliceInputs<float>& in) {
+                               ++calls;
+                               if (me == victim && mode == "body" && calls == 2) raise(SIGKILL);
+                               if (me == victim && mode == "idle" && calls == 1) {
+                                 // Dies once back in serve(), waiting for the master's next
+                                 // request.
+                                 std::thread([] {
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                                   raise(SIGKILL);
+                                 }).detach();
+                               }
+                               return synk::Function<float>::Outputs{{static_cast<float>(in.rows)}};
+                             });
+  synk::Distributed<float> dist(comm);
+  dist.add(step);
+  dist.add("x", x);
+
+  const std::string named = "rank " + std::to_string(victim) + " (pid ";
+  if (me != 0) {
+    // A worker: serve() ends with an error naming the dead rank, never waits on forever.
+    expect_error(v, "serve() on rank " + std::to_string(me), [&] { dist.serve(); },
+                 ErrorCode::Remote, {named, "died"});
+    return v.report();
+  }
+  dist.serve();
+  const auto rows = dist.call("step", {"x"});  // every rank alive: the job works
+  v.expect(!rows.empty() && rows[0].size() == 1 && rows[0][0] == 8.0f,
+           "the first call did not count the 8 rows once");
+  if (mode == "master") raise(SIGKILL);
+  if (mode == "idle") std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  expect_error(v, mode == "body" ? "the call the worker died in" : "the call after the death",
+               [&] { dist.call("step", {"x"}); }, ErrorCode::Remote, {named, "died"});
+  expect_error(v, "a later call", [&] { dist.call("step", {"x"}); }, ErrorCode::InvalidUsage,
+               {named, "died earlier"});
+  const auto t0 = Clock::now();
+  try {
+    dist.close();  // the workers left serve() by themselves
+  } catch (const std::exception& e) {
+    v.expect(false, std::string("close() threw: ") + e.what());
+  }
+  v.expect(since(t0) < kBoundS, "close() took " + std::to_string(since(t0)) + " s");
+  return v.report();
+}
