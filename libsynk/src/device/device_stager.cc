@@ -16,9 +16,6 @@ namespace synk {
 
 namespace {
 
-// Rows in flight while gathering: random rows of a large array are latency-bound.
-constexpr std::size_t kAhead = 4;
-
 struct Pinned {
   void* data = nullptr;
   std::size_t bytes = 0;
@@ -128,13 +125,7 @@ std::size_t DeviceStager::stage(const void* base, std::size_t rows, std::size_t 
   if (sel.contiguous()) {
     std::memcpy(out, src + sel.start * row_bytes, bytes);
   } else {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (i + kAhead < n) {
-        const unsigned char* ahead = src + sel[i + kAhead] * row_bytes;
-        for (std::size_t k = 0; k < row_bytes; k += 64) __builtin_prefetch(ahead + k);
-      }
-      std::memcpy(out + i * row_bytes, src + sel[i] * row_bytes, row_bytes);
-    }
+    detail::gather_rows(src, row_bytes, sel, out);  // the same gather as Data::take
   }
 
   const cudaStream_t s = stream ? stream : m.own;
