@@ -469,6 +469,35 @@ TEST(DeviceStagerTest, CopiesOnTheCallersStream) {
   stager.wait();
   cudaStreamDestroy(stream);
 }
+
+// Communicator::set_stream queues the collective after the caller's earlier work on its stream:
+// a copy queued there and never waited for is in the buffer when the all-reduce runs. (On synk's
+// own stream it is not: under the fake runtime the copy would then land after the all-reduce.)
+TEST(DeviceStreamTest, CollectivesFollowTheCallersWorkOnItsStream) {
+  SKIP_WITHOUT_DEVICE();
+  synk::Communicator& comm = nccl();
+  const int r = comm.rank(), n = comm.size();
+  const int dev = synk::DeviceStager().device();  // the NCCL device
+  constexpr std::size_t kCount = 4097;
+  const std::size_t bytes = kCount * sizeof(float);
+  std::vector<float> zeros(kCount, 0.0f), mine(kCount), out(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) mine[i] = static_cast<float>(i % 97 + static_cast<std::size_t>(r));
+  synk::DeviceBuffer buf(bytes, dev);
+  buf.copy_from_host(zeros.data(), bytes);
+  ASSERT_EQ(cudaSetDevice(dev), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(buf.data(), mine.data(), bytes, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  comm.set_stream(stream);
+  EXPECT_EQ(comm.stream(), stream);
+  comm.all_reduce(buf.data(), buf.data(), kCount, synk::DataType::float32, synk::ReduceOp::sum);
+  comm.set_stream(nullptr);
+  buf.copy_to_host(out.data(), bytes);
+  EXPECT_TRUE(matches(
+      out, kCount, [n](std::size_t i) { return static_cast<double>(n) * (i % 97) + n * (n - 1) / 2; },
+      "all_reduce sum on the caller's stream"));
+  cudaStreamDestroy(stream);
+}
 #endif
 
 }  // namespace

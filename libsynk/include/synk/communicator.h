@@ -13,6 +13,8 @@
 #include "synk/error.h"
 #include "synk/types.h"
 
+struct CUstream_st;  // CUDA's stream object (cudaStream_t is CUstream_st*); no CUDA header here
+
 namespace synk {
 
 class Communicator;
@@ -64,6 +66,13 @@ class Communicator {
 
   // Ranks with the same color form a new communicator, ordered by key then rank (MPI_Comm_split).
   Communicator split(int color, int key) const;
+
+  // The nccl backend queues this communicator's collectives on `stream` (a cudaStream_t), after
+  // the caller's earlier work on it, instead of on synk's own stream; nullptr goes back to
+  // synk's own. Calls still return once their work is done (SYNK_TIMEOUT bounds the wait).
+  // Host backends have no stream and ignore it. A split communicator starts on synk's own.
+  void set_stream(::CUstream_st* stream);
+  ::CUstream_st* stream() const;
 
   void all_reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   void reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,

@@ -17,6 +17,7 @@ struct CommState {
   std::unique_ptr<Backend> backend;
   std::string backend_name;
   std::string requested;  // what the user asked for ("auto", ...): a split chooses again
+  ::CUstream_st* stream = nullptr;  // set_stream: the caller's cudaStream_t for device backends
 
   ~CommState() {
     backend.reset();  // before the communicators it uses
@@ -101,7 +102,8 @@ void Communicator::check_same_size(const char* op, std::size_t send, std::size_t
 namespace {
 
 // Validate once (locally, or against every rank under SYNK_CHECK_CALLS), then dispatch.
-void run(detail::CommState& st, const CollArgs& a) {
+void run(detail::CommState& st, CollArgs a) {
+  a.stream = st.stream;
   if (detail::settings().check_calls) {
     detail::validate_across_ranks(a, st.ctx);
   } else {
@@ -142,6 +144,9 @@ CollArgs args(Collective c, const void* send, void* recv, std::size_t count, Dat
 }
 
 }  // namespace
+
+void Communicator::set_stream(::CUstream_st* stream) { state_->stream = stream; }
+::CUstream_st* Communicator::stream() const { return state_->stream; }
 
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType dtype,
                               ReduceOp op) {
