@@ -18,6 +18,7 @@
 
 #include "fake_cuda_device.h"
 #include "mpi_test.h"
+#include "nccl_test_comm.h"
 
 #if SYNK_BUILT_WITH_NCCL
 #include <cuda_runtime_api.h>
@@ -46,24 +47,7 @@ const std::optional<std::string>& no_device() {
 #define SKIP_WITHOUT_DEVICE() \
   if (const auto& why_ = no_device()) GTEST_SKIP() << *why_
 
-std::unique_ptr<synk::Communicator>& nccl_slot() {
-  static std::unique_ptr<synk::Communicator> comm;
-  return comm;
-}
-
-synk::Communicator& nccl() {
-  auto& slot = nccl_slot();
-  if (!slot) slot = std::make_unique<synk::Communicator>(MPI_COMM_WORLD, synk::CommOptions{"nccl"});
-  return *slot;
-}
-
-// Frees the NCCL communicator before MPI_Finalize.
-class NcclEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { nccl_slot().reset(); }
-};
-[[maybe_unused]] ::testing::Environment* const kEnv =
-    ::testing::AddGlobalTestEnvironment(new NcclEnvironment);
+using synk::testing::nccl;
 
 // The fake runtime's counters, when it is loaded.
 std::optional<SynkFakeCudaStats> fake_stats() {

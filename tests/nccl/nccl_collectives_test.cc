@@ -15,6 +15,7 @@
 
 #include "grid.h"
 #include "mpi_test.h"
+#include "nccl_test_comm.h"
 
 namespace {
 
@@ -42,24 +43,7 @@ const std::optional<std::string>& no_device() {
   return why;
 }
 
-std::unique_ptr<synk::Communicator>& nccl_slot() {
-  static std::unique_ptr<synk::Communicator> comm;
-  return comm;
-}
-
-synk::Communicator& nccl() {
-  auto& slot = nccl_slot();
-  if (!slot) slot = std::make_unique<synk::Communicator>(MPI_COMM_WORLD, synk::CommOptions{"nccl"});
-  return *slot;
-}
-
-// Frees the NCCL communicator before MPI_Finalize.
-class NcclEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { nccl_slot().reset(); }
-};
-[[maybe_unused]] ::testing::Environment* const kEnv =
-    ::testing::AddGlobalTestEnvironment(new NcclEnvironment);
+using synk::testing::nccl;
 
 // A device copy of a host Buffer, guards included, so that device writes out of bounds show.
 class Device {

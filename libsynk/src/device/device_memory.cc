@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "backends/nccl/nccl_comm.h"
+#include "core/backoff.h"
 #include "core/env.h"
 #include "device/device_cuda.h"
 #include "synk/device.h"
@@ -22,16 +23,6 @@ Clock::time_point deadline() {
                             std::chrono::duration<double>(settings().timeout_s));
 }
 
-// Spin briefly, then yield, then sleep: ranks may outnumber cores.
-void pause(int& spins) {
-  if (++spins < 64) return;
-  if (spins < 1024) {
-    std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
 // Polls `query` (cudaEventQuery or cudaStreamQuery) until it is not cudaErrorNotReady.
 template <class Query>
 void poll(Query query, const std::string& op, const char* call, const char* what) {
@@ -46,7 +37,7 @@ void poll(Query query, const std::string& op, const char* call, const char* what
                                           seconds_text(settings().timeout_s) +
                                           " (SYNK_TIMEOUT) for " + what + " on the device");
     }
-    pause(spins);
+    backoff(spins);
   }
 }
 

@@ -3,21 +3,12 @@
 
 #include <thread>
 
+#include "core/backoff.h"
 #include "core/logging.h"
 
 namespace synk::detail {
 
 namespace {
-
-// Spin-waits yield after a short spin, then sleep briefly: ranks may outnumber cores.
-void pause(int& spins) {
-  if (++spins < 64) return;
-  if (spins < 1024) {
-    std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
 
 // Completion of one operation: an event recorded on its stream after it.
 class NcclPending final : public Request::Pending {
@@ -58,7 +49,7 @@ class NcclPending final : public Request::Pending {
                         seconds_text(comm_->timeout_s()) +
                         " (SYNK_TIMEOUT); the NCCL communicator was aborted (ncclCommAbort)");
       }
-      pause(spins);
+      backoff(spins);
     }
   }
 
@@ -137,7 +128,7 @@ NcclComm::~NcclComm() {
         break;
       }
       if (Clock::now() > end) break;
-      pause(spins);
+      backoff(spins);
     }
     if (rc == ncclSuccess) {
       ncclCommDestroy(comm_);
@@ -200,7 +191,7 @@ void NcclComm::issue(const char* op, const char* call, ncclResult_t rc) {
                       seconds_text(timeout_s_) +
                       " (SYNK_TIMEOUT); the NCCL communicator was aborted (ncclCommAbort)");
     }
-    pause(spins);
+    backoff(spins);
   }
 }
 

@@ -1,0 +1,32 @@
+// The one nccl-backend communicator a device test binary shares: made on first use, freed
+// before MPI_Finalize (by a GoogleTest environment), as NCCL needs. Include from one file per
+// test binary.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "synk/communicator.h"
+
+namespace synk::testing {
+
+inline std::unique_ptr<synk::Communicator>& nccl_slot() {
+  static std::unique_ptr<synk::Communicator> comm;
+  return comm;
+}
+
+inline synk::Communicator& nccl() {
+  auto& slot = nccl_slot();
+  if (!slot) slot = std::make_unique<synk::Communicator>(MPI_COMM_WORLD, synk::CommOptions{"nccl"});
+  return *slot;
+}
+
+class NcclEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { nccl_slot().reset(); }
+};
+[[maybe_unused]] inline ::testing::Environment* const kNcclEnvironment =
+    ::testing::AddGlobalTestEnvironment(new NcclEnvironment);
+
+}  // namespace synk::testing
