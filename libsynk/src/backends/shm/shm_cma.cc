@@ -8,7 +8,7 @@
 // where the slot path leaves ranks idle: scatter from 2 MiB per rank (1.26-1.47x MPI against
 // 0.52-0.99x through the slots).
 //
-// A call is: publish my buffers' addresses, sync (which also checks the calls), copy, sync. The
+// A call is: publish the send buffer's address, sync (which also checks the calls), copy, sync. The
 // closing sync keeps the root's buffer alive and unchanged until the last pull is done.
 //
 // The kernel allows these calls only where ptrace would be allowed (same user; Yama's
