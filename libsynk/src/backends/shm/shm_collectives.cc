@@ -27,9 +27,10 @@ void copy(void* dst, const void* src, std::size_t bytes) {
 
 }  // namespace
 
-// Reduces elements [lo, hi) found at src_offset (in elements) of every rank's slot into dst.
+// Reduces elements [lo, hi) found at src_offset (in elements) of every rank's slot into dst;
+// when `own` is given, this rank's elements come from own + lo instead of its slot.
 void Group::reduce_slice(std::size_t lo, std::size_t hi, std::size_t src_offset, void* dst,
-                         DataType t, ReduceOp op) {
+                         DataType t, ReduceOp op, const void* own) {
   if (hi <= lo) return;
   const std::size_t es = size_of(t);
   const void* srcs[256];
@@ -40,6 +41,7 @@ void Group::reduce_slice(std::size_t lo, std::size_t hi, std::size_t src_offset,
     s = many.data();
   }
   for (int q = 0; q < cfg_.size; ++q) s[q] = slot(q) + (src_offset + lo) * es;
+  if (own) s[cfg_.rank] = cat(own, lo * es);
   reduce_into(dst, s, cfg_.size, hi - lo, t, op, cfg_.size);
 }
 
@@ -70,11 +72,13 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
   do {
     const std::size_t n = std::min(chunk, count - off);
     next_step();
-    copy(slot(cfg_.rank), cat(send, off * es), n * es);
-    sync();
+    // The others read only their slices of my slot; my own slice I reduce from send directly.
     std::size_t lo, hi;
     slice(cfg_.rank, n, es, &lo, &hi);
-    reduce_slice(lo, hi, 0, result() + lo * es, t, op);
+    copy(slot(cfg_.rank), cat(send, off * es), lo * es);
+    copy(slot(cfg_.rank) + hi * es, cat(send, (off + hi) * es), (n - hi) * es);
+    sync();
+    reduce_slice(lo, hi, 0, result() + lo * es, t, op, cat(send, off * es));
     sync();
     if (receives) copy(at(recv, off * es), result(), n * es);
     off += n;
@@ -217,7 +221,8 @@ void Group::scatter(const void* send, void* recv, std::size_t count, DataType t,
 }
 
 // Each step carries chunk j of all size() blocks from every rank; rank r reduces block r of
-// every slot straight into its recv.
+// every slot straight into its recv, its own block r from send (not copied in: nobody else
+// reads it) unless recv is that very block (in place), which the reduction may not alias.
 void Group::reduce_scatter(const void* send, void* recv, std::size_t count, DataType t,
                            ReduceOp op) {
   begin(Collective::reduce_scatter, count, t, op, 0);
@@ -229,11 +234,14 @@ void Group::reduce_scatter(const void* send, void* recv, std::size_t count, Data
     const std::size_t n = std::min(chunk, count - off);
     next_step();
     unsigned char* mine = slot(cfg_.rank);
+    const std::size_t me = static_cast<std::size_t>(cfg_.rank);
+    const unsigned char* own = cat(send, (me * count + off) * es);
+    const bool own_from_send = own != at(recv, off * es);
     for (std::size_t b = 0; b < n_ranks; ++b) {
-      copy(mine + b * n * es, cat(send, (b * count + off) * es), n * es);
+      if (b != me || !own_from_send) copy(mine + b * n * es, cat(send, (b * count + off) * es), n * es);
     }
     sync();
-    reduce_slice(0, n, static_cast<std::size_t>(cfg_.rank) * n, at(recv, off * es), t, op);
+    reduce_slice(0, n, me * n, at(recv, off * es), t, op, own_from_send ? own : nullptr);
     off += n;
   } while (off < count);
 }

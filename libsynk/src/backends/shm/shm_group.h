@@ -82,7 +82,7 @@ class Group {
   // [lo, hi) of `count` elements that `peer` reduces, split on 64-byte boundaries.
   void slice(int peer, std::size_t count, std::size_t es, std::size_t* lo, std::size_t* hi) const;
   void reduce_slice(std::size_t lo, std::size_t hi, std::size_t src_offset, void* dst, DataType t,
-                    ReduceOp op);
+                    ReduceOp op, const void* own = nullptr);
 
   void all_reduce_small(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
   void reduce_large(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
