@@ -9,13 +9,13 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/env.h"
+#include "core/liveness.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
 #include "synk/error.h"
@@ -23,22 +23,6 @@
 namespace synk::detail {
 
 namespace {
-
-// The same test as the shm group's liveness check: kill(pid, 0) fails with ESRCH once the
-// process is gone, and a zombie (dead, not yet reaped by its parent, which under mpirun can
-// take a while) still answers kill() but shows state 'Z' in /proc/<pid>/stat.
-bool process_alive(long long pid) {
-  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (std::getline(stat, line)) {
-    const auto close = line.rfind(')');
-    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') {
-      return false;
-    }
-  }
-  return true;
-}
 
 // A packet whose broadcast was abandoned: the request is still pending (an MPI collective cannot
 // be cancelled), so MPI may yet read or write its memory. It is never freed.

@@ -6,17 +6,15 @@
 #include "backends/shm/shm_group.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstddef>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 
+#include "core/liveness.h"
 #include "synk/error.h"
 
 namespace synk::shm {
@@ -146,15 +144,7 @@ void Group::sync() {
 bool Group::peer_alive(int peer) const {
   const auto pid = static_cast<pid_t>(block_at(blocks_, peer).pid.load(std::memory_order_acquire));
   if (pid <= 0) return true;  // not started yet: only the deadline can tell
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A zombie (dead, not yet reaped by its parent) still answers kill(); its state says 'Z'.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (std::getline(stat, line)) {
-    const auto close = line.rfind(')');
-    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') return false;
-  }
-  return true;
+  return detail::process_alive(pid);
 }
 
 std::size_t Group::peer_call_count(int peer) const {

@@ -1,0 +1,25 @@
+// See liveness.h.
+#include "core/liveness.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <fstream>
+#include <string>
+
+namespace synk::detail {
+
+bool process_alive(long long pid) {
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (std::getline(stat, line)) {
+    const auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace synk::detail
