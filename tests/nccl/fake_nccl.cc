@@ -2,13 +2,15 @@
 // Test-only, loaded with fake_cuda_device.cc (whose "device memory" is host memory): a
 // communicator is a duplicate of MPI_COMM_WORLD (nranks must be the world's size), and each
 // collective runs at once with MPI after the work queued on its stream, checking first that its
-// buffers are fake device memory, as NCCL's kernels would fault on anything else. float16,
-// bfloat16, groups and point-to-point calls are not faked: they return ncclInvalidUsage.
+// buffers are fake device memory, as NCCL's kernels would fault on anything else; sends and
+// receives of a group run at its ncclGroupEnd. float16 and bfloat16 are not faked: they return
+// ncclInvalidUsage.
 #include <mpi.h>
 #include <nccl.h>
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "fake_cuda_device.h"
 
@@ -115,6 +117,43 @@ ncclResult_t device(const char* call, const char* name, const void* p, std::size
 ncclResult_t mpi(int rc, const char* call) {
   return rc == MPI_SUCCESS ? ncclSuccess
                            : fail(ncclSystemError, std::string(call) + ": MPI failed");
+}
+
+struct P2p {
+  bool send;
+  void* buf;
+  int count;
+  MPI_Datatype type;
+  int peer;
+  MPI_Comm comm;
+};
+int group_depth = 0;
+std::vector<P2p> pending;
+
+ncclResult_t run_p2p() {
+  std::vector<MPI_Request> reqs(pending.size(), MPI_REQUEST_NULL);
+  int rc = MPI_SUCCESS;
+  for (std::size_t i = 0; i < pending.size() && rc == MPI_SUCCESS; ++i) {
+    const P2p& p = pending[i];
+    rc = p.send ? MPI_Isend(p.buf, p.count, p.type, p.peer, 0, p.comm, &reqs[i])
+                : MPI_Irecv(p.buf, p.count, p.type, p.peer, 0, p.comm, &reqs[i]);
+  }
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  }
+  pending.clear();
+  return mpi(rc, "ncclGroupEnd (the group's sends and receives)");
+}
+
+ncclResult_t p2p(const char* call, bool send, void* buf, std::size_t count, ncclDataType_t dtype,
+                 int peer, ncclComm_t comm, cudaStream_t stream) {
+  MPI_Datatype t;
+  if (ncclResult_t rc = begin(call, comm, dtype, count, stream, &t)) return rc;
+  if (peer < 0 || peer >= comm->size) return fail(ncclInvalidArgument, std::string(call) + ": bad peer");
+  if (ncclResult_t rc = device(call, send ? "sendbuff" : "recvbuff", buf, count * type_size(t)))
+    return rc;
+  pending.push_back(P2p{send, buf, static_cast<int>(count), t, peer, comm->comm});
+  return group_depth > 0 ? ncclSuccess : run_p2p();
 }
 
 }  // namespace
@@ -245,18 +284,50 @@ ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t count, nccl
              "ncclAllGather");
 }
 
-// Not faked (synk's gather and scatter use them): an error, never a call into the real NCCL.
-ncclResult_t ncclGroupStart() { return fail(ncclInvalidUsage, "ncclGroupStart is not faked"); }
-ncclResult_t ncclGroupEnd() { return fail(ncclInvalidUsage, "ncclGroupEnd is not faked"); }
-ncclResult_t ncclSend(const void*, std::size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  return fail(ncclInvalidUsage, "ncclSend is not faked");
+// Groups of point-to-point calls (synk's gather, gatherv and scatter): the sends and receives
+// of a group are posted together at ncclGroupEnd (MPI_Isend/MPI_Irecv, then MPI_Waitall), so
+// their order within the group does not matter, as in NCCL. A call outside a group runs alone.
+ncclResult_t ncclGroupStart() {
+  ++group_depth;
+  return ncclSuccess;
 }
-ncclResult_t ncclRecv(void*, std::size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  return fail(ncclInvalidUsage, "ncclRecv is not faked");
+
+ncclResult_t ncclGroupEnd() {
+  if (group_depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  return --group_depth == 0 ? run_p2p() : ncclSuccess;
 }
-ncclResult_t ncclReduceScatter(const void*, void*, std::size_t, ncclDataType_t, ncclRedOp_t,
-                               ncclComm_t, cudaStream_t) {
-  return fail(ncclInvalidUsage, "ncclReduceScatter is not faked");
+
+ncclResult_t ncclSend(const void* send, std::size_t count, ncclDataType_t dtype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return p2p("ncclSend", true, const_cast<void*>(send), count, dtype, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void* recv, std::size_t count, ncclDataType_t dtype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return p2p("ncclRecv", false, recv, count, dtype, peer, comm, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void* send, void* recv, std::size_t count,
+                               ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  MPI_Datatype t;
+  MPI_Op o;
+  if (ncclResult_t rc = begin("ncclReduceScatter", comm, dtype, count, stream, &t)) return rc;
+  if (!mpi_op(op, &o)) return fail(ncclInvalidUsage, "ncclReduceScatter: op not faked");
+  const std::size_t bytes = count * type_size(t);
+  if (ncclResult_t rc = device("ncclReduceScatter", "sendbuff", send,
+                               bytes * static_cast<std::size_t>(comm->size)))
+    return rc;
+  if (ncclResult_t rc = device("ncclReduceScatter", "recvbuff", recv, bytes)) return rc;
+  // In place, recv is rank's block of send: reduce into a separate buffer, then copy.
+  std::vector<unsigned char> out(bytes);
+  if (ncclResult_t rc = mpi(MPI_Reduce_scatter_block(send, out.data(), static_cast<int>(count), t,
+                                                     o, comm->comm),
+                            "ncclReduceScatter"))
+    return rc;
+  if (bytes) std::memcpy(recv, out.data(), bytes);
+  if (op == ncclAvg) divide(recv, count, t, comm->size);
+  return ncclSuccess;
 }
 
 }  // extern "C"
