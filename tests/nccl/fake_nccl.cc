@@ -3,16 +3,18 @@
 // communicator is a duplicate of MPI_COMM_WORLD (nranks must be the world's size), and each
 // collective runs at once with MPI after the work queued on its stream, checking first that its
 // buffers are fake device memory, as NCCL's kernels would fault on anything else; sends and
-// receives of a group run at its ncclGroupEnd. float16 and bfloat16 are not faked: they return
-// ncclInvalidUsage.
+// receives of a group run at its ncclGroupEnd; float16 and bfloat16 reductions gather every
+// input and reduce in float. fp8 types are not faked: they return ncclInvalidUsage.
 #include <mpi.h>
 #include <nccl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "fake_cuda_device.h"
+#include "synk/types.h"
 
 struct ncclComm {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -54,9 +56,22 @@ bool mpi_type(ncclDataType_t t, MPI_Datatype* out) {
     case ncclFloat64:
       *out = MPI_DOUBLE;
       return true;
+    case ncclFloat16:
+    case ncclBfloat16:
+      *out = MPI_UINT16_T;  // moved as bits; reduced by half_reduce, not by MPI
+      return true;
     default:
-      return false;  // float16, bfloat16, fp8: not faked
+      return false;  // fp8: not faked
   }
+}
+
+bool is_half(ncclDataType_t t) { return t == ncclFloat16 || t == ncclBfloat16; }
+
+float half_to_float(std::uint16_t bits, ncclDataType_t t) {
+  return t == ncclFloat16 ? synk::to_float(synk::float16{bits}) : synk::to_float(synk::bfloat16{bits});
+}
+std::uint16_t float_to_half(float f, ncclDataType_t t) {
+  return t == ncclFloat16 ? synk::to_float16(f).bits : synk::to_bfloat16(f).bits;
 }
 
 std::size_t type_size(MPI_Datatype t) {
@@ -117,6 +132,34 @@ ncclResult_t device(const char* call, const char* name, const void* p, std::size
 ncclResult_t mpi(int rc, const char* call) {
   return rc == MPI_SUCCESS ? ncclSuccess
                            : fail(ncclSystemError, std::string(call) + ": MPI failed");
+}
+
+// float16 and bfloat16, which MPI cannot reduce: every rank gathers every rank's input and
+// reduces elements [first, first + n_out) in float, in rank order, rounding once into out. (NCCL
+// may round differently; the tests' values are small integers, exact either way.)
+ncclResult_t half_reduce(const void* send, std::size_t count, ncclDataType_t dtype,
+                         ncclRedOp_t op, ncclComm_t comm, std::size_t first, std::size_t n_out,
+                         void* out) {
+  const std::size_t size = static_cast<std::size_t>(comm->size);
+  std::vector<std::uint16_t> all(count * size);
+  if (ncclResult_t rc = mpi(MPI_Allgather(send, static_cast<int>(count), MPI_UINT16_T, all.data(),
+                                          static_cast<int>(count), MPI_UINT16_T, comm->comm),
+                            "half_reduce"))
+    return rc;
+  auto* o = static_cast<std::uint16_t*>(out);
+  for (std::size_t i = 0; i < n_out; ++i) {
+    float acc = half_to_float(all[first + i], dtype);
+    for (std::size_t r = 1; r < size; ++r) {
+      const float v = half_to_float(all[r * count + first + i], dtype);
+      if (op == ncclProd) acc *= v;
+      else if (op == ncclMin) acc = v < acc ? v : acc;
+      else if (op == ncclMax) acc = v > acc ? v : acc;
+      else acc += v;
+    }
+    if (op == ncclAvg) acc /= static_cast<float>(size);
+    o[i] = float_to_half(acc, dtype);
+  }
+  return ncclSuccess;
 }
 
 struct P2p {
@@ -225,6 +268,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, std::size_t count, nccl
   const std::size_t bytes = count * type_size(t);
   if (ncclResult_t rc = device("ncclAllReduce", "sendbuff", send, bytes)) return rc;
   if (ncclResult_t rc = device("ncclAllReduce", "recvbuff", recv, bytes)) return rc;
+  if (is_half(dtype)) return half_reduce(send, count, dtype, op, comm, 0, count, recv);
   const int n = static_cast<int>(count);
   if (ncclResult_t rc =
           mpi(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, o, comm->comm),
@@ -245,6 +289,12 @@ ncclResult_t ncclReduce(const void* send, void* recv, std::size_t count, ncclDat
   if (ncclResult_t rc = device("ncclReduce", "sendbuff", send, bytes)) return rc;
   if (at_root) {
     if (ncclResult_t rc = device("ncclReduce", "recvbuff", recv, bytes)) return rc;
+  }
+  if (is_half(dtype)) {
+    std::vector<std::uint16_t> out(count);
+    if (ncclResult_t rc = half_reduce(send, count, dtype, op, comm, 0, count, out.data())) return rc;
+    if (at_root && count) std::memcpy(recv, out.data(), bytes);
+    return ncclSuccess;
   }
   const void* s = at_root && send == recv ? MPI_IN_PLACE : send;
   if (ncclResult_t rc = mpi(
@@ -319,6 +369,15 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, std::size_t count,
                                bytes * static_cast<std::size_t>(comm->size)))
     return rc;
   if (ncclResult_t rc = device("ncclReduceScatter", "recvbuff", recv, bytes)) return rc;
+  if (is_half(dtype)) {
+    std::vector<std::uint16_t> out(count);
+    if (ncclResult_t rc = half_reduce(send, count * static_cast<std::size_t>(comm->size), dtype,
+                                      op, comm, static_cast<std::size_t>(comm->rank) * count,
+                                      count, out.data()))
+      return rc;
+    if (count) std::memcpy(recv, out.data(), bytes);
+    return ncclSuccess;
+  }
   // In place, recv is rank's block of send: reduce into a separate buffer, then copy.
   std::vector<unsigned char> out(bytes);
   if (ncclResult_t rc = mpi(MPI_Reduce_scatter_block(send, out.data(), static_cast<int>(count), t,
