@@ -33,7 +33,22 @@ inline constexpr int kNumReduceOps = 5;
 
 bool is_valid(DataType t) noexcept;
 bool is_valid(ReduceOp op) noexcept;
-std::size_t size_of(DataType t) noexcept;  // bytes per element; 0 for an invalid value
+// Bytes per element; 0 for an invalid value. Inline: every collective call asks.
+inline std::size_t size_of(DataType t) noexcept {
+  switch (t) {
+    case DataType::int8:
+    case DataType::uint8: return 1;
+    case DataType::float16:
+    case DataType::bfloat16: return 2;
+    case DataType::int32:
+    case DataType::uint32:
+    case DataType::float32: return 4;
+    case DataType::int64:
+    case DataType::uint64:
+    case DataType::float64: return 8;
+  }
+  return 0;
+}
 bool is_floating(DataType t) noexcept;
 const char* to_string(DataType t) noexcept;  // "float32"; "invalid" for an invalid value
 const char* to_string(ReduceOp op) noexcept;  // "sum"

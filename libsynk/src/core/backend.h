@@ -28,8 +28,14 @@ enum class Collective {
   barrier,
 };
 const char* to_string(Collective c) noexcept;
-bool uses_op(Collective c) noexcept;    // all_reduce, reduce, reduce_scatter
-bool has_root(Collective c) noexcept;   // reduce, broadcast, gather, gatherv, scatter
+// Inline: every call asks (validation, the shm group's call descriptor).
+inline bool uses_op(Collective c) noexcept {  // all_reduce, reduce, reduce_scatter
+  return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
+}
+inline bool has_root(Collective c) noexcept {  // reduce, broadcast, gather, gatherv, scatter
+  return c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
+         c == Collective::gatherv || c == Collective::scatter;
+}
 // "all_reduce(count 100, float32, sum)": the fields the collective uses, for error messages.
 std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceOp op, int root);
 

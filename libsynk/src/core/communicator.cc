@@ -18,6 +18,7 @@ struct CommState {
   std::string backend_name;
   std::string requested;  // what the user asked for ("auto", ...): a split chooses again
   ::CUstream_st* stream = nullptr;  // set_stream: the caller's cudaStream_t for device backends
+  bool check_calls = settings().check_calls;  // SYNK_CHECK_CALLS, read once
 
   ~CommState() {
     backend.reset();  // before the communicators it uses
@@ -102,9 +103,9 @@ void Communicator::check_same_size(const char* op, std::size_t send, std::size_t
 namespace {
 
 // Validate once (locally, or against every rank under SYNK_CHECK_CALLS), then dispatch.
-void run(detail::CommState& st, CollArgs a) {
+void run(detail::CommState& st, CollArgs&& a) {
   a.stream = st.stream;
-  if (detail::settings().check_calls) {
+  if (st.check_calls) {
     detail::validate_across_ranks(a, st.ctx);
   } else {
     try {
@@ -175,7 +176,7 @@ void Communicator::gatherv(const void* send, std::size_t send_count, void* recv,
                            std::span<const std::size_t> recv_counts, DataType dtype, int root) {
   CollArgs a = args(Collective::gatherv, send, recv, send_count, dtype, ReduceOp::sum, root);
   a.recv_counts = recv_counts;
-  run(*state_, a);
+  run(*state_, std::move(a));
 }
 
 void Communicator::scatter(const void* send, void* recv, std::size_t count, DataType dtype,

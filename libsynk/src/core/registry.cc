@@ -27,15 +27,6 @@ const char* to_string(Collective c) noexcept {
   return "?";
 }
 
-bool uses_op(Collective c) noexcept {
-  return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
-}
-
-bool has_root(Collective c) noexcept {
-  return c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
-         c == Collective::gatherv || c == Collective::scatter;
-}
-
 std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceOp op, int root) {
   std::string s = std::string(to_string(c)) + "(count " + std::to_string(count) + ", " + to_string(t);
   if (uses_op(c)) s += std::string(", ") + to_string(op);

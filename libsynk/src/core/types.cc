@@ -17,22 +17,6 @@ bool is_valid(ReduceOp op) noexcept {
   return v >= 0 && v < kNumReduceOps;
 }
 
-std::size_t size_of(DataType t) noexcept {
-  switch (t) {
-    case DataType::int8:
-    case DataType::uint8: return 1;
-    case DataType::float16:
-    case DataType::bfloat16: return 2;
-    case DataType::int32:
-    case DataType::uint32:
-    case DataType::float32: return 4;
-    case DataType::int64:
-    case DataType::uint64:
-    case DataType::float64: return 8;
-  }
-  return 0;
-}
-
 bool is_floating(DataType t) noexcept {
   return t == DataType::float16 || t == DataType::bfloat16 || t == DataType::float32 ||
          t == DataType::float64;

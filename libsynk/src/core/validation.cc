@@ -27,12 +27,14 @@ std::string ptr_text(const void* p) {
 std::size_t bytes_of(const CollArgs& a, std::size_t count, std::size_t factor) {
   const std::size_t es = size_of(a.dtype);
   const std::size_t max = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
-  if (count != 0 && (factor > max / count || count * factor > max / es)) {
+  std::size_t elems = 0, bytes = 0;  // overflow checks without divisions: this runs every call
+  if (__builtin_mul_overflow(count, factor, &elems) || __builtin_mul_overflow(elems, es, &bytes) ||
+      bytes > max) {
     fail(ErrorCode::InvalidArgument, a,
          "count " + std::to_string(count) + " x " + std::to_string(factor) + " elements of " +
              to_string(a.dtype) + " does not fit in memory");
   }
-  return count * factor * es;
+  return bytes;
 }
 
 }  // namespace
