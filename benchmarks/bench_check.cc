@@ -181,42 +181,15 @@ std::uint64_t count_typed(const CallArgs& a, int rank, int n) {
   return wrong;
 }
 
-// Calls fn(T{}) with the element type of dtype.
-template <class Fn>
-auto with_type(DataType t, Fn&& fn) {
-  switch (t) {
-    case DataType::int8:
-      return fn(std::int8_t{});
-    case DataType::uint8:
-      return fn(std::uint8_t{});
-    case DataType::int32:
-      return fn(std::int32_t{});
-    case DataType::uint32:
-      return fn(std::uint32_t{});
-    case DataType::int64:
-      return fn(std::int64_t{});
-    case DataType::uint64:
-      return fn(std::uint64_t{});
-    case DataType::float16:
-      return fn(float16{});
-    case DataType::bfloat16:
-      return fn(bfloat16{});
-    case DataType::float32:
-      return fn(float{});
-    case DataType::float64:
-      return fn(double{});
-  }
-  return fn(float{});
-}
-
 }  // namespace
 
 void fill_buffers(const CallArgs& a, int rank, int nranks) {
-  with_type(a.dtype, [&](auto tag) { fill_typed<decltype(tag)>(a, rank, nranks); });
+  synk::visit_type(a.dtype, [&](auto tag) { fill_typed<decltype(tag)>(a, rank, nranks); });
 }
 
 std::uint64_t count_wrong(const CallArgs& a, int rank, int nranks) {
-  return with_type(a.dtype, [&](auto tag) { return count_typed<decltype(tag)>(a, rank, nranks); });
+  return synk::visit_type(a.dtype,
+                         [&](auto tag) { return count_typed<decltype(tag)>(a, rank, nranks); });
 }
 
 }  // namespace synk::bench

@@ -90,47 +90,15 @@ bool in_place_here(Place p, int rank) {
   return p == Place::in_place || (p == Place::mixed && rank % 2 == 1);
 }
 
-// Values. Patterns with an odd prime period (3, 31, 101) in i, so that data landing one chunk
-// off (1000, 2^20 or 2^31-1 elements, or a power-of-2 shm slot) never looks right by accident;
-// every result fits int8 (<= 127) and is an integer below 256, hence exact in bfloat16.
-//  sum, avg: 1 + (7r + i) % 31   -> sums <= 124 on 4 ranks
-//  prod:     1 + (r + i) % 3     -> products <= 81 on 4 ranks
-//  min, max: (31r + 7i) % 101, minus 50 on signed types, so a signedness mistake shows
+// The reduction inputs (grid.h). avg is sum times (1/n) in the accumulation type: float for
+// float16, bfloat16 and float32 (Buffer::check then rounds once to the 16-bit type), double for
+// float64.
 double reduce_input(const Case& c, int r, std::size_t i) {
-  const auto ur = static_cast<std::size_t>(r);
-  switch (c.op) {
-    case ReduceOp::prod:
-      return static_cast<double>(1 + (ur + i) % 3);
-    case ReduceOp::min:
-    case ReduceOp::max:
-      return static_cast<double>((31 * ur + 7 * i) % 101) -
-             (synk_test::is_signed(c.dtype) ? 50 : 0);
-    default:
-      return static_cast<double>(1 + (7 * ur + i) % 31);
-  }
+  return synk_test::reduce_input(c.op, c.dtype, r, i);
 }
 
-// avg is sum times (1/n) in the accumulation type: float for float16, bfloat16 and float32
-// (Buffer::check then rounds once to the 16-bit type), double for float64.
 double reduce_expected(const Case& c, int n, std::size_t i) {
-  double acc = reduce_input(c, 0, i);
-  for (int r = 1; r < n; ++r) {
-    const double v = reduce_input(c, r, i);
-    switch (c.op) {
-      case ReduceOp::prod:
-        acc *= v;
-        break;
-      case ReduceOp::min:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::max:
-        acc = std::max(acc, v);
-        break;
-      default:
-        acc += v;
-        break;
-    }
-  }
+  const double acc = synk_test::reduce_over_ranks(c.op, c.dtype, n, i);
   if (c.op != ReduceOp::avg) return acc;
   if (c.dtype == DataType::float64) return acc * (1.0 / n);
   return static_cast<double>(static_cast<float>(acc) * (1.0f / static_cast<float>(n)));

@@ -19,35 +19,6 @@ namespace synk_test {
 // MPI_Finalize; making one per test would add a collective bootstrap to each of thousands.
 synk::Communicator& world();
 
-// Calls fn(T{}) with T the element type of t.
-template <class Fn>
-decltype(auto) visit(synk::DataType t, Fn&& fn) {
-  using synk::DataType;
-  switch (t) {
-    case DataType::int8:
-      return fn(std::int8_t{});
-    case DataType::uint8:
-      return fn(std::uint8_t{});
-    case DataType::int32:
-      return fn(std::int32_t{});
-    case DataType::uint32:
-      return fn(std::uint32_t{});
-    case DataType::int64:
-      return fn(std::int64_t{});
-    case DataType::uint64:
-      return fn(std::uint64_t{});
-    case DataType::float16:
-      return fn(synk::float16{});
-    case DataType::bfloat16:
-      return fn(synk::bfloat16{});
-    case DataType::float32:
-      return fn(float{});
-    case DataType::float64:
-      return fn(double{});
-  }
-  return fn(std::uint8_t{});  // unreachable for valid types; tests pass only valid ones here
-}
-
 inline bool is_signed(synk::DataType t) {
   using synk::DataType;
   return t != DataType::uint8 && t != DataType::uint32 && t != DataType::uint64;
@@ -89,7 +60,7 @@ class Buffer {
 
   Buffer(synk::DataType t, std::size_t n) : t_(t), n_(n), es_(synk::size_of(t)) {
     storage_.resize(((n + 2 * kGuardElems) * es_ + 7) / 8);
-    visit(t_, [&](auto tag) {
+    synk::visit_type(t_, [&](auto tag) {
       using T = decltype(tag);
       T* p = reinterpret_cast<T*>(storage_.data());
       const T g = from_double<T>(kGuard);
@@ -108,7 +79,7 @@ class Buffer {
   template <class Fn>
   void fill(Fn&& value, std::size_t from = 0, std::size_t to = SIZE_MAX) {
     to = std::min(to, n_);
-    visit(t_, [&](auto tag) {
+    synk::visit_type(t_, [&](auto tag) {
       using T = decltype(tag);
       T* p = static_cast<T*>(data());
       for (std::size_t i = from; i < to; ++i) p[i] = from_double<T>(value(i));
@@ -122,7 +93,7 @@ class Buffer {
   // are intact. On a mismatch: the first wrong index, both values, how many are wrong, and `what`.
   template <class Fn>
   ::testing::AssertionResult check(Fn&& expected, const std::string& what) const {
-    return visit(t_, [&](auto tag) -> ::testing::AssertionResult {
+    return synk::visit_type(t_, [&](auto tag) -> ::testing::AssertionResult {
       using T = decltype(tag);
       const T* p = static_cast<const T*>(data());
       const T* g = p - kGuardElems;

@@ -139,35 +139,14 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return s;
 }
 
-// The patterns of tests/multirank/collectives_test.cc: every result is an integer below 128,
-// exact in every type (avg on 2 ranks adds one exact halving).
+// The reduction inputs of the host grid (grid.h): every result is an integer below 128, exact
+// in every type (avg on 2 ranks adds one exact halving).
 double reduce_input(const Case& c, int r, std::size_t i) {
-  const auto ur = static_cast<std::size_t>(r);
-  switch (c.op) {
-    case ReduceOp::prod:
-      return static_cast<double>(1 + (ur + i) % 3);
-    case ReduceOp::min:
-    case ReduceOp::max:
-      return static_cast<double>((31 * ur + 7 * i) % 101) -
-             (synk_test::is_signed(c.dtype) ? 50 : 0);
-    default:
-      return static_cast<double>(1 + (7 * ur + i) % 31);
-  }
+  return synk_test::reduce_input(c.op, c.dtype, r, i);
 }
 
 double reduce_expected(const Case& c, int n, std::size_t i) {
-  double acc = reduce_input(c, 0, i);
-  for (int r = 1; r < n; ++r) {
-    const double v = reduce_input(c, r, i);
-    if (c.op == ReduceOp::prod)
-      acc *= v;
-    else if (c.op == ReduceOp::min)
-      acc = std::min(acc, v);
-    else if (c.op == ReduceOp::max)
-      acc = std::max(acc, v);
-    else
-      acc += v;
-  }
+  const double acc = synk_test::reduce_over_ranks(c.op, c.dtype, n, i);
   return c.op == ReduceOp::avg ? acc / n : acc;
 }
 

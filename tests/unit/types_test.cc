@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "synk/types.h"
 
@@ -55,6 +56,23 @@ TEST(Types, FloatingAndDataTypeOf) {
   static_assert(data_type_of<const double>() == DataType::float64);
   static_assert(data_type_of<float16>() == DataType::float16);
   static_assert(data_type_of<std::int8_t>() == DataType::int8);
+}
+
+// visit_type hands fn the C++ type of every DataType (the one data_type_of maps back), and
+// refuses a value that is not a DataType.
+TEST(Types, VisitTypeMatchesDataTypeOf) {
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    const auto t = static_cast<DataType>(i);
+    EXPECT_EQ(visit_type(t, [](auto tag) { return data_type_of<decltype(tag)>(); }), t);
+    EXPECT_EQ(visit_type(t, [](auto tag) { return sizeof(tag); }), size_of(t));
+  }
+  try {
+    visit_type(static_cast<DataType>(99), [](auto) { return 0; });
+    ADD_FAILURE() << "no error for DataType 99";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("99 is not a DataType"), std::string::npos) << e.what();
+  }
 }
 
 float bits_to_float(std::uint32_t u) {

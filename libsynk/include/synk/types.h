@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
+
+#include "synk/error.h"
 
 namespace synk {
 
@@ -126,6 +129,27 @@ inline float16 to_float16(float f) noexcept {
   std::uint32_t v = abs - 0x38000000u;  // rebias exponent 127 -> 15
   v += 0xfffu + ((v >> 13) & 1u);
   return float16{static_cast<std::uint16_t>(sign | (v >> 13))};
+}
+
+// Calls fn(T{}) with T the element type of t (std::int8_t ... float16, bfloat16, float, double)
+// and returns what it returns: the one place a DataType becomes a C++ type. Throws
+// InvalidArgument for a value that is not a DataType.
+template <class Fn>
+decltype(auto) visit_type(DataType t, Fn&& fn) {
+  switch (t) {
+    case DataType::int8: return fn(std::int8_t{});
+    case DataType::uint8: return fn(std::uint8_t{});
+    case DataType::int32: return fn(std::int32_t{});
+    case DataType::uint32: return fn(std::uint32_t{});
+    case DataType::int64: return fn(std::int64_t{});
+    case DataType::uint64: return fn(std::uint64_t{});
+    case DataType::float16: return fn(float16{});
+    case DataType::bfloat16: return fn(bfloat16{});
+    case DataType::float32: return fn(float{});
+    case DataType::float64: return fn(double{});
+  }
+  throw Error(ErrorCode::InvalidArgument,
+              "visit_type: " + std::to_string(static_cast<int>(t)) + " is not a DataType");
 }
 
 template <class T>

@@ -126,18 +126,9 @@ void reduce_typed(void* dst, const void* const* srcs, int nsrc, std::size_t coun
 
 void reduce_into(void* dst, const void* const* srcs, int nsrc, std::size_t count, DataType t,
                  ReduceOp op, int scale_n) {
-  switch (t) {
-    case DataType::int8: return reduce_typed<std::int8_t>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::uint8: return reduce_typed<std::uint8_t>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::int32: return reduce_typed<std::int32_t>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::uint32: return reduce_typed<std::uint32_t>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::int64: return reduce_typed<std::int64_t>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::uint64: return reduce_typed<std::uint64_t>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::float16: return reduce_typed<float16>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::bfloat16: return reduce_typed<bfloat16>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::float32: return reduce_typed<float>(dst, srcs, nsrc, count, op, scale_n);
-    case DataType::float64: return reduce_typed<double>(dst, srcs, nsrc, count, op, scale_n);
-  }
+  visit_type(t, [&](auto tag) {
+    reduce_typed<decltype(tag)>(dst, srcs, nsrc, count, op, scale_n);
+  });
 }
 
 }  // namespace synk::shm
