@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/shm/byte_offset.h"
 #include "backends/shm/shm_group.h"
 #include "core/logging.h"
 #include "synk/error.h"
@@ -30,10 +31,6 @@ namespace synk::shm {
 namespace {
 
 constexpr std::uint64_t kProbeMagic = 0x73796e6b636d6100ULL;  // "synkcma\0"
-
-const unsigned char* cat(const void* p, std::size_t bytes) {
-  return static_cast<const unsigned char*>(p) + bytes;
-}
 
 // process_vm_readv may move fewer bytes than asked (a partly unmapped range, or the kernel's own
 // limits); loop until done. Returns 0 or the errno of the failure.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/shm/reduce_kernels.h"
+#include "backends/shm/byte_offset.h"
 #include "backends/shm/shm_group.h"
 #include "synk/error.h"
 
@@ -15,11 +16,6 @@ namespace synk::shm {
 namespace {
 
 using detail::Collective;
-
-const unsigned char* cat(const void* p, std::size_t bytes) {
-  return static_cast<const unsigned char*>(p) + bytes;
-}
-unsigned char* at(void* p, std::size_t bytes) { return static_cast<unsigned char*>(p) + bytes; }
 
 void copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes && dst != src) std::memcpy(dst, src, bytes);
