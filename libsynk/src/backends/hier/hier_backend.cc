@@ -56,20 +56,24 @@ Request HierBackend::all_reduce(const CollArgs& a) {
   }
   const bool leader = ctx_.local_rank == 0;
   const ReduceOp local_op = a.op == ReduceOp::avg ? ReduceOp::sum : a.op;
-  const std::size_t es = size_of(a.dtype);
   // Non-leaders need no result buffer for the node-local reduce; the leader reduces into recv.
   node_.group->reduce(a.send, leader ? a.recv : nullptr, a.count, a.dtype, local_op, 0);
-  if (leader) {
-    for (std::size_t off = 0; off < a.count; off += max_chunk()) {
-      const std::size_t n = std::min(max_chunk(), a.count - off);
-      SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, static_cast<unsigned char*>(a.recv) + off * es,
-                                   static_cast<int>(n), mpi_datatype(a.dtype), mpi_reduce_op(a.op),
-                                   ctx_.leader_comm));
-    }
-    if (a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
-  }
+  if (leader) all_reduce_across(static_cast<unsigned char*>(a.recv), a.count, a, ctx_.leader_comm);
   node_.group->broadcast(a.recv, a.count, a.dtype, 0);
   return {};
+}
+
+// The cross-node step of both all-reduces: p[0, count) in place over comm, in chunks of at most
+// SYNK_MPI_MAX_CHUNK elements, then avg's scaling by the whole communicator's size.
+void HierBackend::all_reduce_across(unsigned char* p, std::size_t count, const CollArgs& a,
+                                    MPI_Comm comm) const {
+  const std::size_t es = size_of(a.dtype);
+  for (std::size_t off = 0; off < count; off += max_chunk()) {
+    const std::size_t n = std::min(max_chunk(), count - off);
+    SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n),
+                                 mpi_datatype(a.dtype), mpi_reduce_op(a.op), comm));
+  }
+  if (a.op == ReduceOp::avg) scale_avg(p, count, a.dtype, ctx_.size);
 }
 
 // The count splits into L blocks of b elements and a tail of count % L, which goes the leader's
@@ -84,19 +88,11 @@ void HierBackend::all_reduce_sliced(const CollArgs& a) {
   const auto* send = static_cast<const unsigned char*>(a.send);
   auto* recv = static_cast<unsigned char*>(a.recv);
   unsigned char* mine = recv + static_cast<std::size_t>(ctx_.local_rank) * b * es;
-  auto across = [&](unsigned char* p, std::size_t count, MPI_Comm comm) {
-    for (std::size_t off = 0; off < count; off += max_chunk()) {
-      const std::size_t n = std::min(max_chunk(), count - off);
-      SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n),
-                                   mpi_datatype(a.dtype), mpi_reduce_op(a.op), comm));
-    }
-    if (a.op == ReduceOp::avg) scale_avg(p, count, a.dtype, ctx_.size);
-  };
   // In place (send == recv) this reduce-scatter is in place too: mine == send + rank * b.
   g.reduce_scatter(send, mine, b, a.dtype, local_op);
   if (tail) g.reduce(send + body * es, leader ? recv + body * es : nullptr, tail, a.dtype, local_op, 0);
-  across(mine, b, slice_comm_);
-  if (tail && leader) across(recv + body * es, tail, ctx_.leader_comm);
+  all_reduce_across(mine, b, a, slice_comm_);
+  if (tail && leader) all_reduce_across(recv + body * es, tail, a, ctx_.leader_comm);
   g.all_gather(mine, recv, b, a.dtype);
   if (tail) g.broadcast(recv + body * es, tail, a.dtype, 0);
 }

@@ -3,8 +3,9 @@
 // reduce-scatter inside the node, then local rank i of every node all-reduces block i over MPI
 // (all ranks use the network at once, each for 1/L of the data), then a shm all-gather; smaller
 // ones (or uneven nodes): shm reduce to the leader (local rank 0), MPI all-reduce across the
-// leaders, shm broadcast. broadcast = to the root's leader, across leaders, then inside each node. The other collectives (and 16-bit float reductions, which must round
-// once) use the MPI backend on the whole communicator.
+// leaders, shm broadcast. broadcast = to the root's leader, across leaders, then inside each
+// node. The other collectives (and 16-bit float reductions, which must round once) use the MPI
+// backend on the whole communicator.
 #pragma once
 
 #include <vector>
@@ -44,6 +45,8 @@ class HierBackend final : public Backend {
   MPI_Comm slice_comm_ = MPI_COMM_NULL;
 
   void all_reduce_sliced(const CollArgs& a);
+  void all_reduce_across(unsigned char* p, std::size_t count, const CollArgs& a,
+                         MPI_Comm comm) const;
 };
 
 }  // namespace synk::detail
