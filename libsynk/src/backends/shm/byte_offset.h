@@ -1,7 +1,9 @@
-// Byte offsets into untyped buffers, for the shm collectives (shm_collectives.cc, shm_cma.cc).
+// Byte offsets into untyped buffers, and the copy that skips itself in place, for the shm
+// collectives (shm_collectives.cc, shm_cma.cc).
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 namespace synk::shm {
 
@@ -9,5 +11,10 @@ inline const unsigned char* cat(const void* p, std::size_t bytes) {
   return static_cast<const unsigned char*>(p) + bytes;
 }
 inline unsigned char* at(void* p, std::size_t bytes) { return static_cast<unsigned char*>(p) + bytes; }
+
+// memcpy, except that nothing moves when there is nothing to move or dst is src (in place).
+inline void copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes && dst != src) std::memcpy(dst, src, bytes);
+}
 
 }  // namespace synk::shm

@@ -122,7 +122,7 @@ void Group::scatter_cma(const void* send, void* recv, std::size_t count, DataTyp
   sync();
   const std::size_t mine = static_cast<std::size_t>(cfg_.rank) * bytes;
   if (cfg_.rank == root) {
-    if (recv != cat(send, mine)) std::memcpy(recv, cat(send, mine), bytes);
+    copy(recv, cat(send, mine), bytes);  // nothing to do in place
   } else {
     cma_pull(root, recv, peer_send(root) + mine, bytes);
   }

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/shm/reduce_kernels.h"
 #include "backends/shm/byte_offset.h"
+#include "backends/shm/reduce_kernels.h"
 #include "backends/shm/shm_group.h"
 #include "synk/error.h"
 
@@ -16,10 +16,6 @@ namespace synk::shm {
 namespace {
 
 using detail::Collective;
-
-void copy(void* dst, const void* src, std::size_t bytes) {
-  if (bytes && dst != src) std::memcpy(dst, src, bytes);
-}
 
 }  // namespace
 
