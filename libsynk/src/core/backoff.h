@@ -1,11 +1,18 @@
-// The pause of a polling wait that may run with more ranks than cores: spin briefly, then yield
-// the core, then sleep, so a rank that waits long does not starve the one it waits for.
+// Polling waits: their deadline (SYNK_TIMEOUT is a double of seconds), and their pause when
+// ranks may outnumber cores: spin briefly, then yield the core, then sleep, so a rank that waits
+// long does not starve the one it waits for.
 #pragma once
 
 #include <chrono>
 #include <thread>
 
 namespace synk::detail {
+
+// `seconds` as a steady_clock duration, to add to now() for a deadline.
+inline std::chrono::steady_clock::duration wait_duration(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
 
 // Call once per unsuccessful poll; `spins` counts the polls of this wait (start it at 0).
 inline void backoff(int& spins) {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/backoff.h"
 #include "core/env.h"
 #include "core/liveness.h"
 #include "core/mpi_check.h"
@@ -71,8 +72,7 @@ void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, 
       MPI_Ibcast(packet.data(), static_cast<int>(bytes), MPI_BYTE, 0, comm.mpi_comm(), &req));
   const auto start = Clock::now();
   const auto spin_until = start + std::chrono::microseconds(500);
-  const auto limit = start + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(settings().timeout_s));
+  const auto limit = start + wait_duration(settings().timeout_s);
   auto next_check = start + std::chrono::milliseconds(10);
   for (;;) {
     int done = 0;

@@ -19,8 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Clock::time_point deadline() {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(settings().timeout_s));
+  return Clock::now() + wait_duration(settings().timeout_s);
 }
 
 // Polls `query` (cudaEventQuery or cudaStreamQuery) until it is not cudaErrorNotReady.

@@ -14,6 +14,7 @@
 
 #include "backends/nccl/device_choice.h"
 #include "backends/nccl/nccl_comm.h"
+#include "core/backoff.h"
 #include "core/contexts.h"
 #include "core/env.h"
 #include "core/logging.h"
@@ -164,8 +165,7 @@ ncclUniqueId shared_unique_id(const CommContext& ctx) {
 
 ncclComm_t init_comm(const CommContext& ctx, const ncclUniqueId& id, int device) {
   const double timeout_s = settings().timeout_s;
-  const auto end = NcclComm::Clock::now() + std::chrono::duration_cast<NcclComm::Clock::duration>(
-                                                std::chrono::duration<double>(timeout_s));
+  const auto end = NcclComm::Clock::now() + wait_duration(timeout_s);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // init returns at once; the loop below gives it a deadline
   ncclComm_t comm = nullptr;

@@ -149,8 +149,7 @@ cudaStream_t NcclComm::stream_for(void* caller_stream) const {
 }
 
 NcclComm::Clock::time_point NcclComm::deadline() const {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  return Clock::now() + wait_duration(timeout_s_);
 }
 
 void NcclComm::check_usable(const char* op) const {

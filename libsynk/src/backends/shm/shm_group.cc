@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/backoff.h"
 #include "core/liveness.h"
 #include "synk/error.h"
 
@@ -235,8 +236,7 @@ void Group::wait_for(int peer, std::uint64_t target) {
   }
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(cfg_.timeout_s));
+  const auto deadline = start + detail::wait_duration(cfg_.timeout_s);
   auto next_liveness_check = start + std::chrono::milliseconds(10);
   for (std::uint32_t i = 1;; ++i) {
     sched_yield();
