@@ -44,6 +44,7 @@ void Group::all_reduce(const void* send, void* recv, std::size_t count, DataType
   } else {
     reduce_large(send, recv, count, t, op, -1);
   }
+  end();
 }
 
 // One step: everyone copies in, then everyone reduces the whole vector from all slots.
@@ -81,13 +82,19 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
                    int root) {
   begin(Collective::reduce, count, t, op, root);
   if (count * size_of(t) <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
+    // Only the root reads: the others write their part and return (their check is lagged).
     next_step();
     copy(slot(cfg_.rank), send, count * size_of(t));
-    sync();
-    if (cfg_.rank == root) reduce_slice(0, count, 0, recv, t, op);
+    if (cfg_.rank == root) {
+      sync();
+      reduce_slice(0, count, 0, recv, t, op);
+    } else {
+      post();
+    }
   } else {
     reduce_large(send, recv, count, t, op, root);
   }
+  end();
 }
 
 void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
@@ -98,11 +105,16 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   do {
     const std::size_t n = std::min(chunk, count - off);
     next_step();
-    if (cfg_.rank == root) copy(slot(root), at(buf, off * es), n * es);
-    sync();
-    if (cfg_.rank != root) copy(at(buf, off * es), slot(root), n * es);
+    if (cfg_.rank == root) {
+      copy(slot(root), at(buf, off * es), n * es);
+      post();  // the root does not wait: the next step (or call) waits for the readers
+    } else {
+      sync_with(root);
+      copy(at(buf, off * es), slot(root), n * es);
+    }
     off += n;
   } while (off < count);
+  end();
 }
 
 // all_gather (root -1) and gather: everyone copies a chunk in; the receivers copy all out. In a
@@ -134,11 +146,13 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
 void Group::all_gather(const void* send, void* recv, std::size_t count, DataType t) {
   begin(Collective::all_gather, count, t, ReduceOp::sum, 0);
   gather_common(send, recv, count, t, -1);
+  end();
 }
 
 void Group::gather(const void* send, void* recv, std::size_t count, DataType t, int root) {
   begin(Collective::gather, count, t, ReduceOp::sum, root);
   gather_common(send, recv, count, t, root);
+  end();
 }
 
 // The first sync shares every rank's count (in the call descriptors); the root checks them
@@ -185,12 +199,16 @@ void Group::gatherv(const void* send, std::size_t count, void* recv,
       displ += c;
     }
   }
+  end();
 }
 
 void Group::scatter(const void* send, void* recv, std::size_t count, DataType t, int root) {
   begin(Collective::scatter, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
-  if (use_cma(count * es)) return scatter_cma(send, recv, count, t, root);
+  if (use_cma(count * es)) {
+    scatter_cma(send, recv, count, t, root);
+    return end();
+  }
   const std::size_t chunk = slot_elems(t);
   std::size_t off = 0;
   do {
@@ -210,6 +228,7 @@ void Group::scatter(const void* send, void* recv, std::size_t count, DataType t,
     copy(dst, src, n * es);
     off += n;
   } while (off < count);
+  end();
 }
 
 // Each step carries chunk j of all size() blocks from every rank; rank r reduces block r of
@@ -236,12 +255,14 @@ void Group::reduce_scatter(const void* send, void* recv, std::size_t count, Data
     reduce_slice(0, n, me * n, at(recv, off * es), t, op, own_from_send ? own : nullptr);
     off += n;
   } while (off < count);
+  end();
 }
 
 void Group::barrier() {
   begin(Collective::barrier, 0, DataType::uint8, ReduceOp::sum, 0);
   next_step();
   sync();
+  end();
 }
 
 }  // namespace synk::shm

@@ -8,11 +8,13 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "core/backoff.h"
 #include "core/liveness.h"
@@ -108,6 +110,20 @@ void Group::slice(int peer, std::size_t count, std::size_t es, std::size_t* lo,
   *hi = std::min(count, units * (p + 1) / n * unit);
 }
 
+Group::~Group() {
+  if (deferred_) std::fprintf(stderr, "synk: rank %d: %s (found by this rank's last call)\n",
+                              cfg_.rank, deferred_error_.message.c_str());
+  if (!check_pending_ || broken_) return;
+  for (int q = 0; q < cfg_.size; ++q) {
+    if (block_at(blocks_, q).arrived.load(std::memory_order_acquire) < seq_) return;
+  }
+  Mismatch m;
+  if (!calls_match(-1, &m)) {
+    std::fprintf(stderr, "synk: rank %d: %s (found when the group closed: it was this rank's last call)\n",
+                 cfg_.rank, m.message.c_str());
+  }
+}
+
 void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root) {
   op_name_ = detail::to_string(c);
   // Fields a collective does not use are normalized, so only real differences are mismatches.
@@ -118,6 +134,7 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
                 std::string(op_name_) + ": the shared-memory group failed earlier (a rank died "
                 "or timed out); create a new communicator");
   }
+  settle(true);  // the previous call's check, if it is still due; its failure waits for end()
   Call& mine = block_at(blocks_, cfg_.rank).calls[calls_ & 1];
   mine.coll = static_cast<std::int8_t>(c);
   mine.dtype = static_cast<std::int8_t>(t);
@@ -128,6 +145,60 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
   mine.error_code = -1;
   ++calls_;
   check_pending_ = true;  // published by the release store of the first sync
+  check_from_ = seq_ + 1;
+  check_name_ = op_name_;
+}
+
+void Group::end() {
+  if (!deferred_) return;
+  deferred_ = false;
+  throw Error(deferred_error_.code,
+              deferred_error_.message + " (reported by this rank's next call, " + op_name_ +
+                  ", which completed: the root of a broadcast and the non-roots of a small reduce "
+                  "do not wait for the others)");
+}
+
+void Group::next_step() {
+  settle(false);
+  ++step_;
+}
+
+void Group::settle(bool defer) {
+  if (known_ < seq_) {
+    for (int q = 0; q < cfg_.size; ++q) {
+      if (q != cfg_.rank) wait_for(q, seq_);
+    }
+    known_ = seq_;
+  }
+  if (!check_pending_ || known_ < check_from_) return;
+  check_pending_ = false;
+  Mismatch m;
+  if (calls_match(-1, &m)) return;
+  if (!defer) throw Error(m.code, m.message);
+  deferred_ = true;
+  deferred_error_ = std::move(m);
+}
+
+void Group::post() {
+  ++seq_;
+  block_at(blocks_, cfg_.rank).arrived.store(seq_, std::memory_order_release);
+}
+
+void Group::sync_with(int peer) {
+  ++seq_;
+  block_at(blocks_, cfg_.rank).arrived.store(seq_, std::memory_order_release);
+  if (peer != cfg_.rank) wait_for(peer, seq_);
+  if (cfg_.size <= 2) known_ = seq_;  // `peer` is everybody else
+  if (check_pending_ && seq_ >= check_from_) {
+    // What `peer` wrote is read only if its call is this one; the others' calls are checked
+    // by this rank's next settle (at two ranks, there is nobody else).
+    if (cfg_.size <= 2) check_pending_ = false;
+    Mismatch m;
+    if (!calls_match(peer, &m)) {
+      check_pending_ = false;  // reported here, once
+      throw Error(m.code, m.message);
+    }
+  }
 }
 
 void Group::sync() {
@@ -136,6 +207,7 @@ void Group::sync() {
   for (int q = 0; q < cfg_.size; ++q) {
     if (q != cfg_.rank) wait_for(q, seq_);
   }
+  known_ = seq_;
   if (check_pending_) {
     check_pending_ = false;
     check_calls();
@@ -199,33 +271,42 @@ void Group::reject(detail::Collective c, ErrorCode code, const std::string& mess
   throw Error(code, message);
 }
 
-void Group::check_calls() {
-  const Call& mine = block_at(blocks_, cfg_.rank).calls[(calls_ - 1) & 1];
+void Group::check_calls(int peer) {
+  Mismatch m;
+  if (!calls_match(peer, &m)) throw Error(m.code, m.message);
+}
+
+bool Group::calls_match(int peer, Mismatch* m) const {
   const std::size_t parity = (calls_ - 1) & 1;
+  const Call& mine = block_at(blocks_, cfg_.rank).calls[parity];
+  const int lo = peer < 0 ? 0 : peer, hi = peer < 0 ? cfg_.size : peer + 1;
   if (mine.error_code >= 0) {
-    throw Error(static_cast<ErrorCode>(mine.error_code), block_at(blocks_, cfg_.rank).errors[parity]);
+    *m = {static_cast<ErrorCode>(mine.error_code), block_at(blocks_, cfg_.rank).errors[parity]};
+    return false;
   }
-  for (int q = 0; q < cfg_.size; ++q) {
-    const Call& other = block_at(blocks_, q).calls[(calls_ - 1) & 1];
+  for (int q = lo; q < hi; ++q) {
+    const Call& other = block_at(blocks_, q).calls[parity];
     if (other.error_code >= 0) {
-      throw Error(ErrorCode::Remote, std::string(op_name_) + ": rank " + std::to_string(q) +
-                                         " rejected its arguments: " +
-                                         block_at(blocks_, q).errors[parity]);
+      *m = {ErrorCode::Remote, std::string(check_name_) + ": rank " + std::to_string(q) +
+                                   " rejected its arguments: " + block_at(blocks_, q).errors[parity]};
+      return false;
     }
   }
-  for (int q = 0; q < cfg_.size; ++q) {
-    const Call& other = block_at(blocks_, q).calls[(calls_ - 1) & 1];
+  for (int q = lo; q < hi; ++q) {
+    const Call& other = block_at(blocks_, q).calls[parity];
     const bool counts_differ =
         other.count != mine.count && mine.coll != static_cast<int>(detail::Collective::gatherv);
     if (other.coll != mine.coll || other.dtype != mine.dtype || other.op != mine.op ||
         other.root != mine.root || counts_differ || other.number != mine.number) {
       const int first = std::min(q, cfg_.rank), second = std::max(q, cfg_.rank);
-      throw Error(ErrorCode::InvalidUsage,
-                  std::string(op_name_) + ": mismatched calls: rank " + std::to_string(first) +
-                      " called " + describe_call(first) + ", rank " + std::to_string(second) +
-                      " called " + describe_call(second));
+      *m = {ErrorCode::InvalidUsage,
+            std::string(check_name_) + ": mismatched calls: rank " + std::to_string(first) +
+                " called " + describe_call(first) + ", rank " + std::to_string(second) +
+                " called " + describe_call(second)};
+      return false;
     }
   }
+  return true;
 }
 
 void Group::wait_for(int peer, std::uint64_t target) {

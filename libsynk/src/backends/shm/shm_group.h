@@ -3,6 +3,12 @@
 // collective runs in steps through two alternating sets of per-rank slots, so one sync per
 // step is enough to make reuse safe (see shm_group.cc). No MPI here: the MPI bootstrap is in
 // shm_backend.cc and the tests drive a Group from forked processes.
+//
+// Calls are checked against each other (same collective, count, type, op, root) before any
+// rank reads what another wrote. The root of a broadcast and the non-roots of a one-step
+// reduce only write: they post their step and return without waiting, as MPI's eager sends
+// do. They check that call at their next one, and a mismatch found there is thrown once that
+// next call has completed (the other ranks of the bad call have thrown already).
 #pragma once
 
 #include <atomic>
@@ -38,6 +44,11 @@ class Group {
 
   // `base` is the mapped segment (zero-filled when made). Records this rank's pid there.
   Group(void* base, const GroupConfig& config);
+  // A mismatch in this rank's last call that no later call reported goes to stderr, if every
+  // peer has already arrived there (never waits).
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
 
   // The collectives, on arguments already validated (as in detail::CollArgs).
   void all_reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
@@ -65,13 +76,28 @@ class Group {
 
  private:
 
+  struct Mismatch {
+    ErrorCode code;
+    std::string message;
+  };
+
+  // Every public collective is begin(), its steps, end(). Each step starts with next_step()
+  // and ends with one of sync(), post() or sync_with().
   void begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root);
+  void end();   // throws a mismatch of the previous call found late (see the file comment)
   void sync();  // post my counter, wait for every rank; the first sync of a call checks calls
+  void post();  // a step where this rank only writes: post my counter and go on
+  void sync_with(int peer);  // a step where this rank only reads what `peer` wrote
+  // Waits until every peer has posted my last step (so they are done reading what I wrote
+  // before it) and runs a check of calls that is due. `defer`: keep its failure for end().
+  void settle(bool defer);
   void wait_for(int peer, std::uint64_t target);
-  void check_calls();
+  // The current call's descriptors of every rank (peer -1) or of `peer` only, against mine.
+  bool calls_match(int peer, Mismatch* m) const;
+  void check_calls(int peer = -1);
   bool peer_alive(int peer) const;
   std::string describe_call(int peer) const;
-  void next_step() { ++step_; }
+  void next_step();
   std::size_t peer_call_count(int peer) const;  // the count in peer's current call descriptor
   void set_status(std::int64_t v);              // this rank's status word (gatherv verdict)
   std::int64_t status_of(int peer) const;
@@ -109,7 +135,12 @@ class Group {
   std::uint64_t seq_ = 0;    // syncs done by this rank; every rank does the same number
   std::uint64_t calls_ = 0;  // calls begun
   std::uint64_t step_ = 0;   // data steps begun; its parity picks the slot set
-  bool check_pending_ = false;
+  std::uint64_t known_ = 0;  // every peer has posted at least this seq
+  bool check_pending_ = false;  // this call (or the last one) has not been checked yet
+  std::uint64_t check_from_ = 0;  // the first seq of the call whose check is pending
+  const char* check_name_ = "";   // and its name
+  bool deferred_ = false;         // a mismatch of the previous call, for end()
+  Mismatch deferred_error_{ErrorCode::InvalidUsage, {}};
   const char* op_name_ = "";
   bool broken_ = false;  // a peer died or timed out: the group cannot be trusted any more
   int spin_iterations_ = 0;  // before a waiting rank yields its core

@@ -1,0 +1,156 @@
+// The ranks that do not wait (the root of a broadcast, the non-roots of a one-step reduce):
+// they post their part and return, so a mismatch in such a call reaches them late. These tests
+// pin down when: the rank that reads finds it at once; the rank that only wrote finds it at its
+// next call, which still completes (its result is exact) and then throws; nothing is read from
+// a mismatched call, and the ranks stay in step afterwards. Real processes (fork_harness.h).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "fork_harness.h"
+#include "synk/error.h"
+
+namespace synk::shm::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs fn; returns "" when it completes, else the synk::Error's text (or a note for others).
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return std::string(e.what()).empty() ? "(empty error)" : e.what();
+  } catch (const std::exception& e) {
+    return std::string("not a synk::Error: ") + e.what();
+  }
+  return "";
+}
+
+// After whatever went before, a full call must be exact on every rank: the ranks are in step.
+bool in_step(Group& g) {
+  std::vector<std::int64_t> v(5, g.rank() + 1);
+  g.all_reduce(v.data(), v.data(), v.size(), DataType::int64, ReduceOp::sum);
+  const std::int64_t n = g.size();
+  return std::all_of(v.begin(), v.end(), [&](std::int64_t x) { return x == n * (n + 1) / 2; });
+}
+
+class ShmLaggedCheck : public ::testing::Test {
+ protected:
+  void SetUp() override { before_ = synk_segments(); }
+  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
+  std::vector<std::string> before_;
+};
+
+// Rank 1 expects 20 elements, the root sends 10: rank 1 fails before reading; the root's
+// broadcast returns, its next call (an all_reduce) completes and reports the mismatch.
+TEST_F(ShmLaggedCheck, ABroadcastRootLearnsOfAMismatchAtItsNextCall) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::vector<float> buf(20, g.rank() == 0 ? 5.0f : -1.0f);
+    const std::string first = error_of([&] {
+      g.broadcast(buf.data(), g.rank() == 0 ? 10 : 20, DataType::float32, 0);
+    });
+    if (g.rank() == 1 && buf[0] != -1.0f) return 3;  // read from a mismatched call
+    std::vector<float> v(3, 1.0f);
+    const std::string second = error_of([&] {
+      g.all_reduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+    });
+    report("first: " + first + " | second: " + second);
+    if (v[0] != 2.0f || v[2] != 2.0f) return 4;  // the reporting call still completed
+    return in_step(g) ? 0 : 5;
+  });
+  const std::string both =
+      "mismatched calls: rank 0 called broadcast(count 10, float32, root 0), rank 1 called "
+      "broadcast(count 20, float32, root 0)";
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_THAT(out[0].message, HasSubstr("first:  | second: synk "));
+  EXPECT_THAT(out[0].message, HasSubstr(both));
+  EXPECT_THAT(out[0].message, HasSubstr("reported by this rank's next call, all_reduce"));
+  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
+  EXPECT_THAT(out[1].message, HasSubstr(both));
+  EXPECT_THAT(out[1].message, HasSubstr("| second: "));
+  EXPECT_THAT(out[1].message, ::testing::EndsWith("| second: "));
+}
+
+// Both ranks think they are the root: neither reads, both find out at the next call.
+TEST_F(ShmLaggedCheck, TwoRootsOfOneBroadcastBothReportItNext) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::vector<std::int32_t> buf(8, g.rank());
+    const std::string first =
+        error_of([&] { g.broadcast(buf.data(), buf.size(), DataType::int32, g.rank()); });
+    const std::string second = error_of([&] { g.barrier(); });
+    report("first: " + first + " | second: " + second);
+    if (buf[0] != g.rank()) return 3;
+    return in_step(g) ? 0 : 5;
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_THAT(out[r].message, HasSubstr("first:  | second: "));
+    EXPECT_THAT(out[r].message,
+                HasSubstr("rank 0 called broadcast(count 8, int32, root 0), rank 1 called "
+                          "broadcast(count 8, int32, root 1)"));
+  }
+}
+
+// A one-step reduce to root 0 where rank 2 uses another op: the root reads, so it fails at
+// once; ranks 1 and 2 only wrote and report it at their next call. 3 ranks: rank 1 matched
+// the root, and learns of rank 2 only from the full check.
+TEST_F(ShmLaggedCheck, ReduceNonRootsLearnOfAMismatchAtTheirNextCall) {
+  const auto out = run_ranks(3, {}, [](Group& g, auto report) {
+    std::vector<double> send(16, 1.0), recv(16, -1.0);
+    const ReduceOp op = g.rank() == 2 ? ReduceOp::max : ReduceOp::sum;
+    const std::string first = error_of([&] {
+      g.reduce(send.data(), recv.data(), send.size(), DataType::float64, op, 0);
+    });
+    if (recv[0] != -1.0) return 3;  // the root reduced a mismatched call
+    const std::string second = error_of([&] { g.barrier(); });
+    report("first: " + first + " | second: " + second);
+    return in_step(g) ? 0 : 5;
+  });
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_THAT(out[0].message, HasSubstr("rank 2 called reduce(count 16, float64, max, root 0)"));
+  EXPECT_THAT(out[0].message, ::testing::EndsWith("| second: "));
+  for (int r : {1, 2}) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+    EXPECT_THAT(out[r].message, HasSubstr("first:  | second: synk "));
+    EXPECT_THAT(out[r].message, HasSubstr("rank 2 called reduce(count 16, float64, max, root 0)"));
+  }
+}
+
+// Many broadcasts and reduces in a row, roots moving, sizes from one step to many, mixed with
+// full calls: the non-waiting ranks run ahead, and every byte must still be right (4 ranks on
+// 2 cores; small slots for many steps).
+TEST_F(ShmLaggedCheck, RunningAheadStaysExact) {
+  HarnessOptions opt;
+  opt.slot_bytes = 4096;
+  const auto out = run_ranks(4, opt, [](Group& g, auto report) {
+    const int n = g.size();
+    for (int it = 0; it < 300; ++it) {
+      const int root = it % n;
+      const std::size_t count = it % 7 == 0 ? 3001 : static_cast<std::size_t>(1 + it % 50);
+      std::vector<std::int32_t> b(count, g.rank() == root ? it : -1);
+      g.broadcast(b.data(), count, DataType::int32, root);
+      std::vector<std::int32_t> s(count, g.rank() + it), r(count, -1);
+      g.reduce(s.data(), r.data(), count, DataType::int32, ReduceOp::sum, (root + 1) % n);
+      const bool bad_b = std::any_of(b.begin(), b.end(), [&](std::int32_t x) { return x != it; });
+      const std::int32_t want = n * it + n * (n - 1) / 2;
+      const bool bad_r = g.rank() == (root + 1) % n &&
+                         std::any_of(r.begin(), r.end(), [&](std::int32_t x) { return x != want; });
+      if (bad_b || bad_r) {
+        report("wrong at iteration " + std::to_string(it) + (bad_b ? " (broadcast)" : " (reduce)"));
+        return 1;
+      }
+      if (it % 25 == 0 && !in_step(g)) return 2;
+    }
+    return 0;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+}  // namespace
+}  // namespace synk::shm::testing
