@@ -152,5 +152,86 @@ TEST_F(ShmLaggedCheck, RunningAheadStaysExact) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
 }
 
+// One root broadcasting many times with nothing in between: it runs up to kEagerDepth calls
+// ahead of the slowest reader, and every reader must still get every call's own value (a
+// reused entry read too early would show an older or newer one). 4 ranks on 2 cores.
+TEST_F(ShmLaggedCheck, ALongRunOfBroadcastsFromOneRootIsExact) {
+  const auto out = run_ranks(4, {}, [](Group& g, auto report) {
+    const int calls = static_cast<int>(Group::kEagerDepth) * 20;
+    for (int i = 0; i < calls; ++i) {
+      std::int64_t v[4] = {-1, -1, -1, -1};
+      if (g.rank() == 2) std::fill(v, v + 4, std::int64_t{1000} * i + 7);
+      g.broadcast(v, 4, DataType::int64, 2);
+      for (std::int64_t x : v) {
+        if (x != std::int64_t{1000} * i + 7) {
+          report("call " + std::to_string(i) + ": got " + std::to_string(x));
+          return 1;
+        }
+      }
+    }
+    return in_step(g) ? 0 : 5;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+// The same for reduces: the non-roots run ahead of the root.
+TEST_F(ShmLaggedCheck, ALongRunOfReducesToOneRootIsExact) {
+  const auto out = run_ranks(3, {}, [](Group& g, auto report) {
+    const int calls = static_cast<int>(Group::kEagerDepth) * 20;
+    for (int i = 0; i < calls; ++i) {
+      std::int32_t send[3] = {i, g.rank(), 1}, recv[3] = {-1, -1, -1};
+      g.reduce(send, recv, 3, DataType::int32, ReduceOp::sum, 0);
+      if (g.rank() == 0 && (recv[0] != 3 * i || recv[1] != 3 || recv[2] != 3)) {
+        report("call " + std::to_string(i) + ": got " + std::to_string(recv[0]));
+        return 1;
+      }
+    }
+    return in_step(g) ? 0 : 5;
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+// A mismatch in the middle of a long run: the reader of that call throws at once; the root,
+// which may be far ahead by then, throws within its run (at the end of a later call, which
+// completed) or at the all_reduce after it; it throws exactly once, and the ranks stay in step.
+TEST_F(ShmLaggedCheck, AMismatchDeepInARunReachesTheRootOnce) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    const int calls = 200, bad = 150;
+    int errors = 0;
+    std::string text;
+    for (int i = 0; i < calls; ++i) {
+      float v[8] = {};
+      if (g.rank() == 0) std::fill(v, v + 8, static_cast<float>(i));
+      const std::size_t count = g.rank() == 1 && i == bad ? 8 : 4;
+      const std::string e = error_of([&] { g.broadcast(v, count, DataType::float32, 0); });
+      if (!e.empty()) {
+        ++errors;
+        text += "[call " + std::to_string(i) + "] " + e;
+      }
+      if (g.rank() == 1 && i != bad && v[0] != static_cast<float>(i)) return 3;
+      if (g.rank() == 1 && i == bad && v[0] != 0.0f) return 4;  // read from the bad call
+    }
+    std::vector<float> w(2, 1.0f);
+    const std::string e = error_of([&] {
+      g.all_reduce(w.data(), w.data(), w.size(), DataType::float32, ReduceOp::sum);
+    });
+    if (!e.empty()) {
+      ++errors;
+      text += "[all_reduce] " + e;
+    }
+    report(std::to_string(errors) + " " + text);
+    return in_step(g) ? 0 : 5;
+  });
+  const std::string both =
+      "rank 0 called broadcast(count 4, float32, root 0), rank 1 called broadcast(count 8, "
+      "float32, root 0)";
+  for (int r : {0, 1}) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+    EXPECT_THAT(out[r].message, ::testing::StartsWith("1 ["));
+    EXPECT_THAT(out[r].message, HasSubstr(both));
+  }
+  EXPECT_THAT(out[1].message, ::testing::StartsWith("1 [call 150] "));
+}
+
 }  // namespace
 }  // namespace synk::shm::testing

@@ -62,6 +62,7 @@ bool Group::use_cma(std::size_t bytes) {
 // Two syncs: everyone publishes a word of its own memory; everyone reads every peer's word
 // and posts the verdict; CMA is on only if every rank could read every peer.
 void Group::probe_cma() {
+  settle();  // the published words below are rewritten: every peer must be done with them
   cma_probe_word_ = kProbeMagic + static_cast<std::uint64_t>(cfg_.rank);
   publish(&cma_probe_word_);
   sync();
@@ -118,6 +119,7 @@ void Group::finish_cma() {
 
 void Group::scatter_cma(const void* send, void* recv, std::size_t count, DataType t, int root) {
   const std::size_t bytes = count * size_of(t);
+  settle();
   publish(send);
   sync();
   const std::size_t mine = static_cast<std::size_t>(cfg_.rank) * bytes;

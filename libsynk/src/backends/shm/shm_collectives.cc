@@ -17,6 +17,21 @@ namespace {
 
 using detail::Collective;
 
+// Reduces `count` elements of n sources, source(q) for rank q, into dst (in rank order, so
+// every rank that reduces the same data gets the same bits).
+template <class Source>
+void reduce_from(void* dst, int n, Source&& source, std::size_t count, DataType t, ReduceOp op) {
+  const void* fixed[256];
+  std::vector<const void*> many;
+  const void** s = fixed;
+  if (n > 256) {
+    many.resize(static_cast<std::size_t>(n));
+    s = many.data();
+  }
+  for (int q = 0; q < n; ++q) s[q] = source(q);
+  reduce_into(dst, s, n, count, t, op, n);
+}
+
 }  // namespace
 
 // Reduces elements [lo, hi) found at src_offset (in elements) of every rank's slot into dst;
@@ -25,16 +40,10 @@ void Group::reduce_slice(std::size_t lo, std::size_t hi, std::size_t src_offset,
                          DataType t, ReduceOp op, const void* own) {
   if (hi <= lo) return;
   const std::size_t es = size_of(t);
-  const void* srcs[256];
-  std::vector<const void*> many;
-  const void** s = srcs;
-  if (cfg_.size > 256) {
-    many.resize(static_cast<std::size_t>(cfg_.size));
-    s = many.data();
-  }
-  for (int q = 0; q < cfg_.size; ++q) s[q] = slot(q) + (src_offset + lo) * es;
-  if (own) s[cfg_.rank] = cat(own, lo * es);
-  reduce_into(dst, s, cfg_.size, hi - lo, t, op, cfg_.size);
+  auto source = [&](int q) -> const void* {
+    return q == cfg_.rank && own ? cat(own, lo * es) : slot(q) + (src_offset + lo) * es;
+  };
+  reduce_from(dst, cfg_.size, source, hi - lo, t, op);
 }
 
 void Group::all_reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op) {
@@ -81,7 +90,19 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
 void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
                    int root) {
   begin(Collective::reduce, count, t, op, root);
-  if (count * size_of(t) <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
+  const std::size_t bytes = count * size_of(t);
+  if (bytes <= kEagerBytes) {
+    // In the entries: the non-roots write theirs and go on; the root reads them all (its own
+    // too, so that an in-place recv aliases no source).
+    next_step(true);
+    copy(eager_out(), send, bytes);
+    if (cfg_.rank == root) {
+      sync();
+      reduce_from(recv, cfg_.size, [&](int q) { return eager_in(q); }, count, t, op);
+    } else {
+      post();
+    }
+  } else if (bytes <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
     // Only the root reads: the others write their part and return (their check is lagged).
     next_step();
     copy(slot(cfg_.rank), send, count * size_of(t));
@@ -100,6 +121,17 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
 void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   begin(Collective::broadcast, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
+  if (count * es <= kEagerBytes) {  // in the root's entry: one step, the root does not wait
+    next_step(true);
+    if (cfg_.rank == root) {
+      copy(eager_out(), buf, count * es);
+      post();
+    } else {
+      sync_with(root);
+      copy(buf, eager_in(root), count * es);
+    }
+    return end();
+  }
   const std::size_t chunk = slot_elems(t);
   std::size_t off = 0;
   do {

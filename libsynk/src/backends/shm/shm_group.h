@@ -1,14 +1,19 @@
 // shm::Group: the ranks of one node exchanging data through one shared-memory segment.
-// Synchronization is by per-rank monotonic counters (release on post, acquire on wait); each
-// collective runs in steps through two alternating sets of per-rank slots, so one sync per
-// step is enough to make reuse safe (see shm_group.cc). No MPI here: the MPI bootstrap is in
-// shm_backend.cc and the tests drive a Group from forked processes.
+// No MPI here: the MPI bootstrap is in shm_backend.cc and the tests drive a Group from forked
+// processes.
 //
-// Calls are checked against each other (same collective, count, type, op, root) before any
-// rank reads what another wrote. The root of a broadcast and the non-roots of a one-step
-// reduce only write: they post their step and return without waiting, as MPI's eager sends
-// do. They check that call at their next one, and a mismatch found there is thrown once that
-// next call has completed (the other ranks of the bad call have thrown already).
+// A collective runs in steps. In each step a rank writes (its slot, or for small broadcasts
+// and reduces its eager entry), posts its step counter (release), and then, depending on its
+// part, waits for every rank (sync), for the one rank it reads from (sync_with) or for nobody
+// (post: a rank that only writes, like the root of a broadcast, goes on at once, as MPI's
+// eager sends do). Every post also publishes the call's descriptor in the rank's entry for
+// that step, and every rank compares every peer's entry with its own, step by step, as far
+// as the peers have posted ("checked"); a rank never reads what another wrote in a step before
+// it compared their entries. A rank's "done" counter says up to which step it has finished
+// reading and checking; a rank reuses shared memory of step s only when every peer is done
+// with it (shm_sync.cc). So a rank that only writes can run up to kEagerDepth steps ahead,
+// and a mismatch reaches it late: within its current call it throws at once; found in an
+// earlier call, it is thrown when the current call has completed.
 #pragma once
 
 #include <atomic>
@@ -39,6 +44,11 @@ class Group {
   enum class Cma { unknown, on, off };
 
  public:
+  // Steps a rank that only writes may run ahead of the others (entries per rank), and the
+  // largest broadcast or reduce that travels in an entry instead of the slots.
+  static constexpr std::uint64_t kEagerDepth = 64;
+  static constexpr std::size_t kEagerBytes = 256;
+
   // Bytes of the segment a group of `size` ranks with `slot_bytes` slots needs.
   static std::size_t segment_bytes(int size, std::size_t slot_bytes);
 
@@ -72,7 +82,16 @@ class Group {
   // of at least cma_min_bytes (false before).
   bool cma_on() const { return cma_ == Cma::on; }
 
-  struct Call;  // the descriptor of one collective call, exchanged at its first sync
+  // The descriptor of one call, published with each of its steps (24 bytes).
+  struct Call {
+    std::uint64_t count = 0;
+    std::uint64_t number = 0;
+    std::int32_t root = 0;
+    std::int8_t coll = 0;
+    std::int8_t dtype = 0;
+    std::int8_t op = 0;
+    std::int8_t error_code = -1;  // or the ErrorCode of this rank's rejected arguments
+  };
 
  private:
 
@@ -81,23 +100,38 @@ class Group {
     std::string message;
   };
 
-  // Every public collective is begin(), its steps, end(). Each step starts with next_step()
-  // and ends with one of sync(), post() or sync_with().
+  // Every public collective is begin(), its steps, end(). A step starts with next_step() and
+  // ends with sync(), post() or sync_with(); a second sync in one step needs no next_step().
   void begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root);
-  void end();   // throws a mismatch of the previous call found late (see the file comment)
-  void sync();  // post my counter, wait for every rank; the first sync of a call checks calls
-  void post();  // a step where this rank only writes: post my counter and go on
-  void sync_with(int peer);  // a step where this rank only reads what `peer` wrote
-  // Waits until every peer has posted my last step (so they are done reading what I wrote
-  // before it) and runs a check of calls that is due. `defer`: keep its failure for end().
-  void settle(bool defer);
-  void wait_for(int peer, std::uint64_t target);
-  // The current call's descriptors of every rank (peer -1) or of `peer` only, against mine.
-  bool calls_match(int peer, Mismatch* m) const;
-  void check_calls(int peer = -1);
+  void end();  // throws a mismatch of an earlier call found during this one
+  // Waits until every peer is done with the shared memory this step overwrites: the slots of
+  // two steps ago, or for an `eager` step only this rank's entry of kEagerDepth steps ago.
+  void next_step(bool eager = false);
+  void settle();  // the same wait as a slot step's, for writes outside next_step (CMA words)
+  void sync();    // post, wait for every rank, check this step against every rank
+  void post();    // post only: this rank wrote and reads nothing in this step
+  void sync_with(int peer);  // post, wait for `peer` only and check its entry: I read only it
+  // This step's eager entry data: mine to write (before posting), a peer's to read (after).
+  unsigned char* eager_out();
+  const unsigned char* eager_in(int peer) const;
+
+  // Waits until every peer's done >= done_target and this rank has checked every step up to
+  // check_target (which needs the peers to have posted it).
+  void wait_peers(std::uint64_t done_target, std::uint64_t check_target);
+  // Compares the peers' entries with mine for the steps after checked_, up to `limit`, as far
+  // as every peer has posted; publishes my done counter.
+  void catch_up(std::uint64_t limit);
+  // Every peer's entry of `step` (or only `peer`'s) against mine.
+  bool entries_match(std::uint64_t step, int peer, Mismatch* m) const;
+  void report(std::uint64_t step, Mismatch&& m);  // throws, or keeps it for end()
+  void publish_done();
+  bool posted(int peer, std::uint64_t step) const;  // peer's entry of `step` is out
+  // Waits until `word` (of `peer`'s block) reaches target, spinning then yielding; throws if
+  // the peer dies or SYNK_TIMEOUT passes; keeps this rank's checks going meanwhile.
+  void wait_until(int peer, const std::atomic<std::uint64_t>& word, std::uint64_t target,
+                  const char* what);
   bool peer_alive(int peer) const;
-  std::string describe_call(int peer) const;
-  void next_step();
+  std::string describe_call(int peer, std::uint64_t step) const;
   std::size_t peer_call_count(int peer) const;  // the count in peer's current call descriptor
   void set_status(std::int64_t v);              // this rank's status word (gatherv verdict)
   std::int64_t status_of(int peer) const;
@@ -132,16 +166,19 @@ class Group {
   unsigned char* base_;
   unsigned char* blocks_;
   unsigned char* data_;
-  std::uint64_t seq_ = 0;    // syncs done by this rank; every rank does the same number
-  std::uint64_t calls_ = 0;  // calls begun
-  std::uint64_t step_ = 0;   // data steps begun; its parity picks the slot set
-  std::uint64_t known_ = 0;  // every peer has posted at least this seq
-  bool check_pending_ = false;  // this call (or the last one) has not been checked yet
-  std::uint64_t check_from_ = 0;  // the first seq of the call whose check is pending
-  const char* check_name_ = "";   // and its name
-  bool deferred_ = false;         // a mismatch of the previous call, for end()
-  Mismatch deferred_error_{ErrorCode::InvalidUsage, {}};
+  std::uint64_t seq_ = 0;       // steps posted by this rank; every rank posts the same steps
+  std::uint64_t checked_ = 0;   // every peer's entry up to this step compared with mine
+  std::uint64_t finished_ = 0;  // this rank has finished reading every step up to this one
+  std::uint64_t published_done_ = 0;
+  std::uint64_t peers_done_ = 0;  // the least done counter of the peers, last time looked
+  std::uint64_t reported_ = 0;  // a step whose mismatch this rank has thrown already
+  std::uint64_t calls_ = 0;     // calls begun
+  std::uint64_t call_first_step_ = 1;  // the first step of the current call
+  std::uint64_t step_ = 0;      // data steps begun; its parity picks the slot set
+  Call call_;                   // the current call's descriptor
   const char* op_name_ = "";
+  bool deferred_ = false;       // a mismatch of an earlier call, for end()
+  Mismatch deferred_error_{ErrorCode::InvalidUsage, {}};
   bool broken_ = false;  // a peer died or timed out: the group cannot be trusted any more
   int spin_iterations_ = 0;  // before a waiting rank yields its core
   Cma cma_ = Cma::unknown;

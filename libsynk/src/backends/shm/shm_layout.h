@@ -1,0 +1,51 @@
+// The layout of a Group's control blocks in the segment, shared by shm_group.cc (set-up, the
+// per-rank words) and shm_sync.cc (steps, checks, waits). Only the owner writes its block.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/shm/shm_group.h"
+
+namespace synk::shm::layout {
+
+constexpr std::size_t kLine = 128;  // two cache lines: no false sharing with the prefetcher
+constexpr std::size_t kHeaderBytes = 4096;
+constexpr std::size_t kErrorText = 240;
+
+// One step of one rank: the call it belongs to and, for eager steps, the data; `step` is
+// stored last (release), so a reader that sees it sees the rest. Call, step and the first 32
+// bytes of data share a cache line: a small broadcast costs the reader one miss.
+struct alignas(64) Entry {
+  std::atomic<std::uint64_t> step;
+  Group::Call call;
+  unsigned char data[Group::kEagerBytes];
+};
+static_assert(offsetof(Entry, data) == 32);
+
+struct alignas(kLine) RankBlock {
+  // Finished reading, and checked against every peer, every step up to this one. (A rank's
+  // last step posted is in its entries: Entry::step.)
+  alignas(kLine) std::atomic<std::uint64_t> done;
+  alignas(kLine) std::atomic<std::int64_t> pid;
+  alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
+  // This call's send buffer in the owner's address space, for cross-memory attach (shm_cma.cc),
+  // and the owner's verdict on it (the probe, then each call's copy result).
+  alignas(kLine) std::atomic<std::uint64_t> send_addr;
+  std::atomic<std::int64_t> cma_status;
+  alignas(kLine) Entry entries[Group::kEagerDepth];  // by step % kEagerDepth
+  char errors[Group::kEagerDepth][kErrorText];       // a rejected call's text, by step
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
+              "cross-process atomics need lock-free 64-bit atomics");
+
+inline RankBlock& block_at(unsigned char* blocks, int r) {
+  return reinterpret_cast<RankBlock*>(blocks)[r];
+}
+
+inline Entry& entry_of(unsigned char* blocks, int r, std::uint64_t step) {
+  return block_at(blocks, r).entries[step % Group::kEagerDepth];
+}
+
+}  // namespace synk::shm::layout

@@ -1,0 +1,240 @@
+// shm::Group's steps: posting, waiting for peers, and checking the ranks' calls against each
+// other (see shm_group.h for the model).
+//
+// Why reuse is safe. Data step k writes slot set k % 2, which data step k + 2 writes again; a
+// rank's entry of step s is written again at step s + kEagerDepth. Before writing, a rank waits
+// until every peer's done counter reaches s - 2 (a slot step) or s - kEagerDepth (an eager step,
+// which writes only its entry). done >= t means the peer posted a later step (so it finished
+// reading step t) and compared every entry up to step t: nothing it may still read is rewritten.
+//
+// Why no wait hangs. A rank that only writes checks the others' entries later, so its done
+// counter lags; every wait loop keeps catching up (catch_up) while it waits, so a rank waiting
+// for this one's done is never blocked by this one waiting for it.
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "backends/shm/shm_group.h"
+#include "backends/shm/shm_layout.h"
+#include "core/backoff.h"
+#include "synk/error.h"
+
+namespace synk::shm {
+
+using layout::block_at;
+using layout::Entry;
+using layout::entry_of;
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+constexpr std::uint64_t back_from(std::uint64_t step, std::uint64_t n) {
+  return step > n ? step - n : 0;
+}
+
+}  // namespace
+
+void Group::next_step(bool eager) {
+  const std::uint64_t s = seq_ + 1;
+  // A later step of a call waits until the call's first step is checked against every rank:
+  // on a mismatch every rank then throws after the same number of steps, and stays in step.
+  const std::uint64_t first = seq_ >= call_first_step_ ? call_first_step_ : 0;
+  wait_peers(back_from(s, eager ? kEagerDepth : 2), first);
+  ++step_;
+}
+
+void Group::settle() {
+  wait_peers(back_from(seq_ + 1, 2), seq_ >= call_first_step_ ? call_first_step_ : 0);
+}
+
+void Group::post() {
+  const std::uint64_t s = seq_ + 1;
+  wait_peers(back_from(s, kEagerDepth), 0);  // my entry of that step is rewritten now
+  Entry& e = entry_of(blocks_, cfg_.rank, s);
+  e.call = call_;
+  e.step.store(s, std::memory_order_release);
+  finished_ = seq_;  // a post means the reads of the step before are done
+  seq_ = s;
+  publish_done();
+}
+
+void Group::sync() {
+  post();
+  for (int q = 0; q < cfg_.size; ++q) {
+    if (q != cfg_.rank) wait_until(q, entry_of(blocks_, q, seq_).step, seq_, "arrive");
+  }
+  catch_up(seq_);  // a mismatch in this step throws; one in an earlier call waits for end()
+}
+
+void Group::sync_with(int peer) {
+  post();
+  if (peer != cfg_.rank) {
+    wait_until(peer, entry_of(blocks_, peer, seq_).step, seq_, "arrive");
+    Mismatch m;
+    if (!entries_match(seq_, peer, &m)) {
+      reported_ = seq_;  // what catch_up finds in this step later is said here, once
+      throw Error(m.code, m.message);
+    }
+  }
+  // With two ranks this costs nothing more (the one peer's entry is at hand); with more, the
+  // others' entries are checked in batches, by next_step.
+  if (cfg_.size <= 2) catch_up(seq_);
+}
+
+// A peer has posted step t when its entry of t holds t: the entry is not rewritten (with
+// t + kEagerDepth) before this rank is done with t, and this rank asks only about steps it
+// is not done with.
+bool Group::posted(int peer, std::uint64_t t) const {
+  return entry_of(blocks_, peer, t).step.load(std::memory_order_acquire) >= t;
+}
+
+unsigned char* Group::eager_out() { return entry_of(blocks_, cfg_.rank, seq_ + 1).data; }
+
+const unsigned char* Group::eager_in(int peer) const {
+  return entry_of(blocks_, peer, seq_).data;
+}
+
+void Group::wait_peers(std::uint64_t done_target, std::uint64_t check_target) {
+  check_target = std::max(check_target, done_target);
+  if (checked_ < check_target) {
+    for (int q = 0; q < cfg_.size; ++q) {
+      if (q != cfg_.rank) wait_until(q, entry_of(blocks_, q, check_target).step, check_target, "arrive");
+    }
+    catch_up(seq_);  // as far as the peers have posted: checks come in batches
+  }
+  if (peers_done_ >= done_target) return;
+  std::uint64_t least = ~std::uint64_t{0};
+  for (int q = 0; q < cfg_.size; ++q) {
+    if (q == cfg_.rank) continue;
+    const auto& done = block_at(blocks_, q).done;
+    if (done.load(std::memory_order_acquire) < done_target) wait_until(q, done, done_target, "finish");
+    least = std::min(least, done.load(std::memory_order_acquire));
+  }
+  peers_done_ = least;
+}
+
+void Group::catch_up(std::uint64_t limit) {
+  limit = std::min(limit, seq_);
+  while (checked_ < limit) {
+    const std::uint64_t t = checked_ + 1;
+    for (int q = 0; q < cfg_.size; ++q) {
+      if (q != cfg_.rank && !posted(q, t)) {
+        publish_done();
+        return;
+      }
+    }
+    Mismatch m;
+    const bool ok = entries_match(t, -1, &m);
+    checked_ = t;
+    if (!ok && t != reported_) report(t, std::move(m));
+  }
+  publish_done();
+}
+
+void Group::report(std::uint64_t step, Mismatch&& m) {
+  reported_ = step;
+  if (step >= call_first_step_) {
+    publish_done();
+    throw Error(m.code, m.message);
+  }
+  if (!deferred_) {
+    deferred_ = true;
+    deferred_error_ = std::move(m);
+  }
+}
+
+void Group::publish_done() {
+  const std::uint64_t done = std::min(checked_, finished_);
+  if (done <= published_done_) return;
+  published_done_ = done;
+  block_at(blocks_, cfg_.rank).done.store(done, std::memory_order_release);
+}
+
+// Every rank compares the same entries, so a mismatch is found alike everywhere: the rank with
+// rejected arguments throws its own error, the others a Remote error naming it, or all the
+// same "mismatched calls" naming the first differing pair.
+bool Group::entries_match(std::uint64_t step, int peer, Mismatch* m) const {
+  const Entry& mine = entry_of(blocks_, cfg_.rank, step);
+  const auto name = [&] {
+    return std::string(detail::to_string(static_cast<detail::Collective>(mine.call.coll)));
+  };
+  const int lo = peer < 0 ? 0 : peer, hi = peer < 0 ? cfg_.size : peer + 1;
+  const std::size_t slot = step % kEagerDepth;
+  if (mine.call.error_code >= 0) {
+    *m = {static_cast<ErrorCode>(mine.call.error_code), block_at(blocks_, cfg_.rank).errors[slot]};
+    return false;
+  }
+  for (int q = lo; q < hi; ++q) {
+    if (entry_of(blocks_, q, step).call.error_code >= 0) {
+      *m = {ErrorCode::Remote, name() + ": rank " + std::to_string(q) +
+                                   " rejected its arguments: " + block_at(blocks_, q).errors[slot]};
+      return false;
+    }
+  }
+  for (int q = lo; q < hi; ++q) {
+    const Call& a = mine.call;
+    const Call& b = entry_of(blocks_, q, step).call;
+    const bool counts_differ =
+        a.count != b.count && a.coll != static_cast<int>(detail::Collective::gatherv);
+    if (a.coll != b.coll || a.dtype != b.dtype || a.op != b.op || a.root != b.root ||
+        counts_differ || a.number != b.number) {
+      const int first = std::min(q, cfg_.rank), second = std::max(q, cfg_.rank);
+      *m = {ErrorCode::InvalidUsage, name() + ": mismatched calls: rank " + std::to_string(first) +
+                                         " called " + describe_call(first, step) + ", rank " +
+                                         std::to_string(second) + " called " +
+                                         describe_call(second, step)};
+      return false;
+    }
+  }
+  return true;
+}
+
+void Group::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::uint64_t target,
+                       const char* what) {
+  for (int i = 0; i < spin_iterations_; ++i) {
+    if (word.load(std::memory_order_acquire) >= target) return;
+    cpu_relax();
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + detail::wait_duration(cfg_.timeout_s);
+  auto next_liveness_check = start + std::chrono::milliseconds(10);
+  for (std::uint32_t i = 1;; ++i) {
+    sched_yield();
+    if (word.load(std::memory_order_acquire) >= target) return;
+    catch_up(seq_);  // while this rank waits, the ones waiting for its done go on
+    if ((i & 31) != 0) continue;
+    const auto now = Clock::now();
+    if (now >= next_liveness_check) {
+      next_liveness_check = now + std::chrono::milliseconds(10);
+      if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) {
+        broken_ = true;
+        throw Error(ErrorCode::Remote,
+                    std::string(op_name_) + ": rank " + std::to_string(peer) + " (pid " +
+                        std::to_string(block_at(blocks_, peer).pid.load()) + ") died; rank " +
+                        std::to_string(cfg_.rank) + " was waiting for it");
+      }
+    }
+    if (now >= deadline) {
+      broken_ = true;
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f", cfg_.timeout_s);
+      throw Error(ErrorCode::Timeout,
+                  std::string(op_name_) + ": rank " + std::to_string(cfg_.rank) + " waited " +
+                      secs + " s (SYNK_TIMEOUT) for rank " + std::to_string(peer) +
+                      ", which has not reached this call (" + what + " " +
+                      std::to_string(target) + ")");
+    }
+  }
+}
+
+}  // namespace synk::shm
