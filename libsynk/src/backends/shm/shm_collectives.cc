@@ -48,7 +48,13 @@ void Group::reduce_slice(std::size_t lo, std::size_t hi, std::size_t src_offset,
 
 void Group::all_reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op) {
   begin(Collective::all_reduce, count, t, op, 0);
-  if (count * size_of(t) <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
+  const std::size_t bytes = count * size_of(t);
+  if (bytes <= kEagerBytes) {  // in the entries: the data shares a line with the step
+    next_step(true);
+    copy(eager_out(), send, bytes);
+    sync();
+    reduce_from(recv, cfg_.size, [&](int q) { return eager_in(q); }, count, t, op);
+  } else if (bytes <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
     all_reduce_small(send, recv, count, t, op);
   } else {
     reduce_large(send, recv, count, t, op, -1);
@@ -156,6 +162,16 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
   const std::size_t es = size_of(t);
   const std::size_t chunk = slot_elems(t);
   const bool receives = root < 0 || root == cfg_.rank;
+  if (count * es <= kEagerBytes) {  // in the entries; in a gather only the root waits
+    next_step(true);
+    copy(eager_out(), send, count * es);
+    if (!receives) return post();
+    sync();
+    for (int q = 0; q < cfg_.size; ++q) {
+      copy(at(recv, static_cast<std::size_t>(q) * count * es), eager_in(q), count * es);
+    }
+    return;
+  }
   std::size_t off = 0;
   do {
     const std::size_t n = std::min(chunk, count - off);
