@@ -86,9 +86,18 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
     copy(slot(cfg_.rank), cat(send, off * es), lo * es);
     copy(slot(cfg_.rank) + hi * es, cat(send, (off + hi) * es), (n - hi) * es);
     sync();
-    reduce_slice(lo, hi, 0, result() + lo * es, t, op, cat(send, off * es));
+    // The root of a reduce (out of place) reduces its slice straight into recv: only the
+    // others' slices go through the result area and get copied out.
+    const bool direct = root == cfg_.rank && send != recv;
+    unsigned char* dst = direct ? at(recv, (off + lo) * es) : result() + lo * es;
+    reduce_slice(lo, hi, 0, dst, t, op, cat(send, off * es));
     sync();
-    if (receives) copy(at(recv, off * es), result(), n * es);
+    if (direct) {
+      copy(at(recv, off * es), result(), lo * es);
+      copy(at(recv, (off + hi) * es), result() + hi * es, (n - hi) * es);
+    } else if (receives) {
+      copy(at(recv, off * es), result(), n * es);
+    }
     off += n;
   } while (off < count);
 }
