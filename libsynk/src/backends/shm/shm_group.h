@@ -47,7 +47,7 @@ class Group {
   // Steps a rank that only writes may run ahead of the others (entries per rank), and the
   // largest broadcast or reduce that travels in an entry instead of the slots.
   static constexpr std::uint64_t kEagerDepth = 64;
-  static constexpr std::size_t kEagerBytes = 256;
+  static constexpr std::size_t kEagerBytes = 2048;
 
   // Bytes of the segment a group of `size` ranks with `slot_bytes` slots needs.
   static std::size_t segment_bytes(int size, std::size_t slot_bytes);
