@@ -296,6 +296,14 @@ void Group::reduce_scatter(const void* send, void* recv, std::size_t count, Data
   begin(Collective::reduce_scatter, count, t, op, 0);
   const std::size_t es = size_of(t);
   const std::size_t n_ranks = static_cast<std::size_t>(cfg_.size);
+  if (n_ranks * count * es <= kEagerBytes) {  // the whole send in the entries, one step
+    next_step(true);
+    copy(eager_out(), send, n_ranks * count * es);
+    sync();
+    const std::size_t mine = static_cast<std::size_t>(cfg_.rank) * count * es;
+    reduce_from(recv, cfg_.size, [&](int q) { return eager_in(q) + mine; }, count, t, op);
+    return end();
+  }
   const std::size_t chunk = std::max<std::size_t>(1, slot_elems(t) / n_ranks);
   std::size_t off = 0;
   do {
