@@ -72,8 +72,9 @@ class Group {
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
   void barrier();
   // Takes part in the call `c` only to fail it: this rank's arguments were rejected (message).
-  // Every rank then throws at the call's first sync, so the group stays in step: the others a
-  // Remote error naming this rank, this rank its own error. Always throws.
+  // Every rank then throws, after the same number of steps, so the group stays in step: the
+  // others a Remote error naming this rank (one that only writes in that call, at its next
+  // call, as for any mismatch), this rank its own error. Always throws.
   [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message);
 
   int rank() const { return cfg_.rank; }
