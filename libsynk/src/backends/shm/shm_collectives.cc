@@ -1,6 +1,8 @@
-// The collectives of shm::Group. Each one runs in steps of at most one slot per rank:
-// copy in, sync, then read what the others wrote (see shm_group.cc for why that is safe).
-// Large all-reduces are a reduce-scatter (each rank reduces its own slice of every slot into
+// The collectives of shm::Group. Each one runs in steps of at most one slot per rank: copy
+// in, post (and wait for the ranks this one reads from), then read what they wrote (shm_sync.cc
+// says why that is safe). Calls of up to kEagerBytes per rank go in one step through the
+// ranks' entries instead of the slots, so that a rank that only writes may run ahead. Large
+// all-reduces are a reduce-scatter (each rank reduces its own slice of every slot into
 // the shared result area) followed by an all-gather (every rank copies the result out).
 #include <algorithm>
 #include <cstring>
