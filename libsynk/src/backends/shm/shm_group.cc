@@ -114,8 +114,8 @@ void Group::end() {
   deferred_ = false;
   throw Error(deferred_error_.code,
               deferred_error_.message + " (reported by this rank's next call, " + op_name_ +
-                  ", which completed: the root of a broadcast and the non-roots of a small reduce "
-                  "do not wait for the others)");
+                  ", which completed: the root of a broadcast and the non-roots of a small reduce or "
+                  "gather do not wait for the others)");
 }
 
 bool Group::peer_alive(int peer) const {
