@@ -18,9 +18,13 @@ const char kFooter[] = R"(Sizes:
   rank is skipped.
 
 Timing (per row):
-  WARMUP untimed calls of synk, then WARMUP of MPI. Then 5 rounds; each round times ITERS
-  calls of synk, then ITERS calls of MPI (a barrier before each). A round's per-call time is
-  the maximum over ranks, and time(us) and mpi(us) are the medians over the 5 rounds.
+  WARMUP untimed calls of synk, then WARMUP of MPI. Then 9 rounds; each round times ITERS
+  calls of synk and ITERS calls of MPI back to back (a barrier before each), synk first in
+  the odd rounds and MPI first in the even ones. A round's per-call time is the maximum over
+  ranks; time(us) and mpi(us) are the medians over the 9 rounds, and speedup is the median
+  over the rounds of each round's mpi/synk ratio (on a shared host the cores' speed, and
+  whether two of them share a cache, changes from one second to the next; the two halves of a
+  round mostly see the same machine).
   algbw = size / time, busbw = algbw * factor (nccl-tests' PERFORMANCE.md): allreduce
   2(n-1)/n; allgather and reduce_scatter (n-1)/n; broadcast, reduce, gather, scatter 1.
   Cap: when the warmup (or, with -w 0, the previous row scaled by size) predicts that one side
@@ -30,7 +34,7 @@ Timing (per row):
 Baseline:
   mpi(us) is the raw MPI call with the same arguments on the same communicator
   (MPI_Allreduce, MPI_Bcast, MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Gather,
-  MPI_Scatter), timed in the same rounds; speedup = mpi(us) / time(us). avg runs as MPI_SUM
+  MPI_Scatter), timed in the same rounds (see Timing for speedup). avg runs as MPI_SUM
   (MPI has no average). float16 and bfloat16 move as MPI_UINT16_T; MPI cannot reduce them, so
   their reductions show '-'.
 
@@ -122,7 +126,7 @@ Options parse_options(int argc, char** argv) {
       ->type_name("FACTOR")
       ->capture_default_str();
   app.add_option("-n,--iters", o.iters,
-                 "Timed calls per round per side (synk, MPI), 5 rounds per row; fewer for rows "
+                 "Timed calls per round per side (synk, MPI), 9 rounds per row; fewer for rows "
                  "that would take over ~2 s per side (see Timing)")
       ->type_name("ITERS")
       ->capture_default_str();

@@ -38,7 +38,7 @@ struct Options {
 };
 
 // Rounds per row and the time budget per side of a row; see the --help footer.
-inline constexpr int kRounds = 5;
+inline constexpr int kRounds = 9;
 inline constexpr double kRowBudgetSeconds = 2.0;
 
 // Parses argv. Throws UsageError with a one-line message for bad input. Checks that need the

@@ -125,6 +125,7 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
 struct Timing {
   double synk_s = 0;
   std::optional<double> mpi_s;
+  std::optional<double> speedup;  // the median over rounds of mpi / synk, round by round
   int iters = 0;
 };
 
@@ -165,14 +166,28 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
     t.iters = std::max(1, static_cast<int>(kRowBudgetSeconds / (per_call * kRounds)));
   }
 
+  // Round r times both sides back to back, in alternating order, so that each pair sees the
+  // same machine: on a shared host the cores' speed, and whether two of them share a
+  // cache, changes from one second to the next; the pair's ratio cancels most of that.
   std::vector<double> rounds(2 * kRounds, 0.0);  // synk's, then MPI's
   for (int r = 0; r < kRounds; ++r) {
+    const bool synk_first = r % 2 == 0;
+    const std::size_t mpi = static_cast<std::size_t>(kRounds + r);
+    if (with_mpi && !synk_first) rounds[mpi] = time_calls(false, t.iters);
     rounds[static_cast<std::size_t>(r)] = time_calls(true, t.iters);
-    if (with_mpi) rounds[static_cast<std::size_t>(kRounds + r)] = time_calls(false, t.iters);
+    if (with_mpi && synk_first) rounds[mpi] = time_calls(false, t.iters);
   }
   MPI_Allreduce(MPI_IN_PLACE, rounds.data(), 2 * kRounds, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   t.synk_s = median({rounds.begin(), rounds.begin() + kRounds});
-  if (with_mpi) t.mpi_s = median({rounds.begin() + kRounds, rounds.end()});
+  if (with_mpi) {
+    t.mpi_s = median({rounds.begin() + kRounds, rounds.end()});
+    std::vector<double> ratios;
+    for (int r = 0; r < kRounds; ++r) {
+      ratios.push_back(rounds[static_cast<std::size_t>(kRounds + r)] /
+                       rounds[static_cast<std::size_t>(r)]);
+    }
+    t.speedup = median(ratios);
+  }
   return t;
 }
 
@@ -226,7 +241,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
       row.busbw = row.algbw * busbw_factor(coll, w.size);
       if (t.mpi_s) {
         row.mpi_time_us = *t.mpi_s * 1e6;
-        row.speedup = *t.mpi_s / t.synk_s;
+        row.speedup = *t.speedup;
       }
       if (o.check) {
         fill_buffers(a, w.rank, w.size);
