@@ -39,6 +39,7 @@ TEST(Env, Defaults) {
   EXPECT_EQ(s.simulate_nodes, 1);
   EXPECT_FALSE(s.check_calls);
   EXPECT_EQ(s.mpi_max_chunk, 0u);
+  EXPECT_EQ(s.shm_stream, "auto");
 }
 
 TEST(Env, EmptyMeansDefault) {
@@ -61,6 +62,9 @@ TEST(Env, ValidValues) {
   for (const char* b : {"auto", "shm", "nccl"}) EXPECT_EQ(parse({{"SYNK_BACKEND", b}}).backend, b);
   EXPECT_EQ(parse({{"SYNK_LOG", "error"}}).log_level, LogLevel::error);
   EXPECT_EQ(parse({{"SYNK_LOG", "info"}}).log_level, LogLevel::info);
+  for (const char* m : {"auto", "always", "never"}) {
+    EXPECT_EQ(parse({{"SYNK_SHM_STREAM", m}}).shm_stream, m);
+  }
 }
 
 TEST(Env, BadValuesAreClearErrors) {
@@ -76,6 +80,8 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_CHECK_CALLS", "yes");
   expect_rejected("SYNK_MPI_MAX_CHUNK", "-5");
   expect_rejected("SYNK_MPI_MAX_CHUNK", "99999999999");
+  expect_rejected("SYNK_SHM_STREAM", "yes");
+  expect_rejected("SYNK_SHM_STREAM", "ALWAYS");
 }
 
 }  // namespace

@@ -73,6 +73,11 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
   if (const char* v = get("SYNK_SHM_CMA_BYTES"); v && *v) {
     s.shm_cma_bytes = parse_integer("SYNK_SHM_CMA_BYTES", v, 0, 1LL << 50);
   }
+  if (const char* v = get("SYNK_SHM_STREAM"); v && *v) {
+    const std::string_view m(v);
+    if (m != "auto" && m != "always" && m != "never") bad("SYNK_SHM_STREAM", v, "auto, always or never");
+    s.shm_stream = m;
+  }
   if (const char* v = get("SYNK_CONTEXTS"); v && *v) {
     parse_contexts(v);  // the syntax now; the device numbers once a backend knows the devices
     s.contexts = v;

@@ -85,8 +85,8 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
     // The others read only their slices of my slot; my own slice I reduce from send directly.
     std::size_t lo, hi;
     slice(cfg_.rank, n, es, &lo, &hi);
-    copy(slot(cfg_.rank), cat(send, off * es), lo * es);
-    copy(slot(cfg_.rank) + hi * es, cat(send, (off + hi) * es), (n - hi) * es);
+    copy_in(slot(cfg_.rank), cat(send, off * es), lo * es);
+    copy_in(slot(cfg_.rank) + hi * es, cat(send, (off + hi) * es), (n - hi) * es);
     sync();
     // The root of a reduce (out of place) reduces its slice straight into recv: only the
     // others' slices go through the result area and get copied out.
@@ -155,7 +155,7 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
     const std::size_t n = std::min(chunk, count - off);
     next_step();
     if (cfg_.rank == root) {
-      copy(slot(root), at(buf, off * es), n * es);
+      copy_in(slot(root), at(buf, off * es), n * es);
       post();  // the root does not wait: the next step (or call) waits for the readers
     } else {
       sync_with(root);
@@ -188,7 +188,7 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
     const std::size_t n = std::min(chunk, count - off);
     next_step();
     if (root != cfg_.rank) {
-      copy(slot(cfg_.rank), cat(send, off * es), n * es);
+      copy_in(slot(cfg_.rank), cat(send, off * es), n * es);
     } else {  // while the others copy in
       copy(at(recv, (static_cast<std::size_t>(root) * count + off) * es), cat(send, off * es), n * es);
     }
@@ -248,7 +248,7 @@ void Group::gatherv(const void* send, std::size_t count, void* recv,
   for (std::size_t off = 0; off < max_count; off += chunk) {
     next_step();
     const std::size_t mine = count > off ? std::min(chunk, count - off) : 0;
-    copy(slot(cfg_.rank), cat(send, std::min(off, count) * es), mine * es);
+    copy_in(slot(cfg_.rank), cat(send, std::min(off, count) * es), mine * es);
     sync();
     if (cfg_.rank != root) continue;
     std::size_t displ = 0;
@@ -275,7 +275,7 @@ void Group::scatter(const void* send, void* recv, std::size_t count, DataType t,
     next_step();
     if (cfg_.rank == root) {
       for (int q = 0; q < cfg_.size; ++q) {
-        if (q != root) copy(slot(q), cat(send, (static_cast<std::size_t>(q) * count + off) * es), n * es);
+        if (q != root) copy_in(slot(q), cat(send, (static_cast<std::size_t>(q) * count + off) * es), n * es);
       }
     }
     sync();
@@ -316,7 +316,7 @@ void Group::reduce_scatter(const void* send, void* recv, std::size_t count, Data
     const unsigned char* own = cat(send, (me * count + off) * es);
     const bool own_from_send = own != at(recv, off * es);
     for (std::size_t b = 0; b < n_ranks; ++b) {
-      if (b != me || !own_from_send) copy(mine + b * n * es, cat(send, (b * count + off) * es), n * es);
+      if (b != me || !own_from_send) copy_in(mine + b * n * es, cat(send, (b * count + off) * es), n * es);
     }
     sync();
     reduce_slice(0, n, me * n, at(recv, off * es), t, op, own_from_send ? own : nullptr);

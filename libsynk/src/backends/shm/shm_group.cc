@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "backends/shm/shm_layout.h"
+#include "backends/shm/stream_copy.h"
 #include "core/liveness.h"
 #include "synk/error.h"
 
@@ -39,7 +41,8 @@ std::size_t Group::segment_bytes(int size, std::size_t slot_bytes) {
   return layout::kHeaderBytes + control_bytes(size) + 2 * (n + 1) * slot_bytes;
 }
 
-Group::Group(void* base, const GroupConfig& config) : cfg_(config) {
+Group::Group(void* base, const GroupConfig& config)
+    : cfg_(config), store_tuner_(config.store_mode) {
   base_ = static_cast<unsigned char*>(base);
   blocks_ = base_ + layout::kHeaderBytes;
   data_ = blocks_ + control_bytes(cfg_.size);
@@ -105,9 +108,26 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
   call_.error_code = -1;
   ++calls_;
   call_first_step_ = seq_ + 1;
+  const std::size_t bytes = count * size_of(t);
+  stream_ = store_tuner_.choose(static_cast<int>(c), bytes);
+  timed_ = bytes >= StoreTuner::kMinBytes;
+  if (timed_) call_start_ = std::chrono::steady_clock::now();
+}
+
+void Group::copy_in(void* dst, const void* src, std::size_t bytes) const {
+  if (bytes == 0 || dst == src) return;
+  if (stream_) {
+    stream_copy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
 }
 
 void Group::end() {
+  if (timed_) {
+    store_tuner_.record(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - call_start_).count());
+  }
   finished_ = seq_;  // every read of this call is done
   publish_done();
   if (!deferred_) return;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,6 +25,7 @@
 
 #include <sys/types.h>
 
+#include "backends/shm/store_tuner.h"
 #include "core/backend.h"
 #include "synk/error.h"
 
@@ -38,6 +40,7 @@ struct GroupConfig {
   // the root's buffer (cross-memory attach, shm_cma.cc); 0: never.
   std::size_t cma_min_bytes = std::size_t{1} << 20;
   double timeout_s = 300.0;
+  StoreMode store_mode = StoreMode::tuned;  // how large calls write the slots (store_tuner.h)
 };
 
 class Group {
@@ -137,6 +140,10 @@ class Group {
   void set_status(std::int64_t v);              // this rank's status word (gatherv verdict)
   std::int64_t status_of(int peer) const;
 
+  // Copies into this rank's slot (or, in a scatter, the root into another's): with the stores
+  // the tuner chose for this call. Nothing moves in place.
+  void copy_in(void* dst, const void* src, std::size_t bytes) const;
+
   unsigned char* slot(int peer) const;  // this step's slot of `peer`
   unsigned char* result() const;        // this step's shared result area
   std::size_t slot_elems(DataType t) const { return cfg_.slot_bytes / size_of(t); }
@@ -186,6 +193,10 @@ class Group {
   int cma_errno_ = 0;         // this call's first failed copy (0: none), reported by finish_cma
   int cma_failed_peer_ = -1;
   std::uint64_t cma_probe_word_ = 0;
+  StoreTuner store_tuner_;
+  bool stream_ = false;  // this call's copies into the slots use non-temporal stores
+  bool timed_ = false;   // this call's time goes to the tuner
+  std::chrono::steady_clock::time_point call_start_;
 };
 
 }  // namespace synk::shm

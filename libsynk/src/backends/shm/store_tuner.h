@@ -1,0 +1,56 @@
+// How a large shm call writes shared memory: with ordinary stores, which leave the lines in
+// the writer's cache, or with non-temporal (streaming) ones, which send them to memory.
+//
+// Which is faster depends on where the reader runs. Sharing a last-level cache with the
+// writer, it reads the lines from that cache: ordinary stores win (up to 20% here). On
+// another cache (another socket, another AMD CCX, or a VM whose vCPUs the host moves between
+// them, as on this machine every few seconds) every line the reader takes from the writer's
+// cache crosses the fabric, and ordinary stores lose by up to 2x (synk-bench broadcast, 2 ranks,
+// 64 MiB: 12.5 ms against 6.2 ms). So each rank times its own calls of at least kMinBytes and
+// keeps, per collective and size class (a power of two), the faster of the two, trying the
+// other again every kExploreEvery calls. The choice is the rank's alone: how a slot was
+// written does not matter to its reader, so the ranks need not agree.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace synk::shm {
+
+enum class StoreMode { tuned, ordinary, streaming };  // SYNK_SHM_STREAM=auto|never|always
+
+class StoreTuner {
+ public:
+  static constexpr std::size_t kMinBytes = std::size_t{1} << 20;
+  static constexpr std::uint32_t kExploreEvery = 16;
+  static constexpr int kCollectives = 16;
+  static constexpr int kSizeClasses = 48;  // log2 of the bytes: up to 2^47
+
+  explicit StoreTuner(StoreMode mode = StoreMode::tuned) : mode_(mode) {}
+
+  // At the start of a call of `bytes` (the call's count times the element size) of collective
+  // `collective`: whether it streams.
+  bool choose(int collective, std::size_t bytes);
+  // At its end, after choose(): how long it took.
+  void record(double seconds);
+
+  // What the tuner holds for one class (for tests): the mean seconds per byte of each way
+  // (0: not timed yet), ordinary first, and calls seen.
+  struct Arms {
+    double cost[2] = {0, 0};
+    std::uint32_t calls = 0;
+  };
+  const Arms& arms(int collective, std::size_t bytes) const;
+
+ private:
+  static int size_class(std::size_t bytes);
+
+  StoreMode mode_;
+  Arms arms_[kCollectives][kSizeClasses];
+  Arms* current_ = nullptr;  // the class of the call under way, if tuned
+  int arm_ = 0;              // its choice: 1 streams
+  bool explored_ = false;    // its choice was the one not in favour
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace synk::shm

@@ -1,0 +1,124 @@
+// The shm backend's choice between ordinary and non-temporal stores (store_tuner.h), driven
+// with made-up call times, and the non-temporal copy itself against memcpy.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "backends/shm/store_tuner.h"
+#include "backends/shm/stream_copy.h"
+
+namespace synk::shm {
+namespace {
+
+constexpr std::size_t kBig = StoreTuner::kMinBytes;
+constexpr int kBroadcast = 2, kAllGather = 3;
+
+// One call: the choice, then a time of `ordinary_s` or `streaming_s` for it.
+bool call(StoreTuner& t, double ordinary_s, double streaming_s, int coll = kBroadcast,
+          std::size_t bytes = kBig) {
+  const bool streams = t.choose(coll, bytes);
+  t.record(streams ? streaming_s : ordinary_s);
+  return streams;
+}
+
+TEST(StoreTuner, SmallCallsUseOrdinaryStoresAndAreNotTimed) {
+  StoreTuner t;
+  for (int i = 0; i < 40; ++i) EXPECT_FALSE(call(t, 1.0, 0.001, kBroadcast, kBig - 1));
+  EXPECT_EQ(t.arms(kBroadcast, kBig - 1).calls, 0u);
+  EXPECT_EQ(t.arms(kBroadcast, kBig - 1).cost[1], 0.0);
+}
+
+TEST(StoreTuner, FixedModesNeverChange) {
+  StoreTuner never(StoreMode::ordinary), always(StoreMode::streaming);
+  for (std::size_t bytes : {std::size_t{8}, kBig, kBig << 8}) {
+    for (int i = 0; i < 40; ++i) {
+      EXPECT_FALSE(call(never, 9.0, 1.0, kBroadcast, bytes));
+      EXPECT_TRUE(call(always, 1.0, 9.0, kBroadcast, bytes));
+    }
+  }
+}
+
+TEST(StoreTuner, TimesBothWaysThenKeepsTheFasterAndRetriesTheOtherNowAndThen) {
+  StoreTuner t;
+  std::vector<bool> got;
+  for (int i = 0; i < 40; ++i) got.push_back(call(t, 2.0, 1.0));  // streaming is faster
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], i % 2 == 1) << i;
+  for (int i = 4; i < 40; ++i) {
+    // Calls 16 and 32 (counting from 0) try ordinary stores again; all others stream.
+    EXPECT_EQ(got[static_cast<std::size_t>(i)], i % 16 != 0) << i;
+  }
+  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[0], 2.0 / static_cast<double>(kBig));
+  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[1], 1.0 / static_cast<double>(kBig));
+  EXPECT_EQ(t.arms(kBroadcast, kBig).calls, 40u);
+}
+
+TEST(StoreTuner, FollowsTheMachineWhenTheFasterWayChanges) {
+  StoreTuner t;
+  for (int i = 0; i < 8; ++i) call(t, 1.0, 1.5);  // ordinary stores are faster
+  EXPECT_FALSE(call(t, 1.0, 1.5));
+  // Now the reader sits on another cache: ordinary stores take 4 s. The running mean of the
+  // way in use passes the other's last time after one call, so the next call streams.
+  EXPECT_FALSE(call(t, 4.0, 1.0));
+  EXPECT_TRUE(call(t, 4.0, 1.0));
+  for (int i = 0; i < 10; ++i) call(t, 4.0, 1.0);
+  // And back: streaming gets slower than ordinary stores' last (old, 2.5 s mean) time; the
+  // next retry of ordinary stores, at most kExploreEvery calls later, finds them fast again.
+  int streamed = 0;
+  for (std::uint32_t i = 0; i < 2 * StoreTuner::kExploreEvery; ++i) streamed += call(t, 1.0, 2.0);
+  EXPECT_LE(streamed, static_cast<int>(StoreTuner::kExploreEvery) + 1);
+  EXPECT_FALSE(call(t, 1.0, 2.0));
+}
+
+TEST(StoreTuner, EachCollectiveAndSizeClassIsTunedApart) {
+  StoreTuner t;
+  for (int i = 0; i < 8; ++i) {
+    call(t, 2.0, 1.0, kBroadcast, kBig);      // broadcast 1 MiB: streaming wins
+    call(t, 1.0, 2.0, kAllGather, kBig);      // all_gather 1 MiB: ordinary wins
+    call(t, 1.0, 2.0, kBroadcast, kBig * 4);  // broadcast 4 MiB: ordinary wins
+  }
+  EXPECT_TRUE(call(t, 2.0, 1.0, kBroadcast, kBig + 5));  // same class as kBig
+  EXPECT_FALSE(call(t, 1.0, 2.0, kAllGather, kBig));
+  EXPECT_FALSE(call(t, 1.0, 2.0, kBroadcast, kBig * 4 + 100));
+}
+
+TEST(StoreTuner, ACallThatNeverEndedIsNotCounted) {
+  StoreTuner t;
+  for (int i = 0; i < 8; ++i) call(t, 2.0, 1.0);
+  const double streaming = t.arms(kBroadcast, kBig).cost[1];
+  t.choose(kBroadcast, kBig);  // this call throws: no record()
+  t.choose(kAllGather, kBig);  // the next call's time must not go to the broadcast's class
+  t.record(100.0);
+  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[1], streaming);
+}
+
+TEST(StreamCopy, CopiesExactlyAtEveryAlignmentAndLength) {
+  std::vector<unsigned char> src(4096 + 256), dst(4096 + 256), want(4096 + 256);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+  for (std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16},
+                          std::size_t{63}, std::size_t{64}, std::size_t{65}, std::size_t{79},
+                          std::size_t{80}, std::size_t{127}, std::size_t{1000}, std::size_t{4096}}) {
+    for (std::size_t so = 0; so < 20; ++so) {
+      for (std::size_t d = 0; d < 20; ++d) {
+        std::memset(dst.data(), 0xEE, dst.size());
+        std::memcpy(want.data(), dst.data(), dst.size());
+        std::memcpy(want.data() + d, src.data() + so, len);
+        stream_copy(dst.data() + d, src.data() + so, len);
+        ASSERT_EQ(dst, want) << "length " << len << ", src offset " << so << ", dst offset " << d;
+      }
+    }
+  }
+}
+
+TEST(StreamCopy, CopiesALargeBuffer) {
+  std::vector<unsigned char> src((4u << 20) + 3), dst(src.size() + 8, 0);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i % 251);
+  stream_copy(dst.data() + 1, src.data(), src.size());
+  EXPECT_EQ(0, std::memcmp(dst.data() + 1, src.data(), src.size()));
+  EXPECT_EQ(dst[0], 0);
+  EXPECT_EQ(dst[src.size() + 1], 0);
+}
+
+}  // namespace
+}  // namespace synk::shm
