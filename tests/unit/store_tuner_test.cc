@@ -93,6 +93,21 @@ TEST(StoreTuner, ACallThatNeverEndedIsNotCounted) {
   EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[1], streaming);
 }
 
+TEST(StoreTuner, OnlyLargeOutputsStreamIntoTheCallersBuffer) {
+  const StoreTuner tuned(StoreMode::tuned, 1000), never(StoreMode::ordinary, 1000),
+      always(StoreMode::streaming, 1000);
+  EXPECT_FALSE(tuned.stream_out(999));
+  EXPECT_TRUE(tuned.stream_out(1000));
+  EXPECT_FALSE(never.stream_out(std::size_t{1} << 40));
+  EXPECT_TRUE(always.stream_out(8));
+  // The default: half the last-level cache, or 16 MiB where the machine does not say.
+  const std::size_t llc = last_level_cache_bytes();
+  const std::size_t half = llc ? llc / 2 : std::size_t{16} << 20;
+  const StoreTuner by_default;
+  EXPECT_FALSE(by_default.stream_out(half - 1));
+  EXPECT_TRUE(by_default.stream_out(half));
+}
+
 TEST(StreamCopy, CopiesExactlyAtEveryAlignmentAndLength) {
   std::vector<unsigned char> src(4096 + 256), dst(4096 + 256), want(4096 + 256);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);

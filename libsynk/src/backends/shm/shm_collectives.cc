@@ -95,10 +95,10 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
     reduce_slice(lo, hi, 0, dst, t, op, cat(send, off * es));
     sync();
     if (direct) {
-      copy(at(recv, off * es), result(), lo * es);
-      copy(at(recv, (off + hi) * es), result() + hi * es, (n - hi) * es);
+      copy_out(at(recv, off * es), result(), lo * es);
+      copy_out(at(recv, (off + hi) * es), result() + hi * es, (n - hi) * es);
     } else if (receives) {
-      copy(at(recv, off * es), result(), n * es);
+      copy_out(at(recv, off * es), result(), n * es);
     }
     off += n;
   } while (off < count);
@@ -159,7 +159,7 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
       post();  // the root does not wait: the next step (or call) waits for the readers
     } else {
       sync_with(root);
-      copy(at(buf, off * es), slot(root), n * es);
+      copy_out(at(buf, off * es), slot(root), n * es);
     }
     off += n;
   } while (off < count);
@@ -190,12 +190,12 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
     if (root != cfg_.rank) {
       copy_in(slot(cfg_.rank), cat(send, off * es), n * es);
     } else {  // while the others copy in
-      copy(at(recv, (static_cast<std::size_t>(root) * count + off) * es), cat(send, off * es), n * es);
+      copy_out(at(recv, (static_cast<std::size_t>(root) * count + off) * es), cat(send, off * es), n * es);
     }
     sync();
     if (receives) {
       for (int q = 0; q < cfg_.size; ++q) {
-        if (q != root) copy(at(recv, (static_cast<std::size_t>(q) * count + off) * es), slot(q), n * es);
+        if (q != root) copy_out(at(recv, (static_cast<std::size_t>(q) * count + off) * es), slot(q), n * es);
       }
     }
     off += n;
@@ -280,11 +280,11 @@ void Group::scatter(const void* send, void* recv, std::size_t count, DataType t,
     }
     sync();
     unsigned char* dst = at(recv, off * es);
-    // The root's own block goes straight to recv (copy() skips it in place, where they are one).
+    // The root's own block goes straight to recv (nothing moves in place, where they are one).
     const void* src = cfg_.rank == root
                           ? cat(send, (static_cast<std::size_t>(root) * count + off) * es)
                           : slot(cfg_.rank);
-    copy(dst, src, n * es);
+    copy_out(dst, src, n * es);
     off += n;
   } while (off < count);
   end();

@@ -110,17 +110,31 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
   call_first_step_ = seq_ + 1;
   const std::size_t bytes = count * size_of(t);
   stream_ = store_tuner_.choose(static_cast<int>(c), bytes);
+  const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather;
+  stream_out_ = store_tuner_.stream_out(gathers ? bytes * static_cast<std::size_t>(cfg_.size) : bytes);
   timed_ = bytes >= StoreTuner::kMinBytes;
   if (timed_) call_start_ = std::chrono::steady_clock::now();
 }
 
-void Group::copy_in(void* dst, const void* src, std::size_t bytes) const {
+namespace {
+
+void copy_with(bool streaming, void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
-  if (stream_) {
+  if (streaming) {
     stream_copy(dst, src, bytes);
   } else {
     std::memcpy(dst, src, bytes);
   }
+}
+
+}  // namespace
+
+void Group::copy_in(void* dst, const void* src, std::size_t bytes) const {
+  copy_with(stream_, dst, src, bytes);
+}
+
+void Group::copy_out(void* dst, const void* src, std::size_t bytes) const {
+  copy_with(stream_out_, dst, src, bytes);
 }
 
 void Group::end() {

@@ -143,6 +143,8 @@ class Group {
   // Copies into this rank's slot (or, in a scatter, the root into another's): with the stores
   // the tuner chose for this call. Nothing moves in place.
   void copy_in(void* dst, const void* src, std::size_t bytes) const;
+  // Copies into the caller's buffer: streaming when this call's output is large.
+  void copy_out(void* dst, const void* src, std::size_t bytes) const;
 
   unsigned char* slot(int peer) const;  // this step's slot of `peer`
   unsigned char* result() const;        // this step's shared result area
@@ -195,6 +197,7 @@ class Group {
   std::uint64_t cma_probe_word_ = 0;
   StoreTuner store_tuner_;
   bool stream_ = false;  // this call's copies into the slots use non-temporal stores
+  bool stream_out_ = false;  // and its copies into the caller's buffer
   bool timed_ = false;   // this call's time goes to the tuner
   std::chrono::steady_clock::time_point call_start_;
 };

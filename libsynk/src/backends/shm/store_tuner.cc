@@ -2,8 +2,45 @@
 #include "backends/shm/store_tuner.h"
 
 #include <bit>
+#include <fstream>
+#include <string>
 
 namespace synk::shm {
+
+std::size_t last_level_cache_bytes() {
+  // glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) asks cpuid, which in a VM may describe the host
+  // (256 MiB here, against the 32 MiB the kernel reports).
+  std::size_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), size_file(dir + "size");
+    int level = 0;
+    std::string size;
+    if (!(level_file >> level) || !(size_file >> size) || size.empty()) break;
+    std::size_t bytes = 0;
+    try {
+      bytes = std::stoull(size);
+    } catch (...) {
+      continue;
+    }
+    if (size.back() == 'K') bytes <<= 10;
+    if (size.back() == 'M') bytes <<= 20;
+    if (level > best_level || (level == best_level && bytes > best)) {
+      best_level = level;
+      best = bytes;
+    }
+  }
+  return best;
+}
+
+StoreTuner::StoreTuner(StoreMode mode, std::size_t out_bytes_min) : mode_(mode) {
+  if (out_bytes_min == 0) {
+    const std::size_t llc = last_level_cache_bytes();
+    out_bytes_min = llc ? llc / 2 : std::size_t{16} << 20;
+  }
+  out_bytes_min_ = out_bytes_min;
+}
 
 int StoreTuner::size_class(std::size_t bytes) {
   const int c = std::bit_width(bytes) - 1;

@@ -2,14 +2,20 @@
 // the writer's cache, or with non-temporal (streaming) ones, which send them to memory.
 //
 // Which is faster depends on where the reader runs. Sharing a last-level cache with the
-// writer, it reads the lines from that cache: ordinary stores win (up to 20% here). On
-// another cache (another socket, another AMD CCX, or a VM whose vCPUs the host moves between
-// them, as on this machine every few seconds) every line the reader takes from the writer's
-// cache crosses the fabric, and ordinary stores lose by up to 2x (synk-bench broadcast, 2 ranks,
-// 64 MiB: 12.5 ms against 6.2 ms). So each rank times its own calls of at least kMinBytes and
-// keeps, per collective and size class (a power of two), the faster of the two, trying the
-// other again every kExploreEvery calls. The choice is the rank's alone: how a slot was
-// written does not matter to its reader, so the ranks need not agree.
+// writer, it reads the lines from that cache: ordinary stores win (by 1.3-2x here at 64 KiB to
+// 4 MiB). On another cache (another socket, another AMD CCX, or a VM whose vCPUs the host moves
+// between them, as on this machine every few seconds) every line the reader takes from the
+// writer's cache crosses the fabric, and ordinary stores lose by up to 3x (2 ranks, broadcast
+// of 1 MiB: 202 us against 67; of 64 MiB: 12.5 ms against 6.2). So each rank times its own
+// calls of at least kMinBytes and keeps, per collective and size class (a power of two), the
+// faster of the two, trying the other again every kExploreEvery calls. The choice is the
+// rank's alone: how a slot was written does not matter to its reader, so the ranks need not
+// agree.
+//
+// Copies out of shared memory into the caller's buffer stream when the call's output is at
+// least half the last-level cache: it will not stay cached anyway, and streaming spares the
+// read of every destination line before its write (2 ranks, broadcast of 16 to 256 MiB:
+// 15-29% faster; all_gather 6-18%, all_reduce 2-13%).
 #pragma once
 
 #include <cstddef>
@@ -19,20 +25,29 @@ namespace synk::shm {
 
 enum class StoreMode { tuned, ordinary, streaming };  // SYNK_SHM_STREAM=auto|never|always
 
+// The size of this machine's largest cache (Linux sysfs, cpu0), or 0 if unknown.
+std::size_t last_level_cache_bytes();
+
 class StoreTuner {
  public:
-  static constexpr std::size_t kMinBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kMinBytes = std::size_t{64} << 10;
   static constexpr std::uint32_t kExploreEvery = 16;
   static constexpr int kCollectives = 16;
   static constexpr int kSizeClasses = 48;  // log2 of the bytes: up to 2^47
 
-  explicit StoreTuner(StoreMode mode = StoreMode::tuned) : mode_(mode) {}
+  // out_bytes_min: outputs of at least this many bytes stream into the caller's buffer
+  // (0: half the last-level cache, or 16 MiB where unknown).
+  explicit StoreTuner(StoreMode mode = StoreMode::tuned, std::size_t out_bytes_min = 0);
 
   // At the start of a call of `bytes` (the call's count times the element size) of collective
   // `collective`: whether it streams.
   bool choose(int collective, std::size_t bytes);
   // At its end, after choose(): how long it took.
   void record(double seconds);
+  // Whether a call that writes `bytes` into the caller's buffer copies them there streaming.
+  bool stream_out(std::size_t bytes) const {
+    return mode_ == StoreMode::streaming || (mode_ == StoreMode::tuned && bytes >= out_bytes_min_);
+  }
 
   // What the tuner holds for one class (for tests): the mean seconds per byte of each way
   // (0: not timed yet), ordinary first, and calls seen.
@@ -46,6 +61,7 @@ class StoreTuner {
   static int size_class(std::size_t bytes);
 
   StoreMode mode_;
+  std::size_t out_bytes_min_;
   Arms arms_[kCollectives][kSizeClasses];
   Arms* current_ = nullptr;  // the class of the call under way, if tuned
   int arm_ = 0;              // its choice: 1 streams
