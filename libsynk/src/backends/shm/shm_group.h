@@ -36,6 +36,9 @@ struct GroupConfig {
   int size = 1;
   std::size_t slot_bytes = std::size_t{1} << 20;  // per rank per set; a multiple of 4096
   std::size_t small_bytes = 32 * 1024;  // all_reduce up to this many bytes: one-step algorithm
+  // reduce up to this many bytes, or of any size on 2 ranks: the root reduces everything
+  // (more: every rank a slice, as in all_reduce).
+  std::size_t root_reduces_bytes = std::size_t{4} << 20;
   // scatters of at least this many bytes per rank: each rank pulls its block straight out of
   // the root's buffer (cross-memory attach, shm_cma.cc); 0: never.
   std::size_t cma_min_bytes = std::size_t{1} << 20;
@@ -155,6 +158,8 @@ class Group {
                     ReduceOp op, const void* own = nullptr);
 
   void all_reduce_small(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
+  void reduce_at_root(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
+                      int root);
   void reduce_large(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
                     int root);  // root -1: every rank receives (all_reduce)
   void gather_common(const void* send, void* recv, std::size_t count, DataType t, int root);
