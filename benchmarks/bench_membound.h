@@ -1,4 +1,4 @@
-// The memory-bandwidth bound of on-node collectives: a memcpy probe that every rank runs at the
+// The memory-bandwidth bound of on-node collectives: a copy probe that every rank runs at the
 // same time gives each rank's share of the machine's bandwidth, and a traffic model per
 // collective gives the bytes the busiest rank must read and write.
 #pragma once
@@ -15,7 +15,8 @@
 namespace synk::bench {
 
 // Bytes read + written per second by one rank while all ranks of comm copy at once (64 MiB
-// buffers, median of 5), the slowest rank's figure. Collective over comm.
+// buffers, the slowest rank's figure; the median of 5 memcpys or of 5 streaming copies, the
+// faster). Collective over comm.
 double probe_copy_bandwidth(MPI_Comm comm);
 
 // Bytes the busiest rank must read and write of its own buffers in one call of `bytes` (the

@@ -321,14 +321,15 @@ int run(const World& w, int argc, char** argv) {
   if (w.root()) {
     for (const std::string& n : notes) out(n);
   }
-  // The shm rows get a memory-bandwidth bound from a memcpy probe made in this same run.
+  // The shm rows get a memory-bandwidth bound from a copy probe made in this same run.
   double copy_bw = 0;
   if (std::any_of(benches.begin(), benches.end(), [](const Bench& b) { return b.backend == "shm"; })) {
     copy_bw = probe_copy_bandwidth(MPI_COMM_WORLD);
     if (w.root()) {
       char buf[160];
       std::snprintf(buf, sizeof buf,
-                    "# memcpy probe: %.2f GB/s per rank (read + write counted, %d ranks at once)\n",
+                    "# copy probe: %.2f GB/s per rank (read + write counted, %d ranks at "
+                    "once, the faster of memcpy and a streaming copy)\n",
                     copy_bw / 1e9, w.size);
       out(buf);
     }
