@@ -116,6 +116,7 @@ class Group {
   void next_step(bool eager = false);
   void settle();  // the same wait as a slot step's, for writes outside next_step (CMA words)
   void sync();    // post, wait for every rank, check this step against every rank
+  void arrive();  // the second half of sync(), after a post() and work of this rank's own
   void post();    // post only: this rank wrote and reads nothing in this step
   void sync_with(int peer);  // post, wait for `peer` only and check its entry: I read only it
   // This step's eager entry data: mine to write (before posting), a peer's to read (after).

@@ -72,6 +72,10 @@ void Group::post() {
 
 void Group::sync() {
   post();
+  arrive();
+}
+
+void Group::arrive() {
   for (int q = 0; q < cfg_.size; ++q) {
     if (q != cfg_.rank) wait_until(q, entry_of(blocks_, q, seq_).step, seq_, "arrive");
   }
