@@ -111,9 +111,10 @@ TEST(StoreTuner, OnlyLargeOutputsStreamIntoTheCallersBuffer) {
 TEST(StreamCopy, CopiesExactlyAtEveryAlignmentAndLength) {
   std::vector<unsigned char> src(4096 + 256), dst(4096 + 256), want(4096 + 256);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
-  for (std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16},
-                          std::size_t{63}, std::size_t{64}, std::size_t{65}, std::size_t{79},
-                          std::size_t{80}, std::size_t{127}, std::size_t{1000}, std::size_t{4096}}) {
+  for (std::size_t len :
+       {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{63},
+        std::size_t{64}, std::size_t{65}, std::size_t{79}, std::size_t{80}, std::size_t{127},
+        std::size_t{1000}, std::size_t{4096}}) {
     for (std::size_t so = 0; so < 20; ++so) {
       for (std::size_t d = 0; d < 20; ++d) {
         std::memset(dst.data(), 0xEE, dst.size());

@@ -75,7 +75,8 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
   }
   if (const char* v = get("SYNK_SHM_STREAM"); v && *v) {
     const std::string_view m(v);
-    if (m != "auto" && m != "always" && m != "never") bad("SYNK_SHM_STREAM", v, "auto, always or never");
+    if (m != "auto" && m != "always" && m != "never")
+      bad("SYNK_SHM_STREAM", v, "auto, always or never");
     s.shm_stream = m;
   }
   if (const char* v = get("SYNK_CONTEXTS"); v && *v) {

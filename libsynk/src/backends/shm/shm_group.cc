@@ -111,7 +111,8 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
   const std::size_t bytes = count * size_of(t);
   stream_ = store_tuner_.choose(static_cast<int>(c), bytes);
   const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather;
-  stream_out_ = store_tuner_.stream_out(gathers ? bytes * static_cast<std::size_t>(cfg_.size) : bytes);
+  stream_out_ =
+      store_tuner_.stream_out(gathers ? bytes * static_cast<std::size_t>(cfg_.size) : bytes);
   timed_ = bytes >= StoreTuner::kMinBytes;
   if (timed_) call_start_ = std::chrono::steady_clock::now();
 }
