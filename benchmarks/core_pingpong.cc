@@ -1,0 +1,72 @@
+// core-pingpong: the round trip of one cache line between two cores, printed every ~0.1 s.
+// On this machine (a 2-vCPU VM on an AMD EPYC host) it reads ~140 ns while the host runs both
+// vCPUs on one CCX (one shared L3) and ~540 ns while it runs them on two, and the host switches
+// every few seconds: the two modes behind the shm backend's store tuner (store_tuner.h) and
+// behind the noise of synk-bench rows on it.
+//
+//   core-pingpong [SECONDS=5] [CPU_A=0] [CPU_B=1]
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+namespace {
+
+struct alignas(64) Line {
+  std::atomic<long> value{0};
+};
+Line ping, pong;
+constexpr long kTrips = 100000;
+
+bool pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double seconds = argc > 1 ? std::atof(argv[1]) : 5.0;
+  const int cpu_a = argc > 2 ? std::atoi(argv[2]) : 0, cpu_b = argc > 3 ? std::atoi(argv[3]) : 1;
+  if (seconds <= 0 || !pin(cpu_a)) {
+    std::fprintf(stderr, "usage: core-pingpong [SECONDS>0] [CPU_A] [CPU_B] (cpus must exist)\n");
+    return 2;
+  }
+  std::atomic<bool> stop{false};
+  std::thread echo([&] {
+    if (!pin(cpu_b)) std::fprintf(stderr, "core-pingpong: cannot run on cpu %d\n", cpu_b);
+    for (long i = 1; !stop.load(std::memory_order_relaxed); ++i) {
+      while (ping.value.load(std::memory_order_acquire) != i) {
+        if (stop.load(std::memory_order_relaxed)) return;
+      }
+      pong.value.store(i, std::memory_order_release);
+    }
+  });
+  std::printf("# round trip of a cache line between cpu %d and cpu %d, ns (%ld trips each)\n",
+              cpu_a, cpu_b, kTrips);
+  const auto start = std::chrono::steady_clock::now();
+  long i = 0;
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+         seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long k = 0; k < kTrips; ++k) {
+      ++i;
+      ping.value.store(i, std::memory_order_release);
+      while (pong.value.load(std::memory_order_acquire) != i) {
+      }
+    }
+    const double ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%.0f\n", ns / kTrips);
+    std::fflush(stdout);
+  }
+  stop.store(true);
+  echo.join();
+  return 0;
+}
