@@ -1,4 +1,4 @@
-// core-pingpong: the round trip of one cache line between two cores, printed every ~0.1 s.
+// core-pingpong: the round trip of one cache line between two cores, the mean of every 100000.
 // On this machine (a 2-vCPU VM on an AMD EPYC host) it reads ~140 ns while the host runs both
 // vCPUs on one CCX (one shared L3) and ~540 ns while it runs them on two, and the host switches
 // every few seconds: the two modes behind the shm backend's store tuner (store_tuner.h) and
