@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 namespace synk::detail {
@@ -12,6 +13,14 @@ namespace synk::detail {
 inline std::chrono::steady_clock::duration wait_duration(double seconds) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(seconds));
+}
+
+// `seconds` for a timeout message, as SYNK_TIMEOUT would be written: "30 s", "0.5 s", "1 s".
+inline std::string seconds_text(double seconds) {
+  std::string t = std::to_string(seconds);
+  while (t.size() > 1 && t.back() == '0') t.pop_back();
+  if (!t.empty() && t.back() == '.') t.pop_back();
+  return t + " s";
 }
 
 // Call once per unsuccessful poll; `spins` counts the polls of this wait (start it at 0).

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -98,11 +97,9 @@ void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, 
       }
       if (deadline && now >= limit) {
         keep_forever(std::move(packet));
-        char secs[32];
-        std::snprintf(secs, sizeof secs, "%.1f", settings().timeout_s);
         throw Error(ErrorCode::Timeout,
-                    std::string("distribute: rank 0 waited ") + secs +
-                        " s (SYNK_TIMEOUT) for its request to reach the workers");
+                    "distribute: rank 0 waited " + seconds_text(settings().timeout_s) +
+                        " (SYNK_TIMEOUT) for its request to reach the workers");
       }
     }
     // An idle worker sleeps between tests: it costs little CPU and is never timed out, however

@@ -63,13 +63,6 @@ class NcclPending final : public Request::Pending {
 
 }  // namespace
 
-std::string seconds_text(double s) {
-  std::string t = std::to_string(s);
-  while (t.size() > 1 && t.back() == '0') t.pop_back();
-  if (!t.empty() && t.back() == '.') t.pop_back();
-  return t + " s";
-}
-
 std::string nccl_message(ncclResult_t rc) {
   std::string m = ncclGetErrorString(rc);
   const char* last = ncclGetLastError(nullptr);  // the comm argument is unused by NCCL

@@ -68,9 +68,6 @@ class NcclComm {
   std::string abort_reason_;
 };
 
-// "2.5 s": a duration for messages.
-std::string seconds_text(double s);
-
 // The CUDA device this process's NCCL communicators use, once the first one has chosen it.
 std::optional<int> nccl_process_device();
 

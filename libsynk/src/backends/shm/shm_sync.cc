@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -233,11 +232,10 @@ void Group::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::ui
     }
     if (now >= deadline) {
       broken_ = true;
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%.1f", cfg_.timeout_s);
       throw Error(ErrorCode::Timeout,
                   std::string(op_name_) + ": rank " + std::to_string(cfg_.rank) + " waited " +
-                      secs + " s (SYNK_TIMEOUT) for rank " + std::to_string(peer) +
+                      detail::seconds_text(cfg_.timeout_s) + " (SYNK_TIMEOUT) for rank " +
+                      std::to_string(peer) +
                       ", which has not reached this call (" + what + " " +
                       std::to_string(target) + ")");
     }
