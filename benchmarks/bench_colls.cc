@@ -85,9 +85,18 @@ const char* to_string(Coll c) noexcept {
   return "?";
 }
 
+// Underscores are ignored, so nccl-tests' spellings (all_reduce, all_gather) and synk's API
+// names work as well as the table's (allreduce, reduce_scatter).
 std::optional<Coll> parse_coll(std::string_view name) {
+  const auto bare = [](std::string_view s) {
+    std::string out;
+    for (char ch : s) {
+      if (ch != '_') out += ch;
+    }
+    return out;
+  };
   for (Coll c : kAllColls) {
-    if (name == to_string(c)) return c;
+    if (bare(name) == bare(to_string(c))) return c;
   }
   return std::nullopt;
 }

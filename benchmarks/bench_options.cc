@@ -113,7 +113,8 @@ Options parse_options(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("COLL", o.coll_name,
                  "Collective: allreduce, broadcast, reduce, allgather, reduce_scatter, gather, "
-                 "scatter, or all (= allreduce, broadcast, reduce, allgather, reduce_scatter)")
+                 "scatter, or all (= allreduce, broadcast, reduce, allgather, reduce_scatter); "
+                 "underscores are ignored (all_reduce, all_gather, reducescatter)")
       ->required();
   app.add_option("-b,--minbytes", min_text,
                  "Smallest size in bytes; K, M, G suffixes are powers of 1024")
@@ -183,7 +184,7 @@ Options parse_options(int argc, char** argv) {
   } else {
     throw UsageError("unknown collective '" + o.coll_name +
                      "' (expected allreduce, broadcast, reduce, allgather, reduce_scatter, "
-                     "gather, scatter or all)");
+                     "gather, scatter or all; underscores are ignored)");
   }
   o.min_bytes = parse_size(min_text, "-b");
   o.max_bytes = parse_size(max_text, "-e");

@@ -24,6 +24,15 @@ assert {r["backend"] for r in rows} >= {"mpi", "shm"}, {r["backend"] for r in ro
 print(f"json: {len(rows)} rows")
 PY
 
+# nccl-tests' spelling names the same collective; an unknown one is refused with the list
+run -np 1 "$bench" all_gather -b 64 -e 64 -n 1 -w 0 --backend shm | grep -q "^# allgather (shm)"
+set +e
+run -np 1 "$bench" all_scatter > "$work/bad.txt" 2>&1
+rc=$?
+set -e
+grep -q "unknown collective 'all_scatter'" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
+[ "$rc" -eq 2 ] || { echo "unknown collective exited $rc, not 2"; exit 1; }
+
 set +e
 run -np 2 "$bench" allreduce -d foo > "$work/bad.txt" 2>&1
 rc=$?
