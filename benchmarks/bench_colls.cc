@@ -2,6 +2,7 @@
 #include "bench_colls.h"
 
 #include <climits>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -99,6 +100,14 @@ std::optional<Coll> parse_coll(std::string_view name) {
     if (bare(name) == bare(to_string(c))) return c;
   }
   return std::nullopt;
+}
+
+void refill_input(const CallArgs& a, int rank, unsigned char value) {
+  if (a.coll == Coll::broadcast) {
+    if (rank == a.root) std::memset(a.recv, value, a.layout.recv_bytes);
+  } else if (a.coll != Coll::scatter || rank == a.root) {
+    std::memset(a.send, value, a.layout.send_bytes);
+  }
 }
 
 bool uses_op(Coll c) noexcept {

@@ -51,6 +51,11 @@ struct CallArgs {
 
 void call_synk(Communicator& comm, const CallArgs& a);
 
+// Overwrites every byte of what `rank`'s call reads (its send buffer; the root's recv for
+// broadcast; nothing where the rank sends nothing) with `value`. A byte value of 0x3c or 0x3d
+// makes normal, finite numbers of every dtype, so reductions run at their usual speed.
+void refill_input(const CallArgs& a, int rank, unsigned char value);
+
 // The raw MPI call has an MPI datatype for this dtype (none for float16/bfloat16 reductions)
 // and int-sized counts.
 bool mpi_has_baseline(const CallArgs& a);

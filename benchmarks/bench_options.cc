@@ -30,6 +30,10 @@ Timing (per row):
   Cap: when the warmup (or, with -w 0, the previous row scaled by size) predicts that one side
   of a row would take more than about 2 s, that row uses fewer calls per round (at least 1)
   and a '# note:' line says so.
+  With -F 1 every rank rewrites its input (the root's, for broadcast and scatter) before each
+  call, and only the calls are timed. Without it the input never changes, and a single-copy
+  path that reads a peer's buffer in place (Open MPI's CMA) finds it in cache after the first
+  call, which real work, with new data every step, does not give it.
 
 Baseline:
   mpi(us) is the raw MPI call with the same arguments on the same communicator
@@ -104,6 +108,7 @@ Options parse_options(int argc, char** argv) {
   std::string backend_text = "mpi";
   long long factor = 2;
   int check = 1;
+  int fresh = 0;
 
   CLI::App app(
       "synk-bench: nccl-tests style benchmark of synk's collectives, with the raw MPI call "
@@ -152,6 +157,11 @@ Options parse_options(int argc, char** argv) {
   app.add_option("-c,--check", check,
                  "1: after timing, check every element of synk's result (#wrong; exit 1 if "
                  "any is wrong); 0: skip, #wrong shows N/A")
+      ->type_name("0|1")
+      ->capture_default_str();
+  app.add_option("-F,--fresh", fresh,
+                 "1: rewrite each rank's input before every timed call, outside the timing, as a "
+                 "training step produces new gradients (see Timing); 0: the same input every call")
       ->type_name("0|1")
       ->capture_default_str();
   app.add_option("--backend", backend_text,
@@ -215,6 +225,9 @@ Options parse_options(int argc, char** argv) {
   if (check != 0 && check != 1)
     throw UsageError("-c " + std::to_string(check) + ": expected 0 or 1");
   o.check = check == 1;
+  if (fresh != 0 && fresh != 1)
+    throw UsageError("-F " + std::to_string(fresh) + ": expected 0 or 1");
+  o.fresh = fresh == 1;
   if (backend_text == "all") {
     o.backends = {"mpi", "shm", "nccl"};
     o.backend_all = true;

@@ -30,6 +30,7 @@ struct Options {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   bool check = true;
+  bool fresh = false;  // -F 1: new input before every timed call
   std::vector<std::string> backends;  // "mpi", "shm", "nccl"
   bool backend_all = false;           // --backend all: skip the ones that cannot be built
   std::string json_file;              // empty: no JSON

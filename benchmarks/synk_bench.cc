@@ -108,9 +108,9 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   text += "# command: " + command_line(argc, argv) + "\n";
   std::snprintf(buf, sizeof buf,
                 "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
-                "rounds: %d validation: %d dtype: %s op: %s root: %d backend: %s\n",
+                "rounds: %d validation: %d fresh: %d dtype: %s op: %s root: %d backend: %s\n",
                 o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, kRounds, o.check ? 1 : 0,
-                to_string(o.dtype), to_string(o.op), o.root, backends.c_str());
+                o.fresh ? 1 : 0, to_string(o.dtype), to_string(o.op), o.root, backends.c_str());
   text += buf;
   text += "#\n# Using ranks\n";
   for (int r = 0; r < w.size; ++r) {
@@ -140,17 +140,29 @@ double median(std::vector<double> v) {
 Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_s) {
   const bool with_mpi = mpi_has_baseline(a);
   const MPI_Comm mc = b.comm.mpi_comm();
+  const int rank = b.comm.rank();
+  const auto call = [&](bool synk_side) {
+    if (synk_side) {
+      call_synk(b.comm, a);
+    } else {
+      call_mpi(mc, a);
+    }
+  };
   const auto time_calls = [&](bool synk_side, int calls) {
     MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
-    for (int i = 0; i < calls; ++i) {
-      if (synk_side) {
-        call_synk(b.comm, a);
-      } else {
-        call_mpi(mc, a);
-      }
+    if (!o.fresh) {
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < calls; ++i) call(synk_side);
+      return (MPI_Wtime() - t0) / calls;
     }
-    return (MPI_Wtime() - t0) / calls;
+    double total = 0;  // the calls only, not the rewrites between them
+    for (int i = 0; i < calls; ++i) {
+      refill_input(a, rank, static_cast<unsigned char>(i % 2 ? 0x3c : 0x3d));
+      const double t0 = MPI_Wtime();
+      call(synk_side);
+      total += MPI_Wtime() - t0;
+    }
+    return total / calls;
   };
 
   double estimate[2] = {predicted_s, predicted_s};

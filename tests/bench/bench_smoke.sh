@@ -24,6 +24,11 @@ assert {r["backend"] for r in rows} >= {"mpi", "shm"}, {r["backend"] for r in ro
 print(f"json: {len(rows)} rows")
 PY
 
+# -F 1 rewrites the inputs between timed calls; the results are still checked
+run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -F 1 --backend shm | tee "$work/fresh.txt"
+grep -q "fresh: 1" "$work/fresh.txt"
+grep -q "#wrong total: 0" "$work/fresh.txt"
+
 # nccl-tests' spelling names the same collective; an unknown one is refused with the list
 run -np 1 "$bench" all_gather -b 64 -e 64 -n 1 -w 0 --backend shm | grep -q "^# allgather (shm)"
 set +e
