@@ -96,8 +96,9 @@ std::optional<Coll> parse_coll(std::string_view name) {
     }
     return out;
   };
+  const std::string wanted = bare(name);
   for (Coll c : kAllColls) {
-    if (bare(name) == bare(to_string(c))) return c;
+    if (wanted == bare(to_string(c))) return c;
   }
   return std::nullopt;
 }

@@ -59,6 +59,13 @@ std::string join(std::initializer_list<const char*> names) {
   return out;
 }
 
+// The 0|1 options (-c, -F): their value as a bool, or a UsageError naming the flag.
+bool zero_or_one(int value, const char* flag) {
+  if (value != 0 && value != 1)
+    throw UsageError(std::string(flag) + " " + std::to_string(value) + ": expected 0 or 1");
+  return value == 1;
+}
+
 }  // namespace
 
 std::size_t parse_size(const std::string& text, const char* what) {
@@ -222,12 +229,8 @@ Options parse_options(int argc, char** argv) {
                      to_string(o.dtype));
   }
   if (o.root < 0) throw UsageError("-r " + std::to_string(o.root) + ": ROOT must be >= 0");
-  if (check != 0 && check != 1)
-    throw UsageError("-c " + std::to_string(check) + ": expected 0 or 1");
-  o.check = check == 1;
-  if (fresh != 0 && fresh != 1)
-    throw UsageError("-F " + std::to_string(fresh) + ": expected 0 or 1");
-  o.fresh = fresh == 1;
+  o.check = zero_or_one(check, "-c");
+  o.fresh = zero_or_one(fresh, "-F");
   if (backend_text == "all") {
     o.backends = {"mpi", "shm", "nccl"};
     o.backend_all = true;
