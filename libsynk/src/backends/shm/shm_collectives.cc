@@ -67,7 +67,7 @@ void Group::all_reduce(const void* send, void* recv, std::size_t count, DataType
 // One step: everyone copies in, then everyone reduces the whole vector from all slots.
 void Group::all_reduce_small(const void* send, void* recv, std::size_t count, DataType t,
                              ReduceOp op) {
-  next_step();
+  next_slot_step(count * size_of(t));
   copy(slot(cfg_.rank), send, count * size_of(t));
   sync();
   reduce_slice(0, count, 0, recv, t, op);
@@ -81,7 +81,7 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
   std::size_t off = 0;
   do {
     const std::size_t n = std::min(chunk, count - off);
-    next_step();
+    next_slot_step(n * es);
     // The others read only their slices of my slot; my own slice I reduce from send directly.
     std::size_t lo, hi;
     slice(cfg_.rank, n, es, &lo, &hi);
@@ -124,7 +124,7 @@ void Group::reduce_at_root(const void* send, void* recv, std::size_t count, Data
   std::size_t off = 0;
   do {
     const std::size_t n = std::min(chunk, count - off);
-    next_step();
+    next_slot_step(n * es);
     if (cfg_.rank != root || own_via_slot) copy_in(slot(cfg_.rank), cat(send, off * es), n * es);
     if (cfg_.rank != root) {
       post();
@@ -180,7 +180,7 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   std::size_t off = 0;
   do {
     const std::size_t n = std::min(chunk, count - off);
-    next_step();
+    next_slot_step(n * es);
     if (cfg_.rank == root) {
       copy_in(slot(root), at(buf, off * es), n * es);
       post();  // the root does not wait: the next step (or call) waits for the readers
@@ -214,7 +214,7 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
   std::size_t off = 0;
   do {
     const std::size_t n = std::min(chunk, count - off);
-    next_step();
+    next_slot_step(n * es);
     const int me = cfg_.rank;
     if (root != me) copy_in(slot(me), cat(send, off * es), n * es);
     post();
@@ -279,7 +279,7 @@ void Group::gatherv(const void* send, std::size_t count, void* recv,
   const std::size_t es = size_of(t);
   const std::size_t chunk = slot_elems(t);
   for (std::size_t off = 0; off < max_count; off += chunk) {
-    next_step();
+    next_slot_step(std::min(chunk, max_count - off) * es);
     const std::size_t mine = count > off ? std::min(chunk, count - off) : 0;
     copy_in(slot(cfg_.rank), cat(send, std::min(off, count) * es), mine * es);
     sync();
@@ -305,7 +305,7 @@ void Group::scatter(const void* send, void* recv, std::size_t count, DataType t,
   std::size_t off = 0;
   do {
     const std::size_t n = std::min(chunk, count - off);
-    next_step();
+    next_slot_step(n * es);
     if (cfg_.rank == root) {
       for (int q = 0; q < cfg_.size; ++q) {
         if (q != root)
@@ -344,7 +344,7 @@ void Group::reduce_scatter(const void* send, void* recv, std::size_t count, Data
   std::size_t off = 0;
   do {
     const std::size_t n = std::min(chunk, count - off);
-    next_step();
+    next_slot_step(n_ranks * n * es);
     unsigned char* mine = slot(cfg_.rank);
     const std::size_t me = static_cast<std::size_t>(cfg_.rank);
     const unsigned char* own = cat(send, (me * count + off) * es);

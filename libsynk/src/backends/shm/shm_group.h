@@ -114,6 +114,10 @@ class Group {
   // Waits until every peer is done with the shared memory this step overwrites: the slots of
   // two steps ago, or for an `eager` step only this rank's entry of kEagerDepth steps ago.
   void next_step(bool eager = false);
+  // next_step() for a step that puts at most `bytes` into each slot (and the result area):
+  // it places them at an offset that walks through the slot from one use of the set to the
+  // next, instead of always at its start (see place()).
+  void next_slot_step(std::size_t bytes);
   void settle();  // the same wait as a slot step's, for writes outside next_step (CMA words)
   void sync();    // post, wait for every rank, check this step against every rank
   void arrive();  // the second half of sync(), after a post() and work of this rank's own
@@ -150,8 +154,8 @@ class Group {
   // Copies into the caller's buffer: streaming when this call's output is large.
   void copy_out(void* dst, const void* src, std::size_t bytes) const;
 
-  unsigned char* slot(int peer) const;  // this step's slot of `peer`
-  unsigned char* result() const;        // this step's shared result area
+  unsigned char* slot(int peer) const;  // this step's slot of `peer`, from this step's offset
+  unsigned char* result() const;        // this step's shared result area, likewise
   std::size_t slot_elems(DataType t) const { return cfg_.slot_bytes / size_of(t); }
   // [lo, hi) of `count` elements that `peer` reduces, split on 64-byte boundaries.
   void slice(int peer, std::size_t count, std::size_t es, std::size_t* lo, std::size_t* hi) const;
@@ -191,6 +195,7 @@ class Group {
   std::uint64_t calls_ = 0;     // calls begun
   std::uint64_t call_first_step_ = 1;  // the first step of the current call
   std::uint64_t step_ = 0;      // data steps begun; its parity picks the slot set
+  std::size_t slot_offset_ = 0;  // where this step's data starts in every slot (next_slot_step)
   Call call_;                   // the current call's descriptor
   const char* op_name_ = "";
   bool deferred_ = false;       // a mismatch of an earlier call, for end()

@@ -1,0 +1,182 @@
+// Where a step's data goes in the slots (Group::next_slot_step): each use of a slot set puts it
+// further along the slot, wrapping around. These tests run long sequences of calls whose sizes
+// change from call to call, so that placements of different strides overlap and wrap, and check
+// every element of every result exactly; and a mismatch in which the ranks place their data at
+// different offsets. Real processes (fork_harness.h).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fork_harness.h"
+#include "synk/error.h"
+
+namespace synk::shm::testing {
+namespace {
+
+constexpr std::size_t kSlotBytes = 64 * 1024;  // small: many places wrap within a few calls
+
+// Element i of rank r's input in call c: small integers, so sums are exact.
+std::int32_t value(int r, std::size_t i, int c) {
+  return static_cast<std::int32_t>((r + 1) * 3 + (i * 7 + static_cast<std::size_t>(c)) % 101);
+}
+
+// The first wrong element as a message, or "".
+std::string first_wrong(const char* what, int c, const std::vector<std::int32_t>& got,
+                        const std::vector<std::int32_t>& want) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (got[i] != want[i]) {
+      return std::string(what) + " call " + std::to_string(c) + " count " +
+             std::to_string(want.size()) + ": element " + std::to_string(i) + " is " +
+             std::to_string(got[i]) + ", expected " + std::to_string(want[i]);
+    }
+  }
+  return "";
+}
+
+// One call of collective `kind` with `count` elements per rank, checked element by element.
+std::string run_and_check(Group& g, int kind, std::size_t count, int c) {
+  const int n = g.size();
+  const int me = g.rank();
+  const std::size_t un = static_cast<std::size_t>(n);
+  std::vector<std::int32_t> send(count), recv, want;
+  for (std::size_t i = 0; i < count; ++i) send[i] = value(me, i, c);
+  auto sum_at = [&](std::size_t i) {
+    std::int32_t s = 0;
+    for (int r = 0; r < n; ++r) s += value(r, i, c);
+    return s;
+  };
+  switch (kind) {
+    case 0: {  // all_reduce, in place every other call
+      want.resize(count);
+      for (std::size_t i = 0; i < count; ++i) want[i] = sum_at(i);
+      if (c % 2) {
+        g.all_reduce(send.data(), send.data(), count, DataType::int32, ReduceOp::sum);
+        return first_wrong("all_reduce (in place)", c, send, want);
+      }
+      recv.assign(count, -1);
+      g.all_reduce(send.data(), recv.data(), count, DataType::int32, ReduceOp::sum);
+      return first_wrong("all_reduce", c, recv, want);
+    }
+    case 1: {  // broadcast from a root that moves
+      const int root = c % n;
+      for (std::size_t i = 0; i < count; ++i) send[i] = me == root ? value(root, i, c) : -1;
+      want.resize(count);
+      for (std::size_t i = 0; i < count; ++i) want[i] = value(root, i, c);
+      g.broadcast(send.data(), count, DataType::int32, root);
+      return first_wrong("broadcast", c, send, want);
+    }
+    case 2: {  // reduce to a root that moves
+      const int root = c % n;
+      recv.assign(count, -1);
+      g.reduce(send.data(), recv.data(), count, DataType::int32, ReduceOp::sum, root);
+      if (me != root) return "";
+      want.resize(count);
+      for (std::size_t i = 0; i < count; ++i) want[i] = sum_at(i);
+      return first_wrong("reduce", c, recv, want);
+    }
+    case 3: {  // all_gather
+      recv.assign(count * un, -1);
+      g.all_gather(send.data(), recv.data(), count, DataType::int32);
+      want.resize(count * un);
+      for (std::size_t i = 0; i < want.size(); ++i)
+        want[i] = value(static_cast<int>(i / count), i % count, c);
+      return first_wrong("all_gather", c, recv, want);
+    }
+    default: {  // reduce_scatter: send holds n blocks of `count`
+      send.resize(count * un);
+      for (std::size_t i = 0; i < send.size(); ++i) send[i] = value(me, i, c);
+      recv.assign(count, -1);
+      g.reduce_scatter(send.data(), recv.data(), count, DataType::int32, ReduceOp::sum);
+      want.resize(count);
+      for (std::size_t i = 0; i < count; ++i)
+        want[i] = sum_at(static_cast<std::size_t>(me) * count + i);
+      return first_wrong("reduce_scatter", c, recv, want);
+    }
+  }
+}
+
+class ShmPlacement : public ::testing::Test {
+ protected:
+  void SetUp() override { before_ = synk_segments(); }
+  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
+  std::vector<std::string> before_;
+};
+
+class ShmPlacementRanks : public ShmPlacement, public ::testing::WithParamInterface<int> {};
+
+std::string ranks_name(const ::testing::TestParamInfo<int>& p) {
+  return std::to_string(p.param) + "ranks";
+}
+
+// 300 calls, every collective, sizes from one element past the entries (2 KiB) to a few slots,
+// drawn from one seed on every rank: strides of 4 KiB to a whole slot meet in each set.
+TEST_P(ShmPlacementRanks, CallsOfChangingSizesStayExact) {
+  HarnessOptions opt;
+  opt.slot_bytes = kSlotBytes;
+  const auto out = run_ranks(GetParam(), opt, [](Group& g, auto report) {
+    std::mt19937 pick(12345);  // the same sequence of calls on every rank
+    std::uniform_int_distribution<std::size_t> count_of(513, 3 * kSlotBytes / 4 + 1000);
+    for (int c = 0; c < 300; ++c) {
+      const int kind = c % 5;
+      std::size_t count = count_of(pick);
+      if (kind >= 3) count = count / static_cast<std::size_t>(g.size()) + 1;
+      const std::string wrong = run_and_check(g, kind, count, c);
+      if (!wrong.empty()) {
+        report(wrong);
+        return 1;
+      }
+    }
+    return 0;
+  });
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmPlacementRanks, ::testing::Values(2, 3), ranks_name);
+
+// Rank 0 gathers 3,000 elements (12 KiB: a stride of 12 KiB), rank 1 5,000 (20 KiB): each puts
+// its data at its own offset. Both must fail naming both calls, read nothing, and stay in step
+// for the calls after, which walk the slots again.
+TEST_F(ShmPlacement, AMismatchPlacingDataDifferentlyFailsAndTheGroupStaysInStep) {
+  HarnessOptions opt;
+  opt.slot_bytes = kSlotBytes;
+  const auto out = run_ranks(2, opt, [](Group& g, auto report) {
+    for (int c = 0; c < 6; ++c) {  // the sets' offsets move on before the mismatch
+      const std::string wrong = run_and_check(g, 3, 3000, c);
+      if (!wrong.empty()) return report(wrong), 1;
+    }
+    const std::size_t count = g.rank() == 0 ? 3000 : 5000;
+    std::vector<std::int32_t> send(count, 7), recv(2 * count, -1);
+    try {
+      g.all_gather(send.data(), recv.data(), count, DataType::int32);
+      report("the mismatched all_gather returned");
+      return 2;
+    } catch (const Error& e) {
+      report(e.what());
+    }
+    const std::size_t peer = static_cast<std::size_t>(1 - g.rank());
+    for (std::size_t i = peer * count; i < (peer + 1) * count; ++i) {
+      if (recv[i] != -1) return report("read the peer's block of a mismatched call"), 3;
+    }
+    for (int c = 0; c < 20; ++c) {
+      const std::string wrong =
+          run_and_check(g, c % 5, 3000 + 1000 * static_cast<std::size_t>(c % 3), c);
+      if (!wrong.empty()) return report(wrong), 4;
+    }
+    return 0;
+  });
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+    EXPECT_NE(out[r].message.find("rank 0 called all_gather(count 3000, int32)"), std::string::npos)
+        << out[r].message;
+    EXPECT_NE(out[r].message.find("rank 1 called all_gather(count 5000, int32)"), std::string::npos)
+        << out[r].message;
+  }
+}
+
+}  // namespace
+}  // namespace synk::shm::testing
