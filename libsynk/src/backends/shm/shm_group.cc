@@ -49,8 +49,9 @@ Group::Group(void* base, const GroupConfig& config)
   // Map every control block and slot now, writable: otherwise the first pass through the
   // entries takes a page fault per page and rank, which shows in the first small calls (2-4 us
   // each instead of 0.2), and so does the first walk of the slots (next_slot_step), a fault
-  // per 4 KiB (all_gather of 4 KiB per rank: 5.5 us a call instead of 0.6 until every place
-  // has been used once). Best effort: before Linux 5.14 the faults simply come later.
+  // per 4 KiB and rank (synk-bench's first small all_gather rows took 5.5 us a call instead
+  // of 0.6 until every place had been used once). Best effort: before Linux 5.14 the faults
+  // simply come later.
   madvise(blocks_, segment_bytes(cfg_.size, cfg_.slot_bytes) - layout::kHeaderBytes,
           MADV_POPULATE_WRITE);
   block_at(blocks_, cfg_.rank).pid.store(getpid(), std::memory_order_release);

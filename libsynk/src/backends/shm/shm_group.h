@@ -116,7 +116,7 @@ class Group {
   void next_step(bool eager = false);
   // next_step() for a step that puts at most `bytes` into each slot (and the result area):
   // it places them at an offset that walks through the slot from one use of the set to the
-  // next, instead of always at its start (see place()).
+  // next, instead of always at its start (shm_sync.cc says why).
   void next_slot_step(std::size_t bytes);
   void settle();  // the same wait as a slot step's, for writes outside next_step (CMA words)
   void sync();    // post, wait for every rank, check this step against every rank
