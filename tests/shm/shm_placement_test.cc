@@ -1,8 +1,9 @@
 // Where a step's data goes in the slots (Group::next_slot_step): each use of a slot set puts it
 // further along the slot, wrapping around. These tests run long sequences of calls whose sizes
 // change from call to call, so that placements of different strides overlap and wrap, and check
-// every element of every result exactly; and a mismatch in which the ranks place their data at
-// different offsets. Real processes (fork_harness.h).
+// every element of every result exactly (the all_reduces, half of them in place, also reduce
+// and copy out their slices in several pieces); and a mismatch in which the ranks place their
+// data at different offsets. Real processes (fork_harness.h).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 namespace synk::shm::testing {
 namespace {
 
-constexpr std::size_t kSlotBytes = 64 * 1024;  // small: many places wrap within a few calls
+constexpr std::size_t kSlotBytes = 256 * 1024;  // small: places wrap within a few calls
 
 // Element i of rank r's input in call c: small integers, so sums are exact.
 std::int32_t value(int r, std::size_t i, int c) {
