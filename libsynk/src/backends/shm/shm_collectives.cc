@@ -94,27 +94,23 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
     // The root of a reduce (out of place) reduces its slice straight into recv: only the
     // others' slices go through the result area and get copied out.
     const bool direct = root == cfg_.rank && send != recv;
-    if (direct || !receives || stream_out_) {
-      unsigned char* dst = direct ? at(recv, (off + lo) * es) : result() + lo * es;
-      reduce_slice(lo, hi, 0, dst, t, op, cat(send, off * es));
-      post();
-      // My own slice of the result goes out while the others arrive.
-      if (receives && !direct)
-        copy_out(at(recv, (off + lo) * es), result() + lo * es, (hi - lo) * es);
-    } else {
-      // My own slice of the result goes to recv piece by piece, each copied while it is still
-      // in L1 from the reduction, instead of after the whole slice (out of L2 or further, as
-      // the branch above still does where recv is written with streaming stores, which read
-      // nothing back). 2 ranks, all_reduce of 1 MiB: 93-108 us -> 67-84 (1.5-1.6x MPI ->
-      // 1.9-2.4x); of 4 MiB: 1.4-1.6x -> 1.7-2.0x; no change measured from 8 MiB up.
-      const std::size_t piece = std::max<std::size_t>(1, kFusedPieceBytes / es);
-      for (std::size_t a = lo; a < hi; a += piece) {
-        const std::size_t b = std::min(hi, a + piece);
-        reduce_slice(a, b, 0, result() + a * es, t, op, cat(send, off * es));
-        copy_out(at(recv, (off + a) * es), result() + a * es, (b - a) * es);
-      }
-      post();
+    // Where recv is written with ordinary stores, my own slice of the result goes to recv piece
+    // by piece, each copied while it is still in L1 from the reduction, instead of after the
+    // whole slice, out of L2 or further. 2 ranks, all_reduce of 1 MiB: 93-108 us -> 67-84
+    // (1.5-1.6x MPI -> 1.9-2.4x); of 4 MiB: 1.4-1.6x -> 1.7-2.0x; no change measured from 8 MiB
+    // up. Streaming stores read nothing back: there the whole slice is reduced first and its
+    // copy goes out after the post, while the others arrive.
+    const bool fused = receives && !direct && !stream_out_;
+    unsigned char* dst = direct ? at(recv, off * es) : result();  // element 0 of this chunk
+    const std::size_t piece = fused ? std::max<std::size_t>(1, kFusedPieceBytes / es) : hi - lo;
+    for (std::size_t a = lo; a < hi; a += piece) {
+      const std::size_t b = std::min(hi, a + piece);
+      reduce_slice(a, b, 0, dst + a * es, t, op, cat(send, off * es));
+      if (fused) copy_out(at(recv, (off + a) * es), result() + a * es, (b - a) * es);
     }
+    post();
+    if (receives && !direct && !fused)
+      copy_out(at(recv, (off + lo) * es), result() + lo * es, (hi - lo) * es);
     arrive();
     if (receives) {
       copy_out(at(recv, off * es), result(), lo * es);
