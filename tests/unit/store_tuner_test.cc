@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -25,9 +26,19 @@ bool call(StoreTuner& t, double ordinary_s, double streaming_s, int coll = kBroa
 
 TEST(StoreTuner, SmallCallsUseOrdinaryStoresAndAreNotTimed) {
   StoreTuner t;
-  for (int i = 0; i < 40; ++i) EXPECT_FALSE(call(t, 1.0, 0.001, kBroadcast, kBig - 1));
-  EXPECT_EQ(t.arms(kBroadcast, kBig - 1).calls, 0u);
-  EXPECT_EQ(t.arms(kBroadcast, kBig - 1).cost[1], 0.0);
+  constexpr std::size_t kSmallBroadcast = StoreTuner::kMinBroadcastBytes - 1;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_FALSE(call(t, 1.0, 0.001, kAllGather, kBig - 1));
+    EXPECT_FALSE(call(t, 1.0, 0.001, kBroadcast, kSmallBroadcast));
+  }
+  EXPECT_FALSE(t.tuned(kAllGather, kBig - 1));
+  EXPECT_EQ(t.arms(kAllGather, kBig - 1).calls, 0u);
+  EXPECT_EQ(t.arms(kAllGather, kBig - 1).cost[1], 0.0);
+  EXPECT_EQ(t.arms(kBroadcast, kSmallBroadcast).calls, 0u);
+  // Broadcasts are tuned from a smaller size than the rest (see store_tuner.h).
+  EXPECT_TRUE(t.tuned(kBroadcast, StoreTuner::kMinBroadcastBytes));
+  EXPECT_FALSE(t.tuned(kAllGather, StoreTuner::kMinBroadcastBytes));
+  EXPECT_FALSE(StoreTuner(StoreMode::streaming).tuned(kBroadcast, kBig));
 }
 
 TEST(StoreTuner, FixedModesNeverChange) {
@@ -42,32 +53,71 @@ TEST(StoreTuner, FixedModesNeverChange) {
 
 TEST(StoreTuner, TimesBothWaysThenKeepsTheFasterAndRetriesTheOtherNowAndThen) {
   StoreTuner t;
+  constexpr std::uint32_t kRun = StoreTuner::kRun, kCycle = kRun * StoreTuner::kExploreEvery;
   std::vector<bool> got;
-  for (int i = 0; i < 40; ++i) got.push_back(call(t, 2.0, 1.0));  // streaming is faster
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], i % 2 == 1) << i;
-  for (int i = 4; i < 40; ++i) {
-    // Calls 16 and 32 (counting from 0) try ordinary stores again; all others stream.
-    EXPECT_EQ(got[static_cast<std::size_t>(i)], i % 16 != 0) << i;
+  for (std::uint32_t i = 0; i < 2 * kCycle + 8; ++i) got.push_back(call(t, 2.0, 1.0));
+  for (std::uint32_t i = 0; i < got.size(); ++i) {
+    // A run of ordinary stores, a run streaming, then streaming (the faster) but for a run of
+    // ordinary stores every kExploreEvery runs.
+    const std::uint32_t run = i / kRun;
+    const bool ordinary = run == 0 || (run >= 2 && run % StoreTuner::kExploreEvery == 0);
+    EXPECT_EQ(got[i], !ordinary) << i;
   }
   EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[0], 2.0 / static_cast<double>(kBig));
   EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[1], 1.0 / static_cast<double>(kBig));
-  EXPECT_EQ(t.arms(kBroadcast, kBig).calls, 40u);
+  EXPECT_EQ(t.arms(kBroadcast, kBig).calls, got.size());
+}
+
+TEST(StoreTuner, OnlyTheLastCallsOfARunAreTimed) {
+  StoreTuner t;
+  // The first kWarm calls of each run take 100 s (they would carry the other way's lag):
+  // they must not count.
+  for (std::uint32_t i = 0; i < 2 * StoreTuner::kRun; ++i) {
+    const bool warm = i % StoreTuner::kRun < StoreTuner::kWarm;
+    call(t, warm ? 100.0 : 2.0, warm ? 100.0 : 1.0);
+  }
+  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[0], 2.0 / static_cast<double>(kBig));
+  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[1], 1.0 / static_cast<double>(kBig));
+}
+
+// A writer's call waits for its reader to be done with the step before last, so each call's
+// time is the writer's own stores plus the reader's work on the call two before. Streaming
+// stores are cheap to make and dear to read (the reader shares the writer's cache): timed call
+// by call, streaming would look faster than it is.
+TEST(StoreTuner, AReadersLagTwoCallsLateDoesNotMisleadIt) {
+  StoreTuner t;
+  const double own[2] = {0.5, 0.2}, reader[2] = {0.5, 1.8};  // ordinary: 1.0 a call; streaming: 2.0
+  std::vector<int> arms = {0, 0};
+  int streamed = 0;
+  constexpr int kCalls = 400;
+  for (int i = 0; i < kCalls; ++i) {
+    const int arm = t.choose(kBroadcast, kBig) ? 1 : 0;
+    t.record(own[arm] + reader[arms[arms.size() - 2]]);
+    arms.push_back(arm);
+    streamed += arm;
+  }
+  // Only the second run and the exploring runs stream.
+  const int cycle = static_cast<int>(StoreTuner::kRun * StoreTuner::kExploreEvery);
+  EXPECT_LE(streamed, static_cast<int>(StoreTuner::kRun) * (2 + kCalls / cycle));
+  EXPECT_FALSE(t.choose(kBroadcast, kBig));
 }
 
 TEST(StoreTuner, FollowsTheMachineWhenTheFasterWayChanges) {
   StoreTuner t;
-  for (int i = 0; i < 8; ++i) call(t, 1.0, 1.5);  // ordinary stores are faster
-  EXPECT_FALSE(call(t, 1.0, 1.5));
-  // Now the reader sits on another cache: ordinary stores take 4 s. The running mean of the
-  // way in use passes the other's last time after one call, so the next call streams.
-  EXPECT_FALSE(call(t, 4.0, 1.0));
+  constexpr std::uint32_t kRun = StoreTuner::kRun;
+  for (std::uint32_t i = 0; i < 2 * kRun; ++i) call(t, 1.0, 1.5);  // ordinary stores are faster
+  // Now the reader sits on another cache: ordinary stores take 4 s. The run under way keeps
+  // its way; its timed calls raise ordinary stores' running mean past streaming's 1.5 s, so
+  // the next run streams.
+  for (std::uint32_t i = 0; i < kRun; ++i) EXPECT_FALSE(call(t, 4.0, 1.0)) << i;
   EXPECT_TRUE(call(t, 4.0, 1.0));
   for (int i = 0; i < 10; ++i) call(t, 4.0, 1.0);
-  // And back: streaming gets slower than ordinary stores' last (old, 2.5 s mean) time; the
-  // next retry of ordinary stores, at most kExploreEvery calls later, finds them fast again.
+  // And back: streaming gets slower than ordinary stores' last (old, 3.25 s mean) time; the
+  // next run retrying ordinary stores, at most kExploreEvery runs later, finds them fast again.
   int streamed = 0;
-  for (std::uint32_t i = 0; i < 2 * StoreTuner::kExploreEvery; ++i) streamed += call(t, 1.0, 2.0);
-  EXPECT_LE(streamed, static_cast<int>(StoreTuner::kExploreEvery) + 1);
+  const std::uint32_t cycle = kRun * StoreTuner::kExploreEvery;
+  for (std::uint32_t i = 0; i < 2 * cycle; ++i) streamed += call(t, 1.0, 2.0);
+  EXPECT_LE(streamed, static_cast<int>(cycle + kRun));
   EXPECT_FALSE(call(t, 1.0, 2.0));
 }
 
@@ -85,12 +135,17 @@ TEST(StoreTuner, EachCollectiveAndSizeClassIsTunedApart) {
 
 TEST(StoreTuner, ACallThatNeverEndedIsNotCounted) {
   StoreTuner t;
-  for (int i = 0; i < 8; ++i) call(t, 2.0, 1.0);
+  for (int i = 0; i < 10; ++i) {
+    call(t, 2.0, 1.0);
+    call(t, 2.0, 1.0, kAllGather);
+  }
+  // Both classes are at the third call of a run: timed.
   const double streaming = t.arms(kBroadcast, kBig).cost[1];
   t.choose(kBroadcast, kBig);  // this call throws: no record()
   t.choose(kAllGather, kBig);  // the next call's time must not go to the broadcast's class
   t.record(100.0);
   EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[1], streaming);
+  EXPECT_GT(t.arms(kAllGather, kBig).cost[1], 1.0 / static_cast<double>(kBig));
 }
 
 TEST(StoreTuner, OnlyLargeOutputsStreamIntoTheCallersBuffer) {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string>
 
+#include "core/backend.h"
+
 namespace synk::shm {
 
 std::size_t last_level_cache_bytes() {
@@ -51,23 +53,33 @@ const StoreTuner::Arms& StoreTuner::arms(int collective, std::size_t bytes) cons
   return arms_[collective % kCollectives][size_class(bytes)];
 }
 
+bool StoreTuner::tuned(int collective, std::size_t bytes) const {
+  if (mode_ != StoreMode::tuned) return false;
+  const bool broadcast = collective == static_cast<int>(detail::Collective::broadcast);
+  return bytes >= (broadcast ? kMinBroadcastBytes : kMinBytes);
+}
+
 bool StoreTuner::choose(int collective, std::size_t bytes) {
   current_ = nullptr;
   if (mode_ != StoreMode::tuned) return mode_ == StoreMode::streaming;
-  if (bytes < kMinBytes) return false;  // stays in the caches: ordinary stores
+  if (!tuned(collective, bytes)) return false;  // stays in the caches: ordinary stores
   Arms& a = arms_[collective % kCollectives][size_class(bytes)];
   const std::uint32_t i = a.calls++;
-  const int favoured = a.cost[1] > 0 && a.cost[1] < a.cost[0] ? 1 : 0;
-  if (i < 4) {
-    arm_ = static_cast<int>(i & 1);  // both ways twice, alternating, before choosing
-    explored_ = false;
-  } else if (i % kExploreEvery == 0) {
-    arm_ = 1 - favoured;  // the machine may have changed since the other way was timed
-    explored_ = true;
-  } else {
-    arm_ = favoured;
-    explored_ = false;
+  const std::uint32_t run = i / kRun, in_run = i % kRun;
+  if (in_run == 0) {
+    const int favoured = a.cost[1] > 0 && a.cost[1] < a.cost[0] ? 1 : 0;
+    if (run < 2) {
+      a.run_arm = static_cast<int>(run);  // a run each way before choosing
+    } else if (run % kExploreEvery == 0) {
+      a.run_arm = 1 - favoured;  // the machine may have changed since the other way was timed
+    } else {
+      a.run_arm = favoured;
+    }
   }
+  const bool exploring = run >= 2 && run % kExploreEvery == 0;
+  arm_ = a.run_arm;
+  timed_ = in_run >= kWarm;
+  explored_ = exploring && in_run == kWarm;
   current_ = &a;
   bytes_ = bytes;
   return arm_ == 1;
@@ -75,11 +87,13 @@ bool StoreTuner::choose(int collective, std::size_t bytes) {
 
 void StoreTuner::record(double seconds) {
   if (!current_) return;
-  const double x = seconds / static_cast<double>(bytes_);
-  double& c = current_->cost[arm_];
-  // A way tried again after a while starts afresh (its old time is from another machine
-  // state); the way in use keeps a running mean of its last few calls.
-  c = explored_ || c == 0 ? x : (c + x) / 2;
+  if (timed_) {
+    const double x = seconds / static_cast<double>(bytes_);
+    double& c = current_->cost[arm_];
+    // A way tried again after a while starts afresh (its old time is from another machine
+    // state); the way in use keeps a running mean of its last few calls.
+    c = explored_ || c == 0 ? x : (c + x) / 2;
+  }
   current_ = nullptr;
 }
 

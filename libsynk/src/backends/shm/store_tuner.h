@@ -7,10 +7,20 @@
 // between them, as on this machine every few seconds) every line the reader takes from the
 // writer's cache crosses the fabric, and ordinary stores lose by up to 3x (2 ranks, broadcast
 // of 1 MiB: 202 us against 67; of 64 MiB: 12.5 ms against 6.2). So each rank times its own
-// calls of at least kMinBytes and keeps, per collective and size class (a power of two), the
-// faster of the two, trying the other again every kExploreEvery calls. The choice is the
-// rank's alone: how a slot was written does not matter to its reader, so the ranks need not
-// agree.
+// calls of at least min_bytes() and keeps, per collective and size class (a power of two), the
+// faster of the two, trying the other again now and then. The choice is the rank's alone: how
+// a slot was written does not matter to its reader, so the ranks need not agree.
+//
+// A way is tried for a run of kRun calls in a row, and only the last ones are timed. A writer
+// feels its reader's pace two steps late (it waits for the reader to be done with the step
+// before last, see shm_sync.cc), so a single streaming call looks cheap to the writer, whose
+// stores do not wait for the lines, while its reader pays for them in the next calls. Timed
+// one call at a time, the tuner chose streaming for 16-32 KiB broadcasts and reduces where
+// they share a cache, and lost half their speed.
+//
+// Broadcasts are tuned from 16 KiB, the rest from 64 KiB. On two caches a 16-32 KiB broadcast
+// with ordinary stores took longer than MPI's (0.57-0.82x); streaming took it to 1.7-2.3x.
+// The others stayed faster than MPI there either way.
 //
 // Copies out of shared memory into the caller's buffer stream when the call's output is at
 // least half the last-level cache: it will not stay cached anyway, and streaming spares the
@@ -31,7 +41,10 @@ std::size_t last_level_cache_bytes();
 class StoreTuner {
  public:
   static constexpr std::size_t kMinBytes = std::size_t{64} << 10;
-  static constexpr std::uint32_t kExploreEvery = 16;
+  static constexpr std::size_t kMinBroadcastBytes = std::size_t{16} << 10;
+  static constexpr std::uint32_t kRun = 4;   // calls in a row on one way
+  static constexpr std::uint32_t kWarm = 2;  // of them not timed: the reader's lag
+  static constexpr std::uint32_t kExploreEvery = 16;  // runs: one of them tries the other way
   static constexpr int kCollectives = 16;
   static constexpr int kSizeClasses = 48;  // log2 of the bytes: up to 2^47
 
@@ -39,6 +52,8 @@ class StoreTuner {
   // (0: half the last-level cache, or 16 MiB where unknown).
   explicit StoreTuner(StoreMode mode = StoreMode::tuned, std::size_t out_bytes_min = 0);
 
+  // Whether calls of `collective` and `bytes` are tuned (and so timed).
+  bool tuned(int collective, std::size_t bytes) const;
   // At the start of a call of `bytes` (the call's count times the element size) of collective
   // `collective`: whether it streams.
   bool choose(int collective, std::size_t bytes);
@@ -54,6 +69,7 @@ class StoreTuner {
   struct Arms {
     double cost[2] = {0, 0};
     std::uint32_t calls = 0;
+    int run_arm = 0;  // the way of the run under way
   };
   const Arms& arms(int collective, std::size_t bytes) const;
 
@@ -65,7 +81,8 @@ class StoreTuner {
   Arms arms_[kCollectives][kSizeClasses];
   Arms* current_ = nullptr;  // the class of the call under way, if tuned
   int arm_ = 0;              // its choice: 1 streams
-  bool explored_ = false;    // its choice was the one not in favour
+  bool timed_ = false;       // it is past its run's first kWarm calls
+  bool explored_ = false;    // and is the first timed call of a run trying the other way
   std::size_t bytes_ = 0;
 };
 
