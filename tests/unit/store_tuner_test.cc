@@ -68,6 +68,18 @@ TEST(StoreTuner, TimesBothWaysThenKeepsTheFasterAndRetriesTheOtherNowAndThen) {
   EXPECT_EQ(t.arms(kBroadcast, kBig).calls, got.size());
 }
 
+TEST(StoreTuner, StreamingIsKeptOnlyWhenItIsClearlyFaster) {
+  StoreTuner t, u;
+  const double within = 1.0 / (StoreTuner::kStreamMargin * 0.98);  // faster, not by the margin
+  const double beyond = 1.0 / (StoreTuner::kStreamMargin * 1.1);
+  for (std::uint32_t i = 0; i < 2 * StoreTuner::kRun; ++i) {
+    call(t, 1.0, within);
+    call(u, 1.0, beyond);
+  }
+  EXPECT_FALSE(call(t, 1.0, within));
+  EXPECT_TRUE(call(u, 1.0, beyond));
+}
+
 TEST(StoreTuner, OnlyTheLastCallsOfARunAreTimed) {
   StoreTuner t;
   // The first kWarm calls of each run take 100 s (they would carry the other way's lag):

@@ -67,7 +67,7 @@ bool StoreTuner::choose(int collective, std::size_t bytes) {
   const std::uint32_t i = a.calls++;
   const std::uint32_t run = i / kRun, in_run = i % kRun;
   if (in_run == 0) {
-    const int favoured = a.cost[1] > 0 && a.cost[1] < a.cost[0] ? 1 : 0;
+    const int favoured = a.cost[1] > 0 && a.cost[1] * kStreamMargin < a.cost[0] ? 1 : 0;
     if (run < 2) {
       a.run_arm = static_cast<int>(run);  // a run each way before choosing
     } else if (run % kExploreEvery == 0) {
