@@ -26,19 +26,12 @@ bool call(StoreTuner& t, double ordinary_s, double streaming_s, int coll = kBroa
 
 TEST(StoreTuner, SmallCallsUseOrdinaryStoresAndAreNotTimed) {
   StoreTuner t;
-  constexpr std::size_t kSmallBroadcast = StoreTuner::kMinBroadcastBytes - 1;
-  for (int i = 0; i < 40; ++i) {
-    EXPECT_FALSE(call(t, 1.0, 0.001, kAllGather, kBig - 1));
-    EXPECT_FALSE(call(t, 1.0, 0.001, kBroadcast, kSmallBroadcast));
-  }
-  EXPECT_FALSE(t.tuned(kAllGather, kBig - 1));
-  EXPECT_EQ(t.arms(kAllGather, kBig - 1).calls, 0u);
-  EXPECT_EQ(t.arms(kAllGather, kBig - 1).cost[1], 0.0);
-  EXPECT_EQ(t.arms(kBroadcast, kSmallBroadcast).calls, 0u);
-  // Broadcasts are tuned from a smaller size than the rest (see store_tuner.h).
-  EXPECT_TRUE(t.tuned(kBroadcast, StoreTuner::kMinBroadcastBytes));
-  EXPECT_FALSE(t.tuned(kAllGather, StoreTuner::kMinBroadcastBytes));
-  EXPECT_FALSE(StoreTuner(StoreMode::streaming).tuned(kBroadcast, kBig));
+  for (int i = 0; i < 40; ++i) EXPECT_FALSE(call(t, 1.0, 0.001, kBroadcast, kBig - 1));
+  EXPECT_FALSE(t.tuned(kBig - 1));
+  EXPECT_TRUE(t.tuned(kBig));
+  EXPECT_EQ(t.arms(kBroadcast, kBig - 1).calls, 0u);
+  EXPECT_EQ(t.arms(kBroadcast, kBig - 1).cost[1], 0.0);
+  EXPECT_FALSE(StoreTuner(StoreMode::streaming).tuned(kBig));
 }
 
 TEST(StoreTuner, FixedModesNeverChange) {

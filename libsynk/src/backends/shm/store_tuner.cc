@@ -5,7 +5,6 @@
 #include <fstream>
 #include <string>
 
-#include "core/backend.h"
 
 namespace synk::shm {
 
@@ -53,16 +52,10 @@ const StoreTuner::Arms& StoreTuner::arms(int collective, std::size_t bytes) cons
   return arms_[collective % kCollectives][size_class(bytes)];
 }
 
-bool StoreTuner::tuned(int collective, std::size_t bytes) const {
-  if (mode_ != StoreMode::tuned) return false;
-  const bool broadcast = collective == static_cast<int>(detail::Collective::broadcast);
-  return bytes >= (broadcast ? kMinBroadcastBytes : kMinBytes);
-}
-
 bool StoreTuner::choose(int collective, std::size_t bytes) {
   current_ = nullptr;
   if (mode_ != StoreMode::tuned) return mode_ == StoreMode::streaming;
-  if (!tuned(collective, bytes)) return false;  // stays in the caches: ordinary stores
+  if (!tuned(bytes)) return false;  // stays in the caches: ordinary stores
   Arms& a = arms_[collective % kCollectives][size_class(bytes)];
   const std::uint32_t i = a.calls++;
   const std::uint32_t run = i / kRun, in_run = i % kRun;

@@ -7,7 +7,7 @@
 // between them, as on this machine every few seconds) every line the reader takes from the
 // writer's cache crosses the fabric, and ordinary stores lose by up to 3x (2 ranks, broadcast
 // of 1 MiB: 202 us against 67; of 64 MiB: 12.5 ms against 6.2). So each rank times its own
-// calls of at least min_bytes() and keeps, per collective and size class (a power of two), the
+// calls of at least kMinBytes and keeps, per collective and size class (a power of two), the
 // faster of the two, trying the other again now and then. The choice is the rank's alone: how
 // a slot was written does not matter to its reader, so the ranks need not agree.
 //
@@ -23,9 +23,10 @@
 // streaming half the time (2 ranks, one L3: broadcast of 16 KiB 2.2x MPI against 3.3x with the
 // margin, 48 launches each), while where streaming wins it wins by 1.5-3x.
 //
-// Broadcasts are tuned from 16 KiB, the rest from 64 KiB. On two caches a 16-32 KiB broadcast
-// with ordinary stores took longer than MPI's (0.57-0.82x); streaming took it to 1.7-2.3x.
-// The others stayed faster than MPI there either way.
+// Calls are tuned from 16 KiB. Below 64 KiB, with ordinary stores on two caches, broadcast and
+// reduce of 16-32 KiB and all_gather of 32-64 KiB took 1.6-2.6x MPI's time (0.38-0.66x);
+// tuned, they stream there and run 1.5-2.5x faster than MPI. On one cache they keep ordinary
+// stores but for the exploring runs (2 ranks: reduce of 16 KiB 4.9 -> 3.6x MPI).
 //
 // Copies out of shared memory into the caller's buffer stream when the call's output is at
 // least half the last-level cache: it will not stay cached anyway, and streaming spares the
@@ -45,8 +46,7 @@ std::size_t last_level_cache_bytes();
 
 class StoreTuner {
  public:
-  static constexpr std::size_t kMinBytes = std::size_t{64} << 10;
-  static constexpr std::size_t kMinBroadcastBytes = std::size_t{16} << 10;
+  static constexpr std::size_t kMinBytes = std::size_t{16} << 10;
   static constexpr std::uint32_t kRun = 4;   // calls in a row on one way
   static constexpr std::uint32_t kWarm = 2;  // of them not timed: the reader's lag
   static constexpr std::uint32_t kExploreEvery = 16;  // runs: one of them tries the other way
@@ -58,8 +58,8 @@ class StoreTuner {
   // (0: half the last-level cache, or 16 MiB where unknown).
   explicit StoreTuner(StoreMode mode = StoreMode::tuned, std::size_t out_bytes_min = 0);
 
-  // Whether calls of `collective` and `bytes` are tuned (and so timed).
-  bool tuned(int collective, std::size_t bytes) const;
+  // Whether calls of `bytes` are tuned (and so timed).
+  bool tuned(std::size_t bytes) const { return mode_ == StoreMode::tuned && bytes >= kMinBytes; }
   // At the start of a call of `bytes` (the call's count times the element size) of collective
   // `collective`: whether it streams.
   bool choose(int collective, std::size_t bytes);
