@@ -5,7 +5,6 @@
 #include <fstream>
 #include <string>
 
-
 namespace synk::shm {
 
 std::size_t last_level_cache_bytes() {

@@ -24,7 +24,7 @@
 // margin, 48 launches each), while where streaming wins it wins by 1.5-3x.
 //
 // Calls are tuned from 16 KiB. Below 64 KiB, with ordinary stores on two caches, broadcast and
-// reduce of 16-32 KiB and all_gather of 32-64 KiB took 1.6-2.6x MPI's time (0.38-0.66x);
+// reduce of 16-32 KiB and all_gather of 32-64 KiB took 1.5-2.6x MPI's time (0.38-0.66x);
 // tuned, they stream there and run 1.5-2.5x faster than MPI. On one cache they keep ordinary
 // stores but for the exploring runs (2 ranks: reduce of 16 KiB 4.9 -> 3.6x MPI).
 //
