@@ -58,17 +58,17 @@ bool StoreTuner::choose(int collective, std::size_t bytes) {
   Arms& a = arms_[collective % kCollectives][size_class(bytes)];
   const std::uint32_t i = a.calls++;
   const std::uint32_t run = i / kRun, in_run = i % kRun;
+  // The machine may have changed since the way not in favour was timed: now and then a run
+  // tries it again.
+  const bool exploring = run >= 2 && run % kExploreEvery == 0;
   if (in_run == 0) {
     const int favoured = a.cost[1] > 0 && a.cost[1] * kStreamMargin < a.cost[0] ? 1 : 0;
     if (run < 2) {
       a.run_arm = static_cast<int>(run);  // a run each way before choosing
-    } else if (run % kExploreEvery == 0) {
-      a.run_arm = 1 - favoured;  // the machine may have changed since the other way was timed
     } else {
-      a.run_arm = favoured;
+      a.run_arm = exploring ? 1 - favoured : favoured;
     }
   }
-  const bool exploring = run >= 2 && run % kExploreEvery == 0;
   arm_ = a.run_arm;
   timed_ = in_run >= kWarm;
   explored_ = exploring && in_run == kWarm;
