@@ -117,7 +117,7 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
   const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather;
   stream_out_ =
       store_tuner_.stream_out(gathers ? bytes * static_cast<std::size_t>(cfg_.size) : bytes);
-  timed_ = store_tuner_.tuned(bytes);
+  timed_ = store_tuner_.timing();
   if (timed_) call_start_ = std::chrono::steady_clock::now();
 }
 

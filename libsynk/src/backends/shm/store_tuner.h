@@ -63,6 +63,9 @@ class StoreTuner {
   // At the start of a call of `bytes` (the call's count times the element size) of collective
   // `collective`: whether it streams.
   bool choose(int collective, std::size_t bytes);
+  // Whether the call just chosen is timed: it is tuned and past its run's first kWarm calls
+  // (the caller reads the clock only then).
+  bool timing() const { return current_ != nullptr && timed_; }
   // At its end, after choose(): how long it took.
   void record(double seconds);
   // Whether a call that writes `bytes` into the caller's buffer copies them there streaming.
