@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/shm/byte_offset.h"
 #include "backends/shm/shm_layout.h"
 #include "backends/shm/stream_copy.h"
 #include "core/liveness.h"
@@ -140,6 +141,15 @@ void Group::copy_in(void* dst, const void* src, std::size_t bytes) const {
 
 void Group::copy_out(void* dst, const void* src, std::size_t bytes) const {
   copy_with(stream_out_, dst, src, bytes);
+}
+
+void Group::copy_in_and_out(void* slot, void* own, const void* src, std::size_t bytes) const {
+  constexpr std::size_t kPiece = 8 * 1024;  // well inside L1
+  for (std::size_t o = 0; o < bytes; o += kPiece) {
+    const std::size_t n = std::min(kPiece, bytes - o);
+    copy_in(at(slot, o), cat(src, o), n);
+    copy_out(at(own, o), cat(src, o), n);
+  }
 }
 
 void Group::end() {

@@ -153,6 +153,9 @@ class Group {
   void copy_in(void* dst, const void* src, std::size_t bytes) const;
   // Copies into the caller's buffer: streaming when this call's output is large.
   void copy_out(void* dst, const void* src, std::size_t bytes) const;
+  // copy_in(slot, src) and copy_out(own, src) in one pass over src: src is read once, a
+  // piece at a time, and the second copy of each piece reads it from L1.
+  void copy_in_and_out(void* slot, void* own, const void* src, std::size_t bytes) const;
 
   unsigned char* slot(int peer) const;  // this step's slot of `peer`, from this step's offset
   unsigned char* result() const;        // this step's shared result area, likewise
