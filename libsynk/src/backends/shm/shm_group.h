@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -212,6 +213,10 @@ class Group {
   StoreTuner store_tuner_;
   bool stream_ = false;  // this call's copies into the slots use non-temporal stores
   bool stream_out_ = false;  // and its copies into the caller's buffer
+  // reduce_large reduces its slice in pieces of kFusedPieceBytes into scratch_ (where each
+  // stays in L1) and copies them to the result area and to recv from there.
+  static constexpr std::size_t kFusedPieceBytes = 32 * 1024;
+  std::vector<unsigned char> scratch_ = std::vector<unsigned char>(kFusedPieceBytes);
   bool timed_ = false;   // this call's time goes to the tuner
   std::chrono::steady_clock::time_point call_start_;
 };
