@@ -153,6 +153,8 @@ void Group::copy_in_and_out(void* slot, void* own, const void* src, std::size_t 
 }
 
 void Group::end() {
+  // The caller may hand recv to another thread next: what was streamed into it is visible first.
+  if (stream_ || stream_out_) stream_fence();
   if (timed_) {
     store_tuner_.record(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - call_start_).count());

@@ -19,6 +19,7 @@
 
 #include "backends/shm/shm_group.h"
 #include "backends/shm/shm_layout.h"
+#include "backends/shm/stream_copy.h"
 #include "core/backoff.h"
 #include "synk/error.h"
 
@@ -84,6 +85,7 @@ void Group::settle() {
 }
 
 void Group::post() {
+  if (stream_ || stream_out_) stream_fence();  // what this step streamed is visible first
   const std::uint64_t s = seq_ + 1;
   wait_peers(back_from(s, kEagerDepth), 0);  // my entry of that step is rewritten now
   Entry& e = entry_of(blocks_, cfg_.rank, s);

@@ -13,6 +13,15 @@
 
 namespace synk::shm {
 
+// Streaming stores are weakly ordered: stream_fence() must come between them and the release
+// store that tells another rank to read them (Group::post does it, once for all the copies of
+// a step: a fence after every piece of a piecewise copy stalled it each time).
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 inline void stream_copy(void* dst, const void* src, std::size_t bytes) {
   auto* d = static_cast<unsigned char*>(dst);
   auto* s = static_cast<const unsigned char*>(src);
@@ -33,9 +42,6 @@ inline void stream_copy(void* dst, const void* src, std::size_t bytes) {
       _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
       _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
     }
-    // Streaming stores are weakly ordered: they must be visible before the release store
-    // that posts the step.
-    _mm_sfence();
   }
 #endif
   if (bytes) std::memcpy(d, s, bytes);
