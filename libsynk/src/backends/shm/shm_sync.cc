@@ -85,7 +85,9 @@ void Group::settle() {
 }
 
 void Group::post() {
-  if (stream_ || stream_out_) stream_fence();  // what this step streamed is visible first
+  // What this step streamed into shared memory is visible first. Only copy_in writes there
+  // (copy_out writes the caller's buffer, which end() fences): stream_out_ alone needs none.
+  if (stream_) stream_fence();
   const std::uint64_t s = seq_ + 1;
   wait_peers(back_from(s, kEagerDepth), 0);  // my entry of that step is rewritten now
   Entry& e = entry_of(blocks_, cfg_.rank, s);
