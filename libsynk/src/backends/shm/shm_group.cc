@@ -118,8 +118,7 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
   const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather;
   stream_out_ =
       store_tuner_.stream_out(gathers ? bytes * static_cast<std::size_t>(cfg_.size) : bytes);
-  timed_ = store_tuner_.timing();
-  if (timed_) call_start_ = std::chrono::steady_clock::now();
+  if (store_tuner_.timing()) call_start_ = std::chrono::steady_clock::now();
 }
 
 namespace {
@@ -155,7 +154,7 @@ void Group::copy_in_and_out(void* slot, void* own, const void* src, std::size_t 
 void Group::end() {
   // The caller may hand recv to another thread next: what was streamed into it is visible first.
   if (stream_ || stream_out_) stream_fence();
-  if (timed_) {
+  if (store_tuner_.timing()) {
     store_tuner_.record(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - call_start_).count());
   }

@@ -217,8 +217,7 @@ class Group {
   // stays in L1) and copies them to the result area and to recv from there.
   static constexpr std::size_t kFusedPieceBytes = 32 * 1024;
   std::vector<unsigned char> scratch_ = std::vector<unsigned char>(kFusedPieceBytes);
-  bool timed_ = false;   // this call's time goes to the tuner
-  std::chrono::steady_clock::time_point call_start_;
+  std::chrono::steady_clock::time_point call_start_;  // read when store_tuner_.timing()
 };
 
 }  // namespace synk::shm
