@@ -1,9 +1,10 @@
 // The collectives of shm::Group. Each one runs in steps of at most one slot per rank: copy
 // in, post (and wait for the ranks this one reads from), then read what they wrote (shm_sync.cc
-// says why that is safe). Calls of up to kEagerBytes per rank go in one step through the
-// ranks' entries instead of the slots, so that a rank that only writes may run ahead. Large
-// all-reduces are a reduce-scatter (each rank reduces its own slice of every slot into
-// the shared result area) followed by an all-gather (every rank copies the result out).
+// says why that is safe). Small calls (up to kEagerBytes per rank; less for the gathers and
+// reduce_scatter, see below) go in one step through the ranks' entries instead of the slots,
+// so that a rank that only writes may run ahead. Large all-reduces are a reduce-scatter (each
+// rank reduces its own slice of every slot into the shared result area) followed by an
+// all-gather (every rank copies the result out).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -18,6 +19,17 @@ namespace synk::shm {
 namespace {
 
 using detail::Collective;
+
+// The largest all_gather (per rank), gather (per rank) and reduce_scatter (in all) that go
+// through the entries: above these the slots were faster. 2 ranks, launches alternated, sorted
+// by host state (one L3 / two), MPI/synk medians: all_gather of 1 KiB per rank 1.32 -> 1.78 /
+// 1.04 -> 1.70, of 2 KiB 1.06 -> 1.48 / 0.97 -> 1.45; reduce_scatter of 1 KiB in all 1.67 ->
+// 2.00 / 1.29 -> 1.65, of 2 KiB 1.28 -> 2.04 / 0.87 -> 1.48; gather of 2 KiB per rank 1.58 ->
+// 1.67 / 1.61 -> 1.77, but of 1 KiB 2.2 -> 1.8 through the slots. all_reduce, broadcast and
+// reduce keep kEagerBytes (all_reduce of 1-2 KiB was 0-9% slower through the slots).
+constexpr std::size_t kAllGatherEagerBytes = 512;
+constexpr std::size_t kGatherEagerBytes = 1024;
+constexpr std::size_t kReduceScatterEagerBytes = 512;
 
 // Reduces `count` elements of n sources, source(q) for rank q, into dst (in rank order, so
 // every rank that reduces the same data gets the same bits).
@@ -224,7 +236,8 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
   const std::size_t es = size_of(t);
   const std::size_t chunk = slot_elems(t);
   const bool receives = root < 0 || root == cfg_.rank;
-  if (count * es <= kEagerBytes) {  // in the entries; in a gather only the root waits
+  if (count * es <= (root < 0 ? kAllGatherEagerBytes : kGatherEagerBytes)) {
+    // In the entries; in a gather only the root waits.
     next_step(true);
     copy(eager_out(), send, count * es);
     if (!receives) return post();
@@ -364,7 +377,7 @@ void Group::reduce_scatter(const void* send, void* recv, std::size_t count, Data
   begin(Collective::reduce_scatter, count, t, op, 0);
   const std::size_t es = size_of(t);
   const std::size_t n_ranks = static_cast<std::size_t>(cfg_.size);
-  if (n_ranks * count * es <= kEagerBytes) {  // the whole send in the entries, one step
+  if (n_ranks * count * es <= kReduceScatterEagerBytes) {  // all of send in the entries, one step
     next_step(true);
     copy(eager_out(), send, n_ranks * count * es);
     sync();
