@@ -110,6 +110,35 @@ TEST_F(ShmFaults, MismatchedCountsFailOnEveryRankAndTheGroupStaysUsable) {
   }
 }
 
+// Rank 0's calls are small enough for the entries, rank 1's go through the slots: the ranks
+// take different paths in the same step, and the mismatch is still found on both.
+TEST_F(ShmFaults, MismatchedCountsAcrossTheEntriesAndTheSlotsFailOnEveryRank) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::vector<float> send(400, 1.0f), recv(800);
+    std::string messages;  // both errors', reported together
+    const auto keep = [&](const std::string& text) { messages += text + "\n"; };
+    int rc = expect_error(ErrorCode::InvalidUsage, keep, [&] {
+      const std::size_t count = g.rank() == 0 ? 100 : 200;  // 400 B against 800 B a rank
+      g.all_gather(send.data(), recv.data(), count, DataType::float32);
+    });
+    rc |= expect_error(ErrorCode::InvalidUsage, keep, [&] {
+      const std::size_t count = g.rank() == 0 ? 50 : 100;  // 400 B against 800 B in all
+      g.reduce_scatter(send.data(), recv.data(), count, DataType::float32, ReduceOp::sum);
+    });
+    g.all_gather(send.data(), recv.data(), 200, DataType::float32);  // the slots, and exact
+    if (std::any_of(recv.begin(), recv.begin() + 400, [](float x) { return x != 1.0f; })) rc = 2;
+    report(messages);
+    return rc;
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_THAT(out[r].message, HasSubstr("rank 0 called all_gather(count 100"));
+    EXPECT_THAT(out[r].message, HasSubstr("rank 1 called all_gather(count 200"));
+    EXPECT_THAT(out[r].message, HasSubstr("rank 0 called reduce_scatter(count 50"));
+    EXPECT_THAT(out[r].message, HasSubstr("rank 1 called reduce_scatter(count 100"));
+  }
+}
+
 TEST_F(ShmFaults, AllReduceAgainstBroadcastFailsOnEveryRank) {
   const auto out = run_ranks(3, {}, [](Group& g, auto report) {
     std::vector<std::int32_t> v(64, 7);
