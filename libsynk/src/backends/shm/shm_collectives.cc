@@ -1,7 +1,7 @@
 // The collectives of shm::Group. Each one runs in steps of at most one slot per rank: copy
 // in, post (and wait for the ranks this one reads from), then read what they wrote (shm_sync.cc
-// says why that is safe). Small calls (up to kEagerBytes per rank; less for the gathers and
-// reduce_scatter, see below) go in one step through the ranks' entries instead of the slots,
+// says why that is safe). Small calls (up to kEagerBytes per rank for all_reduce; less for the
+// others, see below) go in one step through the ranks' entries instead of the slots,
 // so that a rank that only writes may run ahead. Large all-reduces are a reduce-scatter (each
 // rank reduces its own slice of every slot into the shared result area) followed by an
 // all-gather (every rank copies the result out).
@@ -20,15 +20,18 @@ namespace {
 
 using detail::Collective;
 
-// The largest all_gather (per rank), gather (per rank) and reduce_scatter (in all) that go
-// through the entries: above these the slots were faster. 2 ranks, launches alternated, sorted
-// by host state (one L3 / two), MPI/synk medians: all_gather of 1 KiB per rank 1.32 -> 1.78 /
-// 1.04 -> 1.70, of 2 KiB 1.06 -> 1.48 / 0.97 -> 1.45; reduce_scatter of 1 KiB in all 1.67 ->
-// 2.00 / 1.29 -> 1.65, of 2 KiB 1.28 -> 2.04 / 0.87 -> 1.48; gather of 2 KiB per rank 1.58 ->
-// 1.67 / 1.61 -> 1.77, but of 1 KiB 2.2 -> 1.8 through the slots. all_reduce, broadcast and
-// reduce keep kEagerBytes (all_reduce of 1-2 KiB was 0-9% slower through the slots).
-constexpr std::size_t kAllGatherEagerBytes = 512;
+// The largest broadcast and reduce, gather and all_gather (per rank) and reduce_scatter (in all)
+// that go through the entries: above these the slots were faster. 2 ranks, launches
+// alternated, sorted by host state (one L3 / two), MPI/synk medians: broadcast of 2 KiB 1.52 ->
+// 2.05 / 1.54 -> 2.18, reduce 1.49 -> 1.82 / 1.48 -> 1.88 (but of 1 KiB 2.54 -> 2.20 and 2.27
+// -> 2.06 through the slots); all_gather of 1 KiB per rank 1.32 -> 1.78 / 1.04 -> 1.70, of 2 KiB
+// 1.06 -> 1.48 / 0.97 -> 1.45; reduce_scatter of 1 KiB in all 1.67 -> 2.00 / 1.29 -> 1.65, of
+// 2 KiB 1.28 -> 2.04 / 0.87 -> 1.48; gather of 2 KiB per rank 1.58 -> 1.67 / 1.61 -> 1.77, but
+// of 1 KiB 2.2 -> 1.8 through the slots. all_reduce keeps kEagerBytes (of 1-2 KiB it was 0-9%
+// slower through the slots).
+constexpr std::size_t kRootedEagerBytes = 1024;  // broadcast and reduce
 constexpr std::size_t kGatherEagerBytes = 1024;
+constexpr std::size_t kAllGatherEagerBytes = 512;
 constexpr std::size_t kReduceScatterEagerBytes = 512;
 
 // Reduces `count` elements of n sources, source(q) for rank q, into dst (in rank order, so
@@ -178,7 +181,7 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
                    int root) {
   begin(Collective::reduce, count, t, op, root);
   const std::size_t bytes = count * size_of(t);
-  if (bytes <= kEagerBytes) {
+  if (bytes <= kRootedEagerBytes) {
     // In the entries: the non-roots write theirs and go on; the root reads them all (its own
     // too, so that an in-place recv aliases no source).
     next_step(true);
@@ -200,7 +203,7 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
 void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   begin(Collective::broadcast, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
-  if (count * es <= kEagerBytes) {  // in the root's entry: one step, the root does not wait
+  if (count * es <= kRootedEagerBytes) {  // in the root's entry: one step, the root does not wait
     next_step(true);
     if (cfg_.rank == root) {
       copy(eager_out(), buf, count * es);

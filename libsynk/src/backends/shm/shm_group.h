@@ -52,7 +52,8 @@ class Group {
 
  public:
   // Steps a rank that only writes may run ahead of the others (entries per rank), and the
-  // largest broadcast or reduce that travels in an entry instead of the slots.
+  // data an entry holds: an all_reduce of up to this many bytes travels in the entries
+  // instead of the slots (the other collectives' limits are in shm_collectives.cc).
   static constexpr std::uint64_t kEagerDepth = 64;
   static constexpr std::size_t kEagerBytes = 2048;
 
