@@ -1,10 +1,10 @@
 // The collectives of shm::Group. Each one runs in steps of at most one slot per rank: copy
 // in, post (and wait for the ranks this one reads from), then read what they wrote (shm_sync.cc
-// says why that is safe). Small calls (up to kEagerBytes per rank for all_reduce; less for the
-// others, see below) go in one step through the ranks' entries instead of the slots,
-// so that a rank that only writes may run ahead. Large all-reduces are a reduce-scatter (each
-// rank reduces its own slice of every slot into the shared result area) followed by an
-// all-gather (every rank copies the result out).
+// says why that is safe). Small calls (up to kEagerBytes per rank for all_reduce, less for the
+// others, see below) go in one step through the ranks' entries instead of the slots, so that
+// a rank that only writes may run ahead. Large all-reduces are a reduce-scatter (each rank
+// reduces its own slice of every slot into the shared result area) followed by an all-gather
+// (every rank copies the result out).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -31,7 +31,7 @@ using detail::Collective;
 // slower through the slots), and so do broadcast and reduce on more than 2 ranks: through the
 // slots a root runs only two steps ahead of the slowest reader (4 ranks on 2 cores, broadcast
 // of 2 KiB: 1.08 us in the entries, 4.86 through the slots; reduce 2.03 against 4.02).
-std::size_t rooted_eager_bytes(int ranks) { return ranks <= 2 ? 1024 : Group::kEagerBytes; }
+constexpr std::size_t rooted_eager_bytes(int ranks) { return ranks <= 2 ? 1024 : Group::kEagerBytes; }
 constexpr std::size_t kGatherEagerBytes = 1024;
 constexpr std::size_t kAllGatherEagerBytes = 512;
 constexpr std::size_t kReduceScatterEagerBytes = 512;
