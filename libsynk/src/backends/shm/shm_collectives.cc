@@ -20,21 +20,27 @@ namespace {
 
 using detail::Collective;
 
-// The largest broadcast and reduce, gather and all_gather (per rank) and reduce_scatter (in all)
-// that go through the entries: above these the slots were faster. 2 ranks, launches
+// On 2 ranks, the largest broadcast and reduce, gather and all_gather (per rank) and
+// reduce_scatter (in all) that go through the entries: above these the slots were faster. Launches
 // alternated, sorted by host state (one L3 / two), MPI/synk medians: broadcast of 2 KiB 1.52 ->
 // 2.05 / 1.54 -> 2.18, reduce 1.49 -> 1.82 / 1.48 -> 1.88 (but of 1 KiB 2.54 -> 2.20 and 2.27
 // -> 2.06 through the slots); all_gather of 1 KiB per rank 1.32 -> 1.78 / 1.04 -> 1.70, of 2 KiB
 // 1.06 -> 1.48 / 0.97 -> 1.45; reduce_scatter of 1 KiB in all 1.67 -> 2.00 / 1.29 -> 1.65, of
 // 2 KiB 1.28 -> 2.04 / 0.87 -> 1.48; gather of 2 KiB per rank 1.58 -> 1.67 / 1.61 -> 1.77, but
 // of 1 KiB 2.2 -> 1.8 through the slots. all_reduce keeps kEagerBytes (of 1-2 KiB it was 0-9%
-// slower through the slots), and so do broadcast and reduce on more than 2 ranks: through the
-// slots a root runs only two steps ahead of the slowest reader (4 ranks on 2 cores, broadcast
-// of 2 KiB: 1.08 us in the entries, 4.86 through the slots; reduce 2.03 against 4.02).
-constexpr std::size_t rooted_eager_bytes(int ranks) { return ranks <= 2 ? 1024 : Group::kEagerBytes; }
+// slower through the slots), and so does every collective on more than 2 ranks: through the
+// slots a rank runs only two steps ahead of the slowest one, and every step waited for ranks
+// that had to be scheduled first (4 ranks on 2 cores: broadcast of 2 KiB 1.08 us in the
+// entries, 4.86 through the slots; reduce 2.03 against 4.02; gather of 2 KiB per rank 1.9-2.1
+// against 4.5-4.7; all_gather of 1 KiB per rank 3.0-4.8 against 5.2-5.4).
+constexpr std::size_t kRootedEagerBytes = 1024;  // broadcast and reduce
 constexpr std::size_t kGatherEagerBytes = 1024;
 constexpr std::size_t kAllGatherEagerBytes = 512;
 constexpr std::size_t kReduceScatterEagerBytes = 512;
+
+constexpr std::size_t eager_limit(std::size_t on_two_ranks, int ranks) {
+  return ranks <= 2 ? on_two_ranks : Group::kEagerBytes;
+}
 
 // Reduces `count` elements of n sources, source(q) for rank q, into dst (in rank order, so
 // every rank that reduces the same data gets the same bits).
@@ -183,7 +189,7 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
                    int root) {
   begin(Collective::reduce, count, t, op, root);
   const std::size_t bytes = count * size_of(t);
-  if (bytes <= rooted_eager_bytes(cfg_.size)) {
+  if (bytes <= eager_limit(kRootedEagerBytes, cfg_.size)) {
     // In the entries: the non-roots write theirs and go on; the root reads them all (its own
     // too, so that an in-place recv aliases no source).
     next_step(true);
@@ -205,7 +211,7 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
 void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   begin(Collective::broadcast, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
-  if (count * es <= rooted_eager_bytes(cfg_.size)) {  // in the root's entry; the root does not wait
+  if (count * es <= eager_limit(kRootedEagerBytes, cfg_.size)) {  // the root does not wait
     next_step(true);
     if (cfg_.rank == root) {
       copy(eager_out(), buf, count * es);
@@ -241,7 +247,7 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
   const std::size_t es = size_of(t);
   const std::size_t chunk = slot_elems(t);
   const bool receives = root < 0 || root == cfg_.rank;
-  if (count * es <= (root < 0 ? kAllGatherEagerBytes : kGatherEagerBytes)) {
+  if (count * es <= eager_limit(root < 0 ? kAllGatherEagerBytes : kGatherEagerBytes, cfg_.size)) {
     // In the entries; in a gather only the root waits.
     next_step(true);
     copy(eager_out(), send, count * es);
@@ -382,7 +388,8 @@ void Group::reduce_scatter(const void* send, void* recv, std::size_t count, Data
   begin(Collective::reduce_scatter, count, t, op, 0);
   const std::size_t es = size_of(t);
   const std::size_t n_ranks = static_cast<std::size_t>(cfg_.size);
-  if (n_ranks * count * es <= kReduceScatterEagerBytes) {  // all of send in the entries, one step
+  // All of send in the entries, one step.
+  if (n_ranks * count * es <= eager_limit(kReduceScatterEagerBytes, cfg_.size)) {
     next_step(true);
     copy(eager_out(), send, n_ranks * count * es);
     sync();
