@@ -240,9 +240,10 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
 }
 
 // all_gather (root -1) and gather: every rank that others read from copies a chunk into its
-// slot and posts; a receiver copies its own block from send to recv while the others arrive,
-// then every other rank's block out of their slots. (The root of a gather copies nothing in:
-// it does the copying-out alone, so every byte it need not move counts.)
+// slot and posts; a receiver copies its own block from send to recv (in all_gather in the
+// same pass as its slot, in a gather while the others arrive), then every other rank's block
+// out of their slots. (The root of a gather copies nothing in: it does the copying-out alone,
+// so every byte it need not move counts.)
 void Group::gather_common(const void* send, void* recv, std::size_t count, DataType t, int root) {
   const std::size_t es = size_of(t);
   const std::size_t chunk = slot_elems(t);
@@ -275,9 +276,10 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
     } else {
       if (root != me) copy_in(slot(me), cat(send, off * es), n * es);
       post();
-      // My own block goes straight from send (still in cache, where my slot may have been
-      // written past the cache) while the others arrive: all_gather 64 KiB-1 MiB per rank
-      // 18-25% faster than copying it out of my slot after the wait, 4-16 MiB 3-15%.
+      // The root's own block goes straight from send (still in cache) while the others
+      // arrive. Measured when all_gather still took this path, where a rank's own slot may
+      // have been written past the cache: 64 KiB-1 MiB per rank 18-25% faster than copying
+      // it out of the slot after the wait, 4-16 MiB 3-15%.
       if (receives) copy_out(own, cat(send, off * es), n * es);
     }
     arrive();
