@@ -118,8 +118,8 @@ class Group {
   void next_step(bool eager = false);
   // next_step() for a step that puts at most `bytes` into each slot (and the result area):
   // it places them at an offset that walks through the slot from one use of the set to the
-  // next, instead of always at its start (shm_sync.cc says why).
-  void next_slot_step(std::size_t bytes);
+  // next (shm_sync.cc says why), or, without `walk`, always at its start.
+  void next_slot_step(std::size_t bytes, bool walk = true);
   void settle();  // the same wait as a slot step's, for writes outside next_step (CMA words)
   void sync();    // post, wait for every rank, check this step against every rank
   void arrive();  // the second half of sync(), after a post() and work of this rank's own

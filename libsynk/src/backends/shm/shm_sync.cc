@@ -68,9 +68,10 @@ void Group::next_step(bool eager) {
 // from the step count and the call's size; a rank whose call differs (a mismatch) writes its
 // own slot at its own offset and is caught before anyone reads it. Reuse stays safe: a region
 // of a set was last written at an earlier step of that set, which every peer is done with (see
-// the top of this file).
-void Group::next_slot_step(std::size_t bytes) {
+// the top of this file). (Large all_gathers keep to the start: shm_collectives.cc.)
+void Group::next_slot_step(std::size_t bytes, bool walk) {
   next_step();
+  if (!walk) return;  // at the slots' start (next_step's offset)
   constexpr std::size_t kAlign = 4096;
   const std::size_t stride = (std::max<std::size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
   // Up to one page a rank the walk made calls slower, not faster (all_gather of 4 KiB per rank:
