@@ -42,8 +42,9 @@ constexpr std::size_t kReduceScatterEagerBytes = 512;
 // the slots' start: the slots then keep 2 MiB of the last-level cache busy on 2 ranks instead
 // of 4 (1 MiB pieces, or a walk along the slots). 2 ranks, launches alternated (one L3: 65 /
 // two L3s: 24-26 per arm), MPI/synk medians of all_gather of 2, 4, 8 MiB in all: 1.53 -> 1.60,
-// 1.46 -> 1.59, 1.23 -> 1.30 / 1.22 -> 1.34, 1.24 -> 1.52, 1.37 -> 1.41; 16 MiB unchanged.
-// Pieces of 256 KiB were slower than 1 MiB ones (1.30-1.36 on one L3 at 1-16 MiB).
+// 1.46 -> 1.59, 1.23 -> 1.30 / 1.22 -> 1.34, 1.24 -> 1.52, 1.37 -> 1.41; 16-256 MiB unchanged;
+// 4 ranks on 2 cores, 4 and 8 MiB: 1.56 -> 1.76, 1.78 -> 1.95. Pieces of 256 KiB were slower
+// (one L3, 1-16 MiB: 1.30-1.36 against 1.25-1.61 in 1 MiB steps).
 constexpr std::size_t kAllGatherPieceBytes = std::size_t{512} << 10;
 
 constexpr std::size_t eager_limit(std::size_t on_two_ranks, int ranks) {
