@@ -38,14 +38,16 @@ constexpr std::size_t kGatherEagerBytes = 1024;
 constexpr std::size_t kAllGatherEagerBytes = 512;
 constexpr std::size_t kReduceScatterEagerBytes = 512;
 
-// An all_gather of more than this many bytes per rank steps in pieces of this size, each at
-// the slots' start: the slots then keep 2 MiB of the last-level cache busy on 2 ranks instead
-// of 4 (1 MiB pieces, or a walk along the slots). 2 ranks, launches alternated (one L3: 65 /
-// two L3s: 24-26 per arm), MPI/synk medians of all_gather of 2, 4, 8 MiB in all: 1.53 -> 1.60,
-// 1.46 -> 1.59, 1.23 -> 1.30 / 1.22 -> 1.34, 1.24 -> 1.52, 1.37 -> 1.41; 16-256 MiB unchanged;
-// 4 ranks on 2 cores, 4 and 8 MiB: 1.56 -> 1.76, 1.78 -> 1.95. Pieces of 256 KiB were slower
-// (one L3, 1-16 MiB: 1.30-1.36 against 1.25-1.61 in 1 MiB steps).
-constexpr std::size_t kAllGatherPieceBytes = std::size_t{512} << 10;
+// An all_gather or gather of more than this many bytes per rank steps in pieces of this size,
+// each at the slots' start: the slots then keep 2 MiB of the last-level cache busy on 2 ranks
+// instead of 4 (1 MiB pieces, or a walk along the slots). 2 ranks, launches alternated (one L3:
+// 65 / two L3s: 24-26 per arm), MPI/synk medians of all_gather of 2, 4, 8 MiB in all: 1.53 ->
+// 1.60, 1.46 -> 1.59, 1.23 -> 1.30 / 1.22 -> 1.34, 1.24 -> 1.52, 1.37 -> 1.41; 16-256 MiB
+// unchanged; 4 ranks on 2 cores, 4 and 8 MiB: 1.56 -> 1.76, 1.78 -> 1.95. gather of 2, 4, 8
+// MiB in all (43-49 / 13-19 launches): 2.10 -> 2.20, 2.12 -> 2.29, 2.07 -> 2.22 / 1.52 -> 1.51,
+// 1.53 -> 1.65, 1.80 -> 1.89. Pieces of 256 KiB were slower (all_gather, one L3, 1-16 MiB:
+// 1.30-1.36 against 1.25-1.61 in 1 MiB steps).
+constexpr std::size_t kGatherPieceBytes = std::size_t{512} << 10;
 
 constexpr std::size_t eager_limit(std::size_t on_two_ranks, int ranks) {
   return ranks <= 2 ? on_two_ranks : Group::kEagerBytes;
@@ -255,9 +257,9 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
 // so every byte it need not move counts.)
 void Group::gather_common(const void* send, void* recv, std::size_t count, DataType t, int root) {
   const std::size_t es = size_of(t);
-  const bool pieces = root < 0 && count * es > kAllGatherPieceBytes;
+  const bool pieces = count * es > kGatherPieceBytes;
   const std::size_t chunk =
-      pieces ? std::min(slot_elems(t), kAllGatherPieceBytes / es) : slot_elems(t);
+      pieces ? std::min(slot_elems(t), kGatherPieceBytes / es) : slot_elems(t);
   const bool receives = root < 0 || root == cfg_.rank;
   if (count * es <= eager_limit(root < 0 ? kAllGatherEagerBytes : kGatherEagerBytes, cfg_.size)) {
     // In the entries; in a gather only the root waits.

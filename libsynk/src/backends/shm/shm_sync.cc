@@ -68,7 +68,7 @@ void Group::next_step(bool eager) {
 // from the step count and the call's size; a rank whose call differs (a mismatch) writes its
 // own slot at its own offset and is caught before anyone reads it. Reuse stays safe: a region
 // of a set was last written at an earlier step of that set, which every peer is done with (see
-// the top of this file). (Large all_gathers keep to the start: shm_collectives.cc.)
+// the top of this file). (Large gathers and all_gathers keep to the start: shm_collectives.cc.)
 void Group::next_slot_step(std::size_t bytes, bool walk) {
   next_step();
   if (!walk) return;  // at the slots' start (next_step's offset)
