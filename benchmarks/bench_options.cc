@@ -171,6 +171,12 @@ Options parse_options(int argc, char** argv) {
                  "training step produces new gradients (see Timing); 0: the same input every call")
       ->type_name("0|1")
       ->capture_default_str();
+  app.add_option("-P,--page-offset", o.page_offset,
+                 "Place every send and recv buffer this many bytes past the start of a 4 KiB "
+                 "page (0-4095, a multiple of 8); default: where aligned_alloc(64) puts it (for "
+                 "large buffers with glibc, 64 bytes in). Copies between a buffer and synk's "
+                 "shared memory run at different speeds at different offsets (README, shm)")
+      ->type_name("BYTES");
   app.add_option("--backend", backend_text,
                  "synk backend: mpi, shm, nccl, or all (every backend that can be built, one "
                  "row each; the others get a '# backend ...: not available' note)")
@@ -231,6 +237,10 @@ Options parse_options(int argc, char** argv) {
   if (o.root < 0) throw UsageError("-r " + std::to_string(o.root) + ": ROOT must be >= 0");
   o.check = zero_or_one(check, "-c");
   o.fresh = zero_or_one(fresh, "-F");
+  if (o.page_offset != -1 && (o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0)) {
+    throw UsageError("-P " + std::to_string(o.page_offset) +
+                     ": BYTES must be a multiple of 8 from 0 to 4095");
+  }
   if (backend_text == "all") {
     o.backends = {"mpi", "shm", "nccl"};
     o.backend_all = true;

@@ -31,6 +31,7 @@ struct Options {
   int root = 0;
   bool check = true;
   bool fresh = false;  // -F 1: new input before every timed call
+  int page_offset = -1;  // -P: every buffer this many bytes past a page's start; -1: as allocated
   std::vector<std::string> backends;  // "mpi", "shm", "nccl"
   bool backend_all = false;           // --backend all: skip the ones that cannot be built
   std::string json_file;              // empty: no JSON

@@ -50,15 +50,29 @@ void out(const std::string& text) {
 }
 
 struct FreeDeleter {
-  void operator()(void* p) const noexcept { std::free(p); }
+  std::size_t offset = 0;  // from the start of the allocation
+  void operator()(std::byte* p) const noexcept { std::free(p - offset); }
 };
 using Buffer = std::unique_ptr<std::byte, FreeDeleter>;
 
-// Cache-line aligned; nullptr for 0 bytes or when memory runs out.
-Buffer allocate(std::size_t bytes) {
+// Cache-line aligned, or page_offset bytes past a page's start (-P); nullptr for 0 bytes or
+// when memory runs out.
+Buffer allocate(std::size_t bytes, int page_offset) {
   if (bytes == 0) return nullptr;
-  const std::size_t rounded = (bytes + 63) / 64 * 64;
-  return Buffer(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
+  if (page_offset < 0) {
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    return Buffer(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
+  }
+  const auto offset = static_cast<std::size_t>(page_offset);
+  const std::size_t rounded = (bytes + offset + 4095) / 4096 * 4096;
+  auto* base = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+  if (!base) return nullptr;
+  return Buffer(base + offset, FreeDeleter{offset});
+}
+
+// "64" for a buffer 64 bytes past a page's start.
+std::string page_offset_of(const void* p) {
+  return p ? std::to_string(reinterpret_cast<std::uintptr_t>(p) % 4096) : "-";
 }
 
 // A backend that could be built, and what its rows predicted for the next size under -w 0.
@@ -108,9 +122,12 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   text += "# command: " + command_line(argc, argv) + "\n";
   std::snprintf(buf, sizeof buf,
                 "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
-                "rounds: %d validation: %d fresh: %d dtype: %s op: %s root: %d backend: %s\n",
+                "rounds: %d validation: %d fresh: %d page offset: %s dtype: %s op: %s root: %d "
+                "backend: %s\n",
                 o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, kRounds, o.check ? 1 : 0,
-                o.fresh ? 1 : 0, to_string(o.dtype), to_string(o.op), o.root, backends.c_str());
+                o.fresh ? 1 : 0,
+                o.page_offset < 0 ? "default" : std::to_string(o.page_offset).c_str(),
+                to_string(o.dtype), to_string(o.op), o.root, backends.c_str());
   text += buf;
   text += "#\n# Using ranks\n";
   for (int r = 0; r < w.size; ++r) {
@@ -213,7 +230,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     send_bytes = std::max(send_bytes, l.send_bytes);
     recv_bytes = std::max(recv_bytes, l.recv_bytes);
   }
-  Buffer send = allocate(send_bytes), recv = allocate(recv_bytes);
+  Buffer send = allocate(send_bytes, o.page_offset), recv = allocate(recv_bytes, o.page_offset);
   int failed = (send_bytes && !send) || (recv_bytes && !recv);
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (failed) {
@@ -226,7 +243,10 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     std::string what = std::string("#\n# ") + to_string(coll) + ": " + to_string(o.dtype);
     if (uses_op(coll)) what += std::string(" ") + to_string(o.op);
     if (has_root(coll)) what += ", root " + std::to_string(o.root);
-    out(what + ", " + std::to_string(w.size) + " ranks\n" + table_header());
+    what += ", " + std::to_string(w.size) + " ranks; rank 0's buffers start " +
+            page_offset_of(send.get()) + " (send) and " + page_offset_of(recv.get()) +
+            " (recv) bytes into a page";
+    out(what + "\n" + table_header());
   }
   std::uint64_t total_wrong = 0;
   for (std::size_t s : steps) {

@@ -29,6 +29,18 @@ run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -F 1 --backend shm | tee "$w
 grep -q "fresh: 1" "$work/fresh.txt"
 grep -q "#wrong total: 0" "$work/fresh.txt"
 
+# -P places every buffer that many bytes into a page; the results are still checked
+run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -P 16 --backend shm | tee "$work/offset.txt"
+grep -q "page offset: 16" "$work/offset.txt"
+grep -q "rank 0's buffers start 16 (send) and 16 (recv) bytes into a page" "$work/offset.txt"
+grep -q "#wrong total: 0" "$work/offset.txt"
+set +e
+run -np 1 "$bench" all -P 4100 > "$work/bad.txt" 2>&1
+rc=$?
+set -e
+grep -q -- "-P 4100: BYTES must be a multiple of 8 from 0 to 4095" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
+[ "$rc" -eq 2 ] || { echo "-P 4100 exited $rc, not 2"; exit 1; }
+
 # nccl-tests' spelling names the same collective; an unknown one is refused with the list
 run -np 1 "$bench" all_gather -b 64 -e 64 -n 1 -w 0 --backend shm | grep -q "^# allgather (shm)"
 set +e
