@@ -6,6 +6,7 @@
 // data at different offsets. Real processes (fork_harness.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -128,6 +129,63 @@ TEST_P(ShmPlacementRanks, CallsOfChangingSizesStayExact) {
       if (!wrong.empty()) {
         report(wrong);
         return 1;
+      }
+    }
+    return 0;
+  });
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+  }
+}
+
+// `count` elements of storage (sized count + 2048) starting `offset` bytes past a page's start.
+std::int32_t* at_page_offset(std::vector<std::int32_t>& storage, std::size_t offset) {
+  const auto base = reinterpret_cast<std::uintptr_t>(storage.data());
+  return reinterpret_cast<std::int32_t*>(((base + 4095) & ~std::uintptr_t{4095}) + offset);
+}
+
+// A writer puts its data in its slot as far into a page as its source (shm_sync.cc,
+// shift_slots), and publishes where. Here each rank's buffers start at its own place in a page
+// (8, 48 and 0 bytes in), so every reader reads a peer's slot at a place other than its own:
+// broadcast, all_gather and gather of less than a slot to several stay exact.
+TEST_P(ShmPlacementRanks, BuffersAtADifferentPageOffsetOnEachRankStayExact) {
+  HarnessOptions opt;
+  opt.slot_bytes = kSlotBytes;
+  const auto out = run_ranks(GetParam(), opt, [](Group& g, auto report) {
+    const int n = g.size(), me = g.rank();
+    const std::size_t un = static_cast<std::size_t>(n);
+    const std::size_t offset = me == 2 ? 0 : 8 + 40 * static_cast<std::size_t>(me);
+    int c = 0;
+    for (std::size_t count : {std::size_t{1000}, kSlotBytes / 4 + 5, 3 * kSlotBytes / 4 + 1}) {
+      for (int kind = 0; kind < 3; ++kind, ++c) {
+        std::vector<std::int32_t> send_storage(count + 2048), recv_storage(count * un + 2048);
+        std::int32_t* send = at_page_offset(send_storage, offset);
+        std::int32_t* recv = at_page_offset(recv_storage, offset);
+        const int root = c % n;
+        std::vector<std::int32_t> got, want;
+        const char* what = kind == 0 ? "broadcast" : kind == 1 ? "all_gather" : "gather";
+        if (kind == 0) {
+          for (std::size_t i = 0; i < count; ++i) send[i] = me == root ? value(root, i, c) : -1;
+          g.broadcast(send, count, DataType::int32, root);
+          got.assign(send, send + count);
+          for (std::size_t i = 0; i < count; ++i) want.push_back(value(root, i, c));
+        } else {
+          for (std::size_t i = 0; i < count; ++i) send[i] = value(me, i, c);
+          std::fill(recv, recv + count * un, -1);
+          if (kind == 1) {
+            g.all_gather(send, recv, count, DataType::int32);
+          } else {
+            g.gather(send, recv, count, DataType::int32, root);
+          }
+          if (kind == 1 || me == root) {
+            got.assign(recv, recv + count * un);
+            for (std::size_t i = 0; i < count * un; ++i)
+              want.push_back(value(static_cast<int>(i / count), i % count, c));
+          }
+        }
+        const std::string wrong = first_wrong(what, c, got, want);
+        if (!wrong.empty()) return report(wrong + " (buffers " + std::to_string(offset) +
+                                          " bytes into a page)"), 1;
       }
     }
     return 0;

@@ -238,6 +238,7 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   do {
     const std::size_t n = std::min(chunk, count - off);
     next_slot_step(n * es);
+    shift_slots(cfg_.rank == root ? at(buf, off * es) : nullptr);
     if (cfg_.rank == root) {
       copy_in(slot(root), at(buf, off * es), n * es);
       post();  // the root does not wait: the next step (or call) waits for the readers
@@ -277,6 +278,7 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
     const std::size_t n = std::min(chunk, count - off);
     next_slot_step(n * es, /*walk=*/!pieces);
     const int me = cfg_.rank;
+    shift_slots(me == root ? nullptr : cat(send, off * es));  // a gather's root writes none
     unsigned char* own = receives ? at(recv, (static_cast<std::size_t>(me) * count + off) * es)
                                   : nullptr;
     if (root < 0) {

@@ -39,7 +39,7 @@ std::size_t control_bytes(int size) {
 std::size_t Group::segment_bytes(int size, std::size_t slot_bytes) {
   const std::size_t n = static_cast<std::size_t>(size);
   // Two sets of (one slot per rank + one shared result area).
-  return layout::kHeaderBytes + control_bytes(size) + 2 * (n + 1) * slot_bytes;
+  return layout::kHeaderBytes + control_bytes(size) + 2 * (n + 1) * slot_stride(slot_bytes);
 }
 
 Group::Group(void* base, const GroupConfig& config)
@@ -79,7 +79,10 @@ Group::~Group() {
 unsigned char* Group::slot(int peer) const {
   const std::size_t set = step_ & 1;
   const std::size_t n = static_cast<std::size_t>(cfg_.size);
-  return data_ + (set * (n + 1) + static_cast<std::size_t>(peer)) * cfg_.slot_bytes + slot_offset_;
+  std::size_t shift = 0;
+  if (shifted_ && peer < cfg_.size) shift = peer == cfg_.rank ? own_shift_ : peer_shift(peer);
+  return data_ + (set * (n + 1) + static_cast<std::size_t>(peer)) * slot_stride(cfg_.slot_bytes) +
+         slot_offset_ + shift;
 }
 
 unsigned char* Group::result() const { return slot(cfg_.size); }

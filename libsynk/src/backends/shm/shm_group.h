@@ -120,6 +120,14 @@ class Group {
   // it places them at an offset that walks through the slot from one use of the set to the
   // next (shm_sync.cc says why), or, without `walk`, always at its start.
   void next_slot_step(std::size_t bytes, bool walk = true);
+  // For a step in which every rank reads only slots their owners wrote (broadcast, the
+  // gathers): this rank's data in its slot starts as far into a page as own_src (this
+  // rank's source, or null if it writes none) does, and every rank reads each peer's slot at
+  // the place that peer published (shm_sync.cc says why). Every rank of the call calls it.
+  void shift_slots(const void* own_src);
+  std::size_t peer_shift(int peer) const;  // a peer's published place in this step
+  // Bytes between two slots: slot_bytes and the room a shift takes.
+  static constexpr std::size_t slot_stride(std::size_t slot_bytes) { return slot_bytes + 4096; }
   void settle();  // the same wait as a slot step's, for writes outside next_step (CMA words)
   void sync();    // post, wait for every rank, check this step against every rank
   void arrive();  // the second half of sync(), after a post() and work of this rank's own
@@ -201,6 +209,8 @@ class Group {
   std::uint64_t call_first_step_ = 1;  // the first step of the current call
   std::uint64_t step_ = 0;      // data steps begun; its parity picks the slot set
   std::size_t slot_offset_ = 0;  // where this step's data starts in every slot (next_slot_step)
+  bool shifted_ = false;        // this step places data in the slots by page offset (shift_slots)
+  std::size_t own_shift_ = 0;   // and mine starts this far past slot_offset_
   Call call_;                   // the current call's descriptor
   const char* op_name_ = "";
   bool deferred_ = false;       // a mismatch of an earlier call, for end()

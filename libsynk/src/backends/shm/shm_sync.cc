@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -54,6 +55,8 @@ void Group::next_step(bool eager) {
   wait_peers(back_from(s, eager ? kEagerDepth : 2), first);
   ++step_;
   slot_offset_ = 0;
+  shifted_ = false;
+  own_shift_ = 0;
 }
 
 // Why the offset walks. A rank that rewrites lines its reader still holds in its cache (it
@@ -81,6 +84,33 @@ void Group::next_slot_step(std::size_t bytes, bool walk) {
   slot_offset_ = static_cast<std::size_t>((step_ >> 1) % places) * stride;
 }
 
+// Why data sits as far into a page as its source. glibc's memcpy (2.36, this machine's AMD
+// EPYC) copied between the caller's buffer and a slot much more slowly when the two start at
+// different places in their pages, as they did whenever the caller's buffer did not start a
+// page (malloc puts large buffers 16 bytes in, aligned_alloc(64) 64 bytes in). synk-bench -P,
+// 2 ranks, launches alternated (one L3: 52-54 per arm / two L3s: 16-18), MPI/synk medians at
+// 0 / 16 / 64 bytes into a page: all_gather of 1 MiB 1.57 / 1.38 / 1.60 and 1.23 / 0.70 / 1.24;
+// broadcast of 256 KiB 2.44 / 2.25 / 2.54 and 1.20 / 0.71 / 1.25; of 4 MiB 3.12 / 2.30 / 2.32
+// on one L3. The writer places its data at its source's page offset and publishes it in its
+// entry (whose data a slot step does not use otherwise); a reader whose buffer sits at the
+// same offset, as in most programs running the same code on every rank, then copies between
+// equal offsets too. Placed so (launches alternated with the code before, one L3: 68-81 per
+// arm / two L3s: 15-28), 16 bytes in: all_gather of 256 KiB-4 MiB 1.24-1.36 -> 1.57-1.61 and
+// 0.71-0.89 -> 1.15-1.47; gather 1.87-2.24 -> 2.29-2.65 and 1.06-1.37 -> 2.02-2.36; broadcast
+// of 1-4 MiB (16 and 64 bytes in) 2.19-2.31 -> 2.86-3.08 on one L3, of 64-256 KiB 0.70-0.89 ->
+// 1.21-1.44 on two. Only where each slot is written by its owner: scatter's root writes the
+// others' slots, and all_reduce's result area is shared by every rank (left at offset 0).
+void Group::shift_slots(const void* own_src) {
+  shifted_ = true;
+  own_shift_ = own_src ? reinterpret_cast<std::uintptr_t>(own_src) % 4096 : 0;
+}
+
+std::size_t Group::peer_shift(int peer) const {
+  std::uint64_t v = 0;
+  std::memcpy(&v, entry_of(blocks_, peer, seq_).data, sizeof v);
+  return static_cast<std::size_t>(v % 4096);  // never outside the slot, whatever is there
+}
+
 void Group::settle() {
   wait_peers(back_from(seq_ + 1, 2), seq_ >= call_first_step_ ? call_first_step_ : 0);
 }
@@ -92,6 +122,10 @@ void Group::post() {
   const std::uint64_t s = seq_ + 1;
   wait_peers(back_from(s, kEagerDepth), 0);  // my entry of that step is rewritten now
   Entry& e = entry_of(blocks_, cfg_.rank, s);
+  if (shifted_) {
+    const std::uint64_t v = own_shift_;
+    std::memcpy(e.data, &v, sizeof v);
+  }
   e.call = call_;
   e.step.store(s, std::memory_order_release);
   finished_ = seq_;  // a post means the reads of the step before are done
