@@ -237,7 +237,8 @@ Options parse_options(int argc, char** argv) {
   if (o.root < 0) throw UsageError("-r " + std::to_string(o.root) + ": ROOT must be >= 0");
   o.check = zero_or_one(check, "-c");
   o.fresh = zero_or_one(fresh, "-F");
-  if (o.page_offset != -1 && (o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0)) {
+  const bool bad_offset = o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0;
+  if (o.page_offset != -1 && bad_offset) {
     throw UsageError("-P " + std::to_string(o.page_offset) +
                      ": BYTES must be a multiple of 8 from 0 to 4095");
   }

@@ -126,8 +126,12 @@ class Group {
   // the place that peer published (shm_sync.cc says why). Every rank of the call calls it.
   void shift_slots(const void* own_src);
   std::size_t peer_shift(int peer) const;  // a peer's published place in this step
+  // A shift is under one page, so each slot has one page more than slot_bytes.
+  static constexpr std::size_t kShiftRoom = 4096;
   // Bytes between two slots: slot_bytes and the room a shift takes.
-  static constexpr std::size_t slot_stride(std::size_t slot_bytes) { return slot_bytes + 4096; }
+  static constexpr std::size_t slot_stride(std::size_t slot_bytes) {
+    return slot_bytes + kShiftRoom;
+  }
   void settle();  // the same wait as a slot step's, for writes outside next_step (CMA words)
   void sync();    // post, wait for every rank, check this step against every rank
   void arrive();  // the second half of sync(), after a post() and work of this rank's own

@@ -102,13 +102,13 @@ void Group::next_slot_step(std::size_t bytes, bool walk) {
 // others' slots, and all_reduce's result area is shared by every rank (left at offset 0).
 void Group::shift_slots(const void* own_src) {
   shifted_ = true;
-  own_shift_ = own_src ? reinterpret_cast<std::uintptr_t>(own_src) % 4096 : 0;
+  own_shift_ = own_src ? reinterpret_cast<std::uintptr_t>(own_src) % kShiftRoom : 0;
 }
 
 std::size_t Group::peer_shift(int peer) const {
   std::uint64_t v = 0;
   std::memcpy(&v, entry_of(blocks_, peer, seq_).data, sizeof v);
-  return static_cast<std::size_t>(v % 4096);  // never outside the slot, whatever is there
+  return static_cast<std::size_t>(v % kShiftRoom);  // never outside the slot, whatever is there
 }
 
 void Group::settle() {
