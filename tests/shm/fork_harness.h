@@ -21,6 +21,8 @@ struct RankOutcome {
 struct HarnessOptions {
   std::size_t slot_bytes = 64 * 1024;
   std::size_t cma_min_bytes = GroupConfig{}.cma_min_bytes;  // 1: every eligible call uses CMA
+  // 0: every reduce of more than the entries on 3+ ranks goes through the result area
+  std::size_t root_reduces_bytes = GroupConfig{}.root_reduces_bytes;
   double timeout_s = 10.0;
   int kill_rank = -1;            // SIGKILL this rank...
   int kill_after_ms = 0;         // ...this long after start

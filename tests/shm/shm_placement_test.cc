@@ -145,33 +145,37 @@ std::int32_t* at_page_offset(std::vector<std::int32_t>& storage, std::size_t off
 }
 
 // A writer puts its data in its slot as far into a page as its source (shm_sync.cc,
-// shift_slots), and publishes where. Here each rank's buffers start at its own place in a page
-// (8, 48 and 0 bytes in), so every reader reads a peer's slot at a place other than its own:
-// broadcast, all_gather and gather of less than a slot to several stay exact.
+// shift_slots), and publishes where; all_reduce's and reduce's shared result area starts as
+// far into a page as rank 0's or the root's destination. Here each rank's buffers start at its
+// own place in a page (8, 48 and 0 bytes in), so every reader reads a peer's slot, and all but
+// one rank the result area, at a place other than its own: broadcast, all_gather, gather,
+// all_reduce (in place every other call) and reduce of less than a slot to several stay exact.
+// On 3 ranks every reduce goes through the result area (root_reduces_bytes 0).
 TEST_P(ShmPlacementRanks, BuffersAtADifferentPageOffsetOnEachRankStayExact) {
   HarnessOptions opt;
   opt.slot_bytes = kSlotBytes;
+  opt.root_reduces_bytes = 0;
   const auto out = run_ranks(GetParam(), opt, [](Group& g, auto report) {
     const int n = g.size(), me = g.rank();
     const std::size_t un = static_cast<std::size_t>(n);
     const std::size_t offset = me == 2 ? 0 : 8 + 40 * static_cast<std::size_t>(me);
+    const char* names[] = {"broadcast", "all_gather", "gather", "all_reduce", "reduce"};
     int c = 0;
     for (std::size_t count : {std::size_t{1000}, kSlotBytes / 4 + 5, 3 * kSlotBytes / 4 + 1}) {
-      for (int kind = 0; kind < 3; ++kind, ++c) {
+      for (int kind = 0; kind < 5; ++kind, ++c) {
         std::vector<std::int32_t> send_storage(count + 2048), recv_storage(count * un + 2048);
         std::int32_t* send = at_page_offset(send_storage, offset);
         std::int32_t* recv = at_page_offset(recv_storage, offset);
         const int root = c % n;
         std::vector<std::int32_t> got, want;
-        const char* what = kind == 0 ? "broadcast" : kind == 1 ? "all_gather" : "gather";
+        for (std::size_t i = 0; i < count; ++i) send[i] = value(me, i, c);
+        std::fill(recv, recv + count * un, -1);
         if (kind == 0) {
           for (std::size_t i = 0; i < count; ++i) send[i] = me == root ? value(root, i, c) : -1;
           g.broadcast(send, count, DataType::int32, root);
           got.assign(send, send + count);
           for (std::size_t i = 0; i < count; ++i) want.push_back(value(root, i, c));
-        } else {
-          for (std::size_t i = 0; i < count; ++i) send[i] = value(me, i, c);
-          std::fill(recv, recv + count * un, -1);
+        } else if (kind <= 2) {
           if (kind == 1) {
             g.all_gather(send, recv, count, DataType::int32);
           } else {
@@ -182,8 +186,23 @@ TEST_P(ShmPlacementRanks, BuffersAtADifferentPageOffsetOnEachRankStayExact) {
             for (std::size_t i = 0; i < count * un; ++i)
               want.push_back(value(static_cast<int>(i / count), i % count, c));
           }
+        } else {
+          std::int32_t* dst = kind == 3 && c % 2 ? send : recv;
+          if (kind == 3) {
+            g.all_reduce(send, dst, count, DataType::int32, ReduceOp::sum);
+          } else {
+            g.reduce(send, dst, count, DataType::int32, ReduceOp::sum, root);
+          }
+          if (kind == 3 || me == root) {
+            got.assign(dst, dst + count);
+            for (std::size_t i = 0; i < count; ++i) {
+              std::int32_t sum = 0;
+              for (int r = 0; r < n; ++r) sum += value(r, i, c);
+              want.push_back(sum);
+            }
+          }
         }
-        const std::string wrong = first_wrong(what, c, got, want);
+        const std::string wrong = first_wrong(names[kind], c, got, want);
         if (!wrong.empty()) return report(wrong + " (buffers " + std::to_string(offset) +
                                           " bytes into a page)"), 1;
       }

@@ -102,6 +102,7 @@ void Group::all_reduce(const void* send, void* recv, std::size_t count, DataType
 void Group::all_reduce_small(const void* send, void* recv, std::size_t count, DataType t,
                              ReduceOp op) {
   next_slot_step(count * size_of(t));
+  shift_slots(send);
   copy(slot(cfg_.rank), send, count * size_of(t));
   sync();
   reduce_slice(0, count, 0, recv, t, op);
@@ -116,12 +117,14 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
   do {
     const std::size_t n = std::min(chunk, count - off);
     next_slot_step(n * es);
+    shift_slots(cat(send, off * es), receives ? at(recv, off * es) : nullptr);
     // The others read only their slices of my slot; my own slice I reduce from send directly.
     std::size_t lo, hi;
     slice(cfg_.rank, n, es, &lo, &hi);
     copy_in(slot(cfg_.rank), cat(send, off * es), lo * es);
     copy_in(slot(cfg_.rank) + hi * es, cat(send, (off + hi) * es), (n - hi) * es);
     sync();
+    place_result(root < 0 ? 0 : root);
     // The root of a reduce (out of place) reduces its slice straight into recv: only the
     // others' slices go through the result area and get copied out.
     const bool direct = root == cfg_.rank && send != recv;

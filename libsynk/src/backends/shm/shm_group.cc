@@ -80,7 +80,11 @@ unsigned char* Group::slot(int peer) const {
   const std::size_t set = step_ & 1;
   const std::size_t n = static_cast<std::size_t>(cfg_.size);
   std::size_t shift = 0;
-  if (shifted_ && peer < cfg_.size) shift = peer == cfg_.rank ? own_shift_ : peer_shift(peer);
+  if (peer == cfg_.size) {
+    shift = result_shift_;
+  } else if (shifted_) {
+    shift = peer == cfg_.rank ? own_shift_ : peer_shift(peer);
+  }
   return data_ + (set * (n + 1) + static_cast<std::size_t>(peer)) * slot_stride(cfg_.slot_bytes) +
          slot_offset_ + shift;
 }

@@ -124,8 +124,13 @@ class Group {
   // gathers): this rank's data in its slot starts as far into a page as own_src (this
   // rank's source, or null if it writes none) does, and every rank reads each peer's slot at
   // the place that peer published (shm_sync.cc says why). Every rank of the call calls it.
-  void shift_slots(const void* own_src);
-  std::size_t peer_shift(int peer) const;  // a peer's published place in this step
+  // own_dst (this rank's destination, or null) is published too, for place_result.
+  void shift_slots(const void* own_src, const void* own_dst = nullptr);
+  std::size_t peer_shift(int peer, int word = 0) const;  // a peer's published place
+  // After this step's first sync, in a step that shift_slots placed: the shared result area
+  // starts as far into a page as `owner`'s destination does (all_reduce: rank 0's; reduce:
+  // the root's). Read once here: a later post of the step moves seq_ past the entry.
+  void place_result(int owner);
   // A shift is under one page, so each slot has one page more than slot_bytes.
   static constexpr std::size_t kShiftRoom = 4096;
   // Bytes between two slots: slot_bytes and the room a shift takes.
@@ -215,6 +220,8 @@ class Group {
   std::size_t slot_offset_ = 0;  // where this step's data starts in every slot (next_slot_step)
   bool shifted_ = false;        // this step places data in the slots by page offset (shift_slots)
   std::size_t own_shift_ = 0;   // and mine starts this far past slot_offset_
+  std::size_t own_dst_shift_ = 0;  // where my destination starts in its page (shift_slots)
+  std::size_t result_shift_ = 0;   // the result area starts this far past slot_offset_
   Call call_;                   // the current call's descriptor
   const char* op_name_ = "";
   bool deferred_ = false;       // a mismatch of an earlier call, for end()

@@ -57,6 +57,8 @@ void Group::next_step(bool eager) {
   slot_offset_ = 0;
   shifted_ = false;
   own_shift_ = 0;
+  own_dst_shift_ = 0;
+  result_shift_ = 0;
 }
 
 // Why the offset walks. A rank that rewrites lines its reader still holds in its cache (it
@@ -99,16 +101,28 @@ void Group::next_slot_step(std::size_t bytes, bool walk) {
 // 0.71-0.89 -> 1.15-1.47; gather 1.87-2.24 -> 2.29-2.65 and 1.06-1.37 -> 2.02-2.36; broadcast
 // of 1-4 MiB (16 and 64 bytes in) 2.19-2.31 -> 2.86-3.08 on one L3, of 64-256 KiB 0.70-0.89 ->
 // 1.21-1.44 on two. Only where each slot is written by its owner: scatter's root writes the
-// others' slots, and all_reduce's result area is shared by every rank (left at offset 0).
-void Group::shift_slots(const void* own_src) {
+// others' slots. all_reduce places each rank's slot by its send buffer, and its result area,
+// which every rank writes a slice of and reads, where rank 0's destination starts (the root's,
+// for reduce), as rank 0 publishes in the second word: one offset for all, the right one when
+// every rank's buffers sit alike. all_reduce 16 bytes in, against slots and result area at
+// offset 0 (launches alternated, 79-84 per arm on one L3, 45-50 on two): 64 KiB-4 MiB
+// 1.53-3.26 -> 1.84-3.55x MPI and 3.34-3.38 -> 3.75-4.28x; at 0 and 64 bytes in synk's times
+// stayed within 2%. Left as they were: reduce_at_root and reduce_scatter, which measured the
+// same at every offset (their reads feed a reduction, not memcpy).
+void Group::shift_slots(const void* own_src, const void* own_dst) {
   shifted_ = true;
   own_shift_ = own_src ? reinterpret_cast<std::uintptr_t>(own_src) % kShiftRoom : 0;
+  own_dst_shift_ = own_dst ? reinterpret_cast<std::uintptr_t>(own_dst) % kShiftRoom : 0;
 }
 
-std::size_t Group::peer_shift(int peer) const {
+std::size_t Group::peer_shift(int peer, int word) const {
   std::uint64_t v = 0;
-  std::memcpy(&v, entry_of(blocks_, peer, seq_).data, sizeof v);
+  std::memcpy(&v, entry_of(blocks_, peer, seq_).data + word * sizeof v, sizeof v);
   return static_cast<std::size_t>(v % kShiftRoom);  // never outside the slot, whatever is there
+}
+
+void Group::place_result(int owner) {
+  result_shift_ = owner == cfg_.rank ? own_dst_shift_ : peer_shift(owner, 1);
 }
 
 void Group::settle() {
@@ -123,8 +137,8 @@ void Group::post() {
   wait_peers(back_from(s, kEagerDepth), 0);  // my entry of that step is rewritten now
   Entry& e = entry_of(blocks_, cfg_.rank, s);
   if (shifted_) {
-    const std::uint64_t v = own_shift_;
-    std::memcpy(e.data, &v, sizeof v);
+    const std::uint64_t v[2] = {own_shift_, own_dst_shift_};
+    std::memcpy(e.data, v, sizeof v);
   }
   e.call = call_;
   e.step.store(s, std::memory_order_release);
