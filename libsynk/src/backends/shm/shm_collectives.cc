@@ -363,7 +363,7 @@ void Group::gatherv(const void* send, std::size_t count, void* recv,
     std::size_t displ = 0;
     for (int q = 0; q < cfg_.size; ++q) {
       const std::size_t c = counts[static_cast<std::size_t>(q)];
-      if (c > off) copy(at(recv, (displ + off) * es), slot(q), std::min(chunk, c - off) * es);
+      if (c > off) copy_out(at(recv, (displ + off) * es), slot(q), std::min(chunk, c - off) * es);
       displ += c;
     }
   }

@@ -14,6 +14,7 @@
 #include "backends/shm/byte_offset.h"
 #include "backends/shm/shm_layout.h"
 #include "backends/shm/stream_copy.h"
+#include "backends/shm/vector_copy.h"
 #include "core/liveness.h"
 #include "synk/error.h"
 
@@ -130,12 +131,13 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
 
 namespace {
 
+// Streaming as the call chose, else vector_copy (vector_copy.h says why not memcpy).
 void copy_with(bool streaming, void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
   if (streaming) {
     stream_copy(dst, src, bytes);
   } else {
-    std::memcpy(dst, src, bytes);
+    vector_copy(dst, src, bytes);
   }
 }
 
