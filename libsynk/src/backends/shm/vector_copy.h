@@ -12,7 +12,7 @@
 // memcpy; medians of MPI/synk, 43-52 launches per arm on one L3, 26-35 on two): at 64 KiB
 // broadcast 1.67 -> 2.30x and 1.45 -> 1.79x, scatter 1.79 -> 2.40x and 1.78 -> 2.21x, all_gather
 // 1.26 -> 1.54x and 1.29 -> 1.50x (gather 1.92 -> 2.43x on one L3 in an earlier run); at 256 KiB
-// broadcast and scatter 7-18% faster; reduce, and every other size, within 4% either way.
+// broadcast and scatter 7-18% faster; no row (of those and reduce) more than 4% slower.
 // Copying in with memcpy and out with the loop measured no better. From 1 MiB glibc uses its
 // loop anyway, and below 2 KiB it never uses rep movsb: those stay with memcpy.
 #pragma once
