@@ -37,7 +37,12 @@ __attribute__((target("avx2"))) void copy_avx2(unsigned char* d, const unsigned 
   std::memcpy(d, s, bytes);
 }
 
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+// Asked once, as the library loads (__builtin_cpu_init first: static initializers may run
+// before libgcc has filled in what the CPU supports).
+const bool kHaveAvx2 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}();
 #endif
 
 }  // namespace
