@@ -5,8 +5,8 @@
 // short rep mov (FSRM), this machine's AMD EPYC (Zen 3) among them. Reading lines another core
 // had just written, that copy ran at a third of its speed for seconds at a time, while a vector
 // loop kept its pace: two processes passing 64 KiB through a shared buffer (one copying in, the
-// other out, on one L3) took 5.8-6.8 us a step with memcpy in most launches and 1.9-3.9 in the
-// rest, 1.8-2.6 us with this loop; at 256 KiB 8-23 us against 7.8-9.6. GLIBC_TUNABLES=
+// other out, on one L3) took 5.1-6.8 us a step with memcpy in most launches and 1.8-3.9 in the
+// rest, 1.8-2.6 us with this loop; at 256 KiB 8-23 us against 7.6-9.6. GLIBC_TUNABLES=
 // glibc.cpu.x86_rep_movsb_threshold raised past the size made glibc's own loop as fast. In the
 // collectives (synk-bench -b 4K -e 4M -f 4 --backend shm, 2 ranks, launches alternated with
 // memcpy; medians of MPI/synk, 43-52 launches per arm on one L3, 26-35 on two): at 64 KiB
