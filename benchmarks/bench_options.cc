@@ -116,6 +116,7 @@ Options parse_options(int argc, char** argv) {
   long long factor = 2;
   int check = 1;
   int fresh = 0;
+  int node_buffers = 0;
 
   CLI::App app(
       "synk-bench: nccl-tests style benchmark of synk's collectives, with the raw MPI call "
@@ -177,6 +178,13 @@ Options parse_options(int argc, char** argv) {
                  "large buffers with glibc, 64 bytes in). Copies between a buffer and synk's "
                  "shared memory run at different speeds at different offsets (README, shm)")
       ->type_name("BYTES");
+  app.add_option("-R,--node-buffers", node_buffers,
+                 "1: every send and recv buffer comes from synk's Communicator::alloc (a node "
+                 "buffer, README), which the shm backend's all_gather, broadcast and all_reduce "
+                 "let the other ranks read in place; the MPI column uses the same buffers. 0: "
+                 "ordinary memory")
+      ->type_name("0|1")
+      ->capture_default_str();
   app.add_option("--backend", backend_text,
                  "synk backend: mpi, shm, nccl, or all (every backend that can be built, one "
                  "row each; the others get a '# backend ...: not available' note)")
@@ -237,6 +245,7 @@ Options parse_options(int argc, char** argv) {
   if (o.root < 0) throw UsageError("-r " + std::to_string(o.root) + ": ROOT must be >= 0");
   o.check = zero_or_one(check, "-c");
   o.fresh = zero_or_one(fresh, "-F");
+  o.node_buffers = zero_or_one(node_buffers, "-R");
   const bool bad_offset = o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0;
   if (o.page_offset != -1 && bad_offset) {
     throw UsageError("-P " + std::to_string(o.page_offset) +

@@ -49,25 +49,38 @@ void out(const std::string& text) {
   std::fflush(stdout);
 }
 
-struct FreeDeleter {
-  std::size_t offset = 0;  // from the start of the allocation
-  void operator()(std::byte* p) const noexcept { std::free(p - offset); }
+// A send or recv buffer: ordinary memory, or (-R 1) a node buffer from Communicator::alloc.
+struct Buffer {
+  std::shared_ptr<void> keep;  // what frees it
+  std::byte* data = nullptr;
+  std::byte* get() const { return data; }
+  explicit operator bool() const { return data != nullptr; }
 };
-using Buffer = std::unique_ptr<std::byte, FreeDeleter>;
 
-// Cache-line aligned, or page_offset bytes past a page's start (-P); nullptr for 0 bytes or
+// Cache-line aligned, or page_offset bytes past a page's start (-P); empty for 0 bytes or
 // when memory runs out.
 Buffer allocate(std::size_t bytes, int page_offset) {
-  if (bytes == 0) return nullptr;
+  if (bytes == 0) return {};
   if (page_offset < 0) {
     const std::size_t rounded = (bytes + 63) / 64 * 64;
-    return Buffer(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) return {};
+    return {std::shared_ptr<void>(p, std::free), static_cast<std::byte*>(p)};
   }
   const auto offset = static_cast<std::size_t>(page_offset);
   const std::size_t rounded = (bytes + offset + 4095) / 4096 * 4096;
-  auto* base = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
-  if (!base) return nullptr;
-  return Buffer(base + offset, FreeDeleter{offset});
+  void* base = std::aligned_alloc(4096, rounded);
+  if (!base) return {};
+  return {std::shared_ptr<void>(base, std::free), static_cast<std::byte*>(base) + offset};
+}
+
+// -R 1: from comm.alloc (collective), page_offset bytes into its page-aligned part (-P).
+Buffer allocate_node_buffer(Communicator& comm, std::size_t bytes, int page_offset) {
+  const std::size_t offset = page_offset < 0 ? 0 : static_cast<std::size_t>(page_offset);
+  auto nb = std::make_shared<NodeBuffer>(comm.alloc(bytes ? bytes + offset : 0));
+  if (nb->empty()) return {};
+  auto* data = static_cast<std::byte*>(nb->data()) + offset;
+  return {std::move(nb), data};
 }
 
 // "64" for a buffer 64 bytes past a page's start.
@@ -122,12 +135,13 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   text += "# command: " + command_line(argc, argv) + "\n";
   std::snprintf(buf, sizeof buf,
                 "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
-                "rounds: %d validation: %d fresh: %d page offset: %s dtype: %s op: %s root: %d "
-                "backend: %s\n",
+                "rounds: %d validation: %d fresh: %d page offset: %s node buffers: %d dtype: %s "
+                "op: %s root: %d backend: %s\n",
                 o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, kRounds, o.check ? 1 : 0,
                 o.fresh ? 1 : 0,
                 o.page_offset < 0 ? "default" : std::to_string(o.page_offset).c_str(),
-                to_string(o.dtype), to_string(o.op), o.root, backends.c_str());
+                o.node_buffers ? 1 : 0, to_string(o.dtype), to_string(o.op), o.root,
+                backends.c_str());
   text += buf;
   text += "#\n# Using ranks\n";
   for (int r = 0; r < w.size; ++r) {
@@ -220,17 +234,49 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
   return t;
 }
 
-// One table: every size, one row per backend. Appends to rows; returns the #wrong total.
-std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<Bench>& benches,
-                       std::vector<Row>& rows, double copy_bw) {
-  const std::vector<std::size_t> steps = size_steps(o);
-  std::size_t send_bytes = 0, recv_bytes = 0;
-  for (std::size_t s : steps) {
+// The largest send and recv a table of `coll` needs.
+void buffer_bytes(const World& w, const Options& o, Coll coll, std::size_t* send_bytes,
+                  std::size_t* recv_bytes) {
+  for (std::size_t s : size_steps(o)) {
     const Layout l = make_layout(coll, s, o.dtype, w.size);
-    send_bytes = std::max(send_bytes, l.send_bytes);
-    recv_bytes = std::max(recv_bytes, l.recv_bytes);
+    *send_bytes = std::max(*send_bytes, l.send_bytes);
+    *recv_bytes = std::max(*recv_bytes, l.recv_bytes);
   }
-  Buffer send = allocate(send_bytes, o.page_offset), recv = allocate(recv_bytes, o.page_offset);
+}
+
+struct Buffers {
+  Buffer send, recv;
+};
+
+// -R 1: one send and one recv node buffer for every table, from the shm communicator (the
+// other backends use them as any memory). Once: a node buffer lives as long as its
+// communicator.
+Buffers make_node_buffers(const World& w, const Options& o, std::vector<Bench>& benches) {
+  std::size_t send_bytes = 0, recv_bytes = 0;
+  for (Coll c : o.colls) buffer_bytes(w, o, c, &send_bytes, &recv_bytes);
+  Communicator* owner = &benches.front().comm;
+  for (Bench& b : benches) {
+    if (b.backend == "shm") owner = &b.comm;
+  }
+  return {allocate_node_buffer(*owner, send_bytes, o.page_offset),
+          allocate_node_buffer(*owner, recv_bytes, o.page_offset)};
+}
+
+// One table: every size, one row per backend. Appends to rows; returns the #wrong total.
+// node_buffers: the -R 1 buffers (else null: ordinary ones of the table's sizes).
+std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<Bench>& benches,
+                       std::vector<Row>& rows, double copy_bw, const Buffers* node_buffers) {
+  std::size_t send_bytes = 0, recv_bytes = 0;
+  buffer_bytes(w, o, coll, &send_bytes, &recv_bytes);
+  const std::vector<std::size_t> steps = size_steps(o);
+  Buffer send, recv;
+  if (node_buffers) {
+    send = node_buffers->send;
+    recv = node_buffers->recv;
+  } else {
+    send = allocate(send_bytes, o.page_offset);
+    recv = allocate(recv_bytes, o.page_offset);
+  }
   int failed = (send_bytes && !send) || (recv_bytes && !recv);
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (failed) {
@@ -369,7 +415,11 @@ int run(const World& w, int argc, char** argv) {
   std::vector<Row> rows;
   std::uint64_t wrong = 0;
   try {
-    for (Coll c : o.colls) wrong += run_coll(w, o, c, benches, rows, copy_bw);
+    Buffers node_buffers;
+    if (o.node_buffers) node_buffers = make_node_buffers(w, o, benches);
+    for (Coll c : o.colls) {
+      wrong += run_coll(w, o, c, benches, rows, copy_bw, o.node_buffers ? &node_buffers : nullptr);
+    }
   } catch (const SharedFailure& e) {
     if (w.root()) std::fprintf(stderr, "synk-bench: %s\n", e.what());
     return kExitFailure;

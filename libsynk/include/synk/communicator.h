@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "synk/error.h"
+#include "synk/node_buffer.h"
 #include "synk/types.h"
 
 struct CUstream_st;  // CUDA's stream object (cudaStream_t is CUstream_st*); no CUDA header here
@@ -73,6 +74,12 @@ class Communicator {
   // Host backends have no stream and ignore it. A split communicator starts on synk's own.
   void set_stream(::CUstream_st* stream);
   ::CUstream_st* stream() const;
+
+  // `bytes` of memory for this rank that the other ranks of the node can read in place
+  // (synk/node_buffer.h): collectives whose send buffers lie in such memory on every rank
+  // skip a copy on the shm backend. Collective: every rank calls it, with the same bytes.
+  // The part starts a page; 0 bytes gives an empty buffer.
+  NodeBuffer alloc(std::size_t bytes);
 
   void all_reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   void reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,

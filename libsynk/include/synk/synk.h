@@ -7,6 +7,7 @@
 #include "synk/distribute.h"
 #include "synk/error.h"
 #include "synk/function.h"
+#include "synk/node_buffer.h"
 #include "synk/request.h"
 #include "synk/shared.h"
 #include "synk/types.h"

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "synk/error.h"
+#include "synk/node_buffer.h"
 #include "synk/request.h"
 #include "synk/types.h"
 
@@ -79,6 +80,9 @@ class Backend {
   virtual Request scatter(const CollArgs& a) = 0;
   virtual Request reduce_scatter(const CollArgs& a) = 0;
   virtual Request barrier() = 0;
+  // Communicator::alloc, on arguments every rank agreed on. The default: private page-aligned
+  // memory (no other rank can read it; nothing changes for the collectives).
+  virtual NodeBuffer alloc(std::size_t bytes);
   // This rank's arguments for `a` failed validation with `e`. A backend that can tell the other
   // ranks inside the call itself (so they fail too instead of waiting) does so and throws;
   // the default does nothing, and the Communicator rethrows e on this rank alone.

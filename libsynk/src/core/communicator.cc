@@ -3,6 +3,7 @@
 
 #include "core/backend.h"
 #include "core/call_check.h"
+#include "core/mpi_check.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_runtime.h"
@@ -147,6 +148,21 @@ CollArgs args(Collective c, const void* send, void* recv, std::size_t count, Dat
 }  // namespace
 
 void Communicator::set_stream(::CUstream_st* stream) { state_->stream = stream; }
+
+NodeBuffer Communicator::alloc(std::size_t bytes) {
+  // Every rank must ask for as much (each maps the others' parts): checked on every rank, so a
+  // disagreement is an error everywhere, not a segment of the wrong size on some.
+  unsigned long long mine[2] = {bytes, ~static_cast<unsigned long long>(bytes)}, most[2] = {};
+  SYNK_CHECK_MPI(MPI_Allreduce(mine, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, state_->ctx.comm));
+  if (most[0] != bytes || most[1] != mine[1]) {
+    throw Error(ErrorCode::InvalidUsage,
+                "alloc: the ranks asked for different sizes (this rank, " +
+                    std::to_string(state_->ctx.rank) + ", " + std::to_string(bytes) +
+                    " bytes; the largest " + std::to_string(most[0]) + ", the smallest " +
+                    std::to_string(~most[1]) + ")");
+  }
+  return state_->backend->alloc(bytes);
+}
 ::CUstream_st* Communicator::stream() const { return state_->stream; }
 
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType dtype,

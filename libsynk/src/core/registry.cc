@@ -1,5 +1,8 @@
 // Backend choice: SYNK_BACKEND (or CommOptions::backend) names one; "auto" picks the best
 // backend that exists for the communicator's layout.
+#include <cstdlib>
+#include <cstring>
+
 #include "backends/hier/hier_backend.h"
 #include "backends/mpi/mpi_backend.h"
 #if SYNK_HAVE_NCCL
@@ -11,6 +14,17 @@
 #include "synk/error.h"
 
 namespace synk::detail {
+
+NodeBuffer Backend::alloc(std::size_t bytes) {
+  if (bytes == 0) return {};
+  const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
+  void* p = std::aligned_alloc(4096, rounded);
+  if (!p) {
+    throw Error(ErrorCode::System, "alloc: could not allocate " + std::to_string(bytes) + " bytes");
+  }
+  std::memset(p, 0, rounded);  // zero-filled, as a new shared segment is
+  return NodeBuffer(p, bytes, std::shared_ptr<void>(p, [](void* q) { std::free(q); }));
+}
 
 const char* to_string(Collective c) noexcept {
   switch (c) {

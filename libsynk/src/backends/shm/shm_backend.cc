@@ -10,6 +10,45 @@
 
 namespace synk::detail {
 
+shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what) {
+  int rank = 0;
+  SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  shm::Segment segment;
+  // Rank 0 creates; a failure there must reach every rank, not leave them waiting.
+  char name[64] = {};
+  std::string error;
+  if (rank == 0) {
+    try {
+      segment = shm::Segment::create(bytes);
+      std::snprintf(name, sizeof name, "%s", segment.name().c_str());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm));
+  if (name[0] == '\0') {
+    throw Error(ErrorCode::System, std::string("shm backend: rank 0 could not create the ") + what +
+                                       (error.empty() ? std::string() : ": " + error));
+  }
+  int ok = 1;
+  if (rank != 0) {
+    try {
+      segment = shm::Segment::open(name, bytes);
+    } catch (const Error& e) {
+      error = e.what();
+      ok = 0;
+    }
+  }
+  int all_ok = 0;
+  SYNK_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
+  segment.unlink();  // every rank has mapped it (or failed): the name is no longer needed
+  if (!all_ok) {
+    throw Error(ErrorCode::System, std::string("shm backend: a rank could not map the ") + what +
+                                       " " + name + (error.empty() ? std::string() : ": " + error));
+  }
+  return segment;
+}
+
 ShmNode join_shm_node(MPI_Comm comm) {
   int rank = 0, size = 1;
   SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
@@ -25,43 +64,10 @@ ShmNode join_shm_node(MPI_Comm comm) {
                    : s.shm_stream == "never" ? shm::StoreMode::ordinary
                                              : shm::StoreMode::tuned;
   const std::size_t bytes = shm::Group::segment_bytes(size, cfg.slot_bytes);
-
   ShmNode node;
-  // Rank 0 creates; a failure there must reach every rank, not leave them waiting.
-  char name[64] = {};
-  std::string error;
-  if (rank == 0) {
-    try {
-      node.segment = shm::Segment::create(bytes);
-      std::snprintf(name, sizeof name, "%s", node.segment.name().c_str());
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  }
-  SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm));
-  if (name[0] == '\0') {
-    throw Error(ErrorCode::System, "shm backend: rank 0 could not create the shared segment" +
-                                       (error.empty() ? std::string() : ": " + error));
-  }
-  int ok = 1;
-  if (rank != 0) {
-    try {
-      node.segment = shm::Segment::open(name, bytes);
-    } catch (const Error& e) {
-      error = e.what();
-      ok = 0;
-    }
-  }
-  if (ok) node.group = std::make_unique<shm::Group>(node.segment.data(), cfg);
-  int all_ok = 0;
-  SYNK_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
-  node.segment.unlink();  // every rank has mapped it (or failed): the name is no longer needed
-  if (!all_ok) {
-    throw Error(ErrorCode::System,
-                "shm backend: a rank could not map segment " + std::string(name) +
-                    (error.empty() ? std::string() : ": " + error));
-  }
-  SYNK_LOG_AT(info, "shm group: segment " << name << ", " << bytes << " bytes, slot "
+  node.segment = share_segment(comm, bytes, "shared segment");
+  node.group = std::make_unique<shm::Group>(node.segment.data(), cfg);
+  SYNK_LOG_AT(info, "shm group: segment " << node.segment.name() << ", " << bytes << " bytes, slot "
                                            << cfg.slot_bytes << " bytes, " << size << " ranks");
   return node;
 }
@@ -73,8 +79,22 @@ ShmBackend::ShmBackend(const CommContext& ctx) {
                     " ranks span " + std::to_string(ctx.num_nodes) + " nodes (use auto: it "
                     "picks the hierarchical backend)");
   }
+  comm_ = ctx.comm;
   node_ = join_shm_node(ctx.comm);
   group_ = node_.group.get();
+}
+
+NodeBuffer ShmBackend::alloc(std::size_t bytes) {
+  if (bytes == 0) return {};
+  const std::size_t stride = (bytes + 4095) / 4096 * 4096;  // every part starts a page
+  auto segment = std::make_shared<shm::Segment>(
+      share_segment(comm_, stride * static_cast<std::size_t>(group_->size()), "node buffer"));
+  auto* base = static_cast<unsigned char*>(segment->data());
+  const int index = group_->add_region(base, stride, bytes, segment);
+  SYNK_LOG_AT(info, "shm node buffer " << index << ": " << bytes << " bytes a rank, segment "
+                                       << segment->name());
+  return NodeBuffer(base + static_cast<std::size_t>(group_->rank()) * stride, bytes,
+                    std::move(segment));
 }
 
 Request ShmBackend::all_reduce(const CollArgs& a) {

@@ -19,6 +19,10 @@ struct ShmNode {
 // name travels by MPI_Bcast, every rank maps it, then it is unlinked. Collective over comm;
 // a failure on any rank is an error on every rank.
 ShmNode join_shm_node(MPI_Comm comm);
+// A new segment of `bytes` that every rank of `comm` (one node) has mapped, already unlinked:
+// rank 0 creates it, the name travels by MPI_Bcast. Collective; a failure on any rank is an
+// error on every rank. `what` names it in errors and the log.
+shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what);
 
 class ShmBackend final : public Backend {
  public:
@@ -35,8 +39,11 @@ class ShmBackend final : public Backend {
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;
   void reject(const CollArgs& a, const Error& e) override;
+  // This rank's part of a new segment of size() parts, registered with the group.
+  NodeBuffer alloc(std::size_t bytes) override;
 
  private:
+  MPI_Comm comm_;
   ShmNode node_;
   shm::Group* group_;
 };

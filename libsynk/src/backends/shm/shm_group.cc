@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "backends/shm/byte_offset.h"
 #include "backends/shm/shm_layout.h"
@@ -75,6 +76,12 @@ Group::~Group() {
     std::fprintf(stderr, "synk: rank %d: %s (found when the group closed)\n", cfg_.rank,
                  deferred_error_.message.c_str());
   }
+}
+
+int Group::add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
+                      std::shared_ptr<void> keep) {
+  regions_.push_back({base, stride, bytes, std::move(keep)});
+  return static_cast<int>(regions_.size()) - 1;
 }
 
 unsigned char* Group::slot(int peer) const {

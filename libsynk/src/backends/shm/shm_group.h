@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,6 +86,13 @@ class Group {
   // call, as for any mismatch), this rank its own error. Always throws.
   [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message);
 
+  // Node buffers (synk/node_buffer.h): memory every rank has mapped, rank r's part at
+  // base + r * stride, `bytes` long. Every rank adds the same regions in the same order (the
+  // allocation is collective). The group keeps the mapping (`keep`) alive as long as it lives,
+  // since a peer may read this rank's part in any later call. Returns the region's index.
+  int add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
+                 std::shared_ptr<void> keep);
+
   int rank() const { return cfg_.rank; }
   int size() const { return cfg_.size; }
   // Whether large copies go straight between the ranks' buffers: known after the first call
@@ -131,6 +139,15 @@ class Group {
   // starts as far into a page as `owner`'s destination does (all_reduce: rank 0's; reduce:
   // the root's). Read once here: a later post of the step moves seq_ past the entry.
   void place_result(int owner);
+  // Zero-copy reads of node buffers. In a slot step of all_gather, broadcast or a large
+  // all_reduce, a rank whose source of this step lies in its part of a region offers it
+  // instead of copying it into its slot: post() publishes where (words 2 and 3 of the entry;
+  // every slot step publishes them, 0 when nothing is offered), and each reader takes that
+  // rank's data from the region, after the step's check of its entry, where it would have
+  // taken it from the slot. A rank whose data was read in place must not return before its
+  // readers are done: those calls end with one more sync (shm_collectives.cc).
+  bool offer(const void* src, std::size_t bytes);  // true: src is offered in this step
+  const unsigned char* peer_region(int peer) const;  // peer's offered data of this step, or null
   // A shift is under one page, so each slot has one page more than slot_bytes.
   static constexpr std::size_t kShiftRoom = 4096;
   // Bytes between two slots: slot_bytes and the room a shift takes.
@@ -219,6 +236,16 @@ class Group {
   std::uint64_t step_ = 0;      // data steps begun; its parity picks the slot set
   std::size_t slot_offset_ = 0;  // where this step's data starts in every slot (next_slot_step)
   bool shifted_ = false;        // this step places data in the slots by page offset (shift_slots)
+  bool slot_step_ = false;      // this step is a slot step (next_slot_step): post() writes offers
+  std::uint64_t offer_id_ = 0;  // this step's offer (offer()): region index + 1, or 0
+  std::uint64_t offer_off_ = 0;  // and where the data starts in my part of it
+  struct Region {
+    unsigned char* base;
+    std::size_t stride;
+    std::size_t bytes;
+    std::shared_ptr<void> keep;
+  };
+  std::vector<Region> regions_;
   std::size_t own_shift_ = 0;   // and mine starts this far past slot_offset_
   std::size_t own_dst_shift_ = 0;  // where my destination starts in its page (shift_slots)
   std::size_t result_shift_ = 0;   // the result area starts this far past slot_offset_

@@ -56,6 +56,9 @@ void Group::next_step(bool eager) {
   ++step_;
   slot_offset_ = 0;
   shifted_ = false;
+  slot_step_ = false;
+  offer_id_ = 0;
+  offer_off_ = 0;
   own_shift_ = 0;
   own_dst_shift_ = 0;
   result_shift_ = 0;
@@ -76,6 +79,7 @@ void Group::next_step(bool eager) {
 // the top of this file). (Large gathers and all_gathers keep to the start: shm_collectives.cc.)
 void Group::next_slot_step(std::size_t bytes, bool walk) {
   next_step();
+  slot_step_ = true;
   if (!walk) return;  // at the slots' start (next_step's offset)
   constexpr std::size_t kAlign = 4096;
   const std::size_t stride = (std::max<std::size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
@@ -125,6 +129,36 @@ void Group::place_result(int owner) {
   result_shift_ = owner == cfg_.rank ? own_dst_shift_ : peer_shift(owner, 1);
 }
 
+bool Group::offer(const void* src, std::size_t bytes) {
+  const auto p = reinterpret_cast<std::uintptr_t>(src);
+  for (std::size_t i = 0; i < regions_.size(); ++i) {
+    const Region& r = regions_[i];
+    const auto mine = reinterpret_cast<std::uintptr_t>(r.base) +
+                      static_cast<std::uintptr_t>(cfg_.rank) * r.stride;
+    if (bytes > 0 && p >= mine && p - mine <= r.bytes && bytes <= r.bytes - (p - mine)) {
+      offer_id_ = i + 1;
+      offer_off_ = p - mine;
+      return true;
+    }
+  }
+  return false;
+}
+
+const unsigned char* Group::peer_region(int peer) const {
+  if (regions_.empty()) return nullptr;  // regions are made by all ranks: nobody offers
+  std::uint64_t v[2];
+  std::memcpy(v, entry_of(blocks_, peer, seq_).data + 2 * sizeof v[0], sizeof v);
+  if (v[0] == 0) return nullptr;
+  if (v[0] > regions_.size() || v[1] > regions_[v[0] - 1].bytes) {
+    throw Error(ErrorCode::Backend, std::string(op_name_) + ": rank " + std::to_string(peer) +
+                                        " offered node buffer " + std::to_string(v[0] - 1) +
+                                        " at " + std::to_string(v[1]) + ", which this rank (" +
+                                        std::to_string(cfg_.rank) + ") does not have");
+  }
+  const Region& r = regions_[v[0] - 1];
+  return r.base + static_cast<std::size_t>(peer) * r.stride + v[1];
+}
+
 void Group::settle() {
   wait_peers(back_from(seq_ + 1, 2), seq_ >= call_first_step_ ? call_first_step_ : 0);
 }
@@ -136,8 +170,8 @@ void Group::post() {
   const std::uint64_t s = seq_ + 1;
   wait_peers(back_from(s, kEagerDepth), 0);  // my entry of that step is rewritten now
   Entry& e = entry_of(blocks_, cfg_.rank, s);
-  if (shifted_) {
-    const std::uint64_t v[2] = {own_shift_, own_dst_shift_};
+  if (shifted_ || slot_step_) {  // an eager step's data is in its entry already
+    const std::uint64_t v[4] = {own_shift_, own_dst_shift_, offer_id_, offer_off_};
     std::memcpy(e.data, v, sizeof v);
   }
   e.call = call_;
