@@ -180,8 +180,8 @@ Options parse_options(int argc, char** argv) {
       ->type_name("BYTES");
   app.add_option("-R,--node-buffers", node_buffers,
                  "1: every send and recv buffer comes from synk's Communicator::alloc (a node "
-                 "buffer, README), which the shm backend's all_gather, broadcast and all_reduce "
-                 "let the other ranks read in place; the MPI column uses the same buffers. 0: "
+                 "buffer, README), which the shm backend's all_gather, all_reduce and reduce let "
+                 "the other ranks read in place; the MPI column uses the same buffers. 0: "
                  "ordinary memory")
       ->type_name("0|1")
       ->capture_default_str();

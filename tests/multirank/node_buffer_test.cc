@@ -106,6 +106,22 @@ TEST(NodeBuffer, DifferentSizesOnTheRanksAreAnErrorOnEveryRank) {
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
+// 1 TiB: more than /dev/shm (or memory) holds. On shm the segment's pages are reserved when it
+// is made, so this is an error on every rank, not a SIGBUS when a page is first touched.
+TEST(NodeBuffer, MoreThanTheMachineHoldsIsAnErrorOnEveryRank) {
+  synk::Communicator& comm = synk_test::world();
+  try {
+    synk::NodeBuffer b = comm.alloc(std::size_t{1} << 40);
+    ADD_FAILURE() << "rank " << comm.rank() << ": no error";
+  } catch (const synk::Error& e) {
+    EXPECT_EQ(e.code(), synk::ErrorCode::System) << e.what();
+    if (comm.backend() == "shm") {
+      EXPECT_THAT(e.what(), HasSubstr("cannot reserve")) << e.what();
+    }
+  }
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 TEST(NodeBuffer, OutlivesItsCommunicator) {
   synk::NodeBuffer b;
   {

@@ -34,6 +34,7 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
   cfg.size = size;
   cfg.slot_bytes = options.slot_bytes;
   cfg.timeout_s = options.timeout_s;
+  cfg.store_mode = options.store_mode;
   cfg.cma_min_bytes = options.cma_min_bytes;
   cfg.root_reduces_bytes = options.root_reduces_bytes;
   Segment segment = Segment::create(Group::segment_bytes(size, cfg.slot_bytes));

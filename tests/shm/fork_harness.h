@@ -24,6 +24,7 @@ struct HarnessOptions {
   // 0: every reduce of more than the entries on 3+ ranks goes through the result area
   std::size_t root_reduces_bytes = GroupConfig{}.root_reduces_bytes;
   double timeout_s = 10.0;
+  StoreMode store_mode = GroupConfig{}.store_mode;  // ordinary: node buffers always offered
   int kill_rank = -1;            // SIGKILL this rank...
   int kill_after_ms = 0;         // ...this long after start
   double overall_deadline_s = 60;  // then every rank still running is killed (a hang)

@@ -152,6 +152,7 @@ std::vector<RankOutcome> run_rounds(int ranks, const std::function<bool(int, int
   const Region region(ranks);
   HarnessOptions opt;
   opt.root_reduces_bytes = 0;
+  opt.store_mode = StoreMode::ordinary;  // streaming ranks copy into their slots instead
   return run_ranks(ranks, opt, [&](Group& g, auto report) {
     region.add_to(g);
     int c = 0;
@@ -179,13 +180,20 @@ TEST_P(ShmNodeBuffer, RanksWithAndWithoutNodeBuffersMixAndStayExact) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmNodeBuffer, ::testing::Values(2, 3, 4), ranks_name);
 
+HarnessOptions offering() {
+  HarnessOptions opt;
+  opt.store_mode = StoreMode::ordinary;  // every rank offers (a streaming one would not)
+  return opt;
+}
+
 // A call whose buffer the others read in place returns only when they are done: the owner
-// overwrites it at once, and no reader may see that. Broadcast from a root in its part, and
-// all_gather, 400 KB a rank (several steps), 200 calls each.
+// overwrites it at once, and no reader may see that. all_gather and all_reduce, 400 KB a rank
+// (several steps), and broadcast from a root in its part (which the root copies), 200 calls
+// each.
 TEST(ShmNodeBufferOwner, OverwritingTheBufferAsSoonAsACallReturnsChangesNoResult) {
   const Region region(3);
   constexpr std::size_t kCount = 100003;
-  const auto out = run_ranks(3, HarnessOptions{}, [&](Group& g, auto report) {
+  const auto out = run_ranks(3, offering(), [&](Group& g, auto report) {
     region.add_to(g);
     const int me = g.rank();
     std::int32_t* mine = region.part(me);
@@ -221,6 +229,18 @@ TEST(ShmNodeBufferOwner, OverwritingTheBufferAsSoonAsACallReturnsChangesNoResult
         return 1;
       }
     }
+    for (int c = 0; c < 200; ++c) {
+      for (std::size_t i = 0; i < kCount; ++i) mine[i] = value(me, i, c);
+      g.all_reduce(mine, recv.data(), kCount, DataType::int32, ReduceOp::sum);
+      std::memset(mine, 0xff, kCount * sizeof(std::int32_t));
+      for (std::size_t i = 0; i < kCount; ++i)
+        want[i] = value(0, i, c) + value(1, i, c) + value(2, i, c);
+      if (auto w = first_wrong("all_reduce call " + std::to_string(c), recv.data(), want);
+          !w.empty()) {
+        report(w);
+        return 1;
+      }
+    }
     return 0;
   });
   expect_all_exact(out);
@@ -230,7 +250,7 @@ TEST(ShmNodeBufferOwner, OverwritingTheBufferAsSoonAsACallReturnsChangesNoResult
 // rank reads another's part, and the group goes on.
 TEST(ShmNodeBufferFaults, MismatchedCountsFailOnEveryRankAndTheGroupStaysUsable) {
   const Region region(2);
-  const auto out = run_ranks(2, HarnessOptions{}, [&](Group& g, auto report) {
+  const auto out = run_ranks(2, offering(), [&](Group& g, auto report) {
     region.add_to(g);
     std::int32_t* mine = region.part(g.rank());
     std::vector<std::int32_t> recv(2 * 40000, -1);
@@ -264,7 +284,7 @@ TEST(ShmNodeBufferFaults, MismatchedCountsFailOnEveryRankAndTheGroupStaysUsable)
 // wait for it in the closing step and end with an error naming it, not a hang.
 TEST(ShmNodeBufferFaults, ARankKilledDuringCallsOnNodeBuffersIsAnErrorOnTheOthers) {
   const Region region(3);
-  HarnessOptions opt;
+  HarnessOptions opt = offering();
   opt.timeout_s = 30;  // far beyond the detection time: the error must come from liveness
   opt.kill_rank = 1;
   opt.kill_after_ms = 300;

@@ -71,6 +71,19 @@ Segment Segment::create(std::size_t bytes) {
       shm_unlink(name.c_str());
       sys_error("ftruncate", name + ", " + std::to_string(bytes) + " bytes", err);
     }
+    // Reserve the pages now: where /dev/shm is too small (a container's 64 MiB, say) this is
+    // an error naming the size, instead of a SIGBUS at the first touch of a missing page.
+    // A file system without fallocate keeps the sparse file.
+    if (fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0 && errno != EOPNOTSUPP &&
+        errno != ENOSYS) {
+      const int err = errno;
+      close(fd);
+      shm_unlink(name.c_str());
+      throw Error(ErrorCode::System,
+                  "cannot reserve " + std::to_string(bytes) + " bytes of shared memory for " +
+                      name + " (fallocate: " + std::strerror(err) +
+                      "); /dev/shm may be too small (df -h /dev/shm)");
+    }
     try {
       void* p = map(fd, bytes, name);
       return Segment(std::move(name), p, bytes, true);

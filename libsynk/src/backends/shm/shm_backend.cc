@@ -10,25 +10,38 @@
 
 namespace synk::detail {
 
+namespace {
+
+// An Error's text without its "synk <Code>: " prefix, which whoever throws it again adds.
+std::string message_of(const Error& e) {
+  std::string text = e.what();
+  const auto colon = text.find(": ");
+  if (text.rfind("synk ", 0) == 0 && colon != std::string::npos) text = text.substr(colon + 2);
+  return text;
+}
+
+}  // namespace
+
 shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what) {
   int rank = 0;
   SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   shm::Segment segment;
-  // Rank 0 creates; a failure there must reach every rank, not leave them waiting.
-  char name[64] = {};
+  // Rank 0 creates; a failure there must reach every rank, not leave them waiting, and every
+  // rank says why: the name travels, or rank 0's error after a '!'.
+  char name[512] = {};
   std::string error;
   if (rank == 0) {
     try {
       segment = shm::Segment::create(bytes);
       std::snprintf(name, sizeof name, "%s", segment.name().c_str());
     } catch (const Error& e) {
-      error = e.what();
+      std::snprintf(name, sizeof name, "!%s", message_of(e).c_str());
     }
   }
   SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm));
-  if (name[0] == '\0') {
-    throw Error(ErrorCode::System, std::string("shm backend: rank 0 could not create the ") + what +
-                                       (error.empty() ? std::string() : ": " + error));
+  if (name[0] == '!') {
+    throw Error(ErrorCode::System,
+                std::string("shm backend: rank 0 could not create the ") + what + ": " + (name + 1));
   }
   int ok = 1;
   if (rank != 0) {
@@ -130,11 +143,7 @@ Request ShmBackend::reduce_scatter(const CollArgs& a) {
   return {};
 }
 void ShmBackend::reject(const CollArgs& a, const Error& e) {
-  // what() is "synk <Code>: <message>"; the group rebuilds the prefix when it throws.
-  std::string text = e.what();
-  const auto colon = text.find(": ");
-  if (text.rfind("synk ", 0) == 0 && colon != std::string::npos) text = text.substr(colon + 2);
-  group_->reject(a.coll, e.code(), text);
+  group_->reject(a.coll, e.code(), message_of(e));  // the group rebuilds the prefix
 }
 
 Request ShmBackend::barrier() {

@@ -123,9 +123,10 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
     // The others read only their slices of my slot; my own slice I reduce from send directly.
     std::size_t lo, hi;
     slice(cfg_.rank, n, es, &lo, &hi);
-    // From a node buffer the others read their slices in place; they are done with them
-    // when they post, so this call's last arrive() is its closing wait.
-    if (!offer(cat(send, off * es), n * es)) {
+    // From a node buffer the others read their slices in place (unless this rank streams its
+    // copies: offers_in_place() says why); they are done with them when they post, so the
+    // call's last arrive() is its closing wait.
+    if (!offers_in_place() || !offer(cat(send, off * es), n * es)) {
       copy_in(slot(cfg_.rank), cat(send, off * es), lo * es);
       copy_in(slot(cfg_.rank) + hi * es, cat(send, (off + hi) * es), (n - hi) * es);
     }
@@ -243,28 +244,26 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
     return end();
   }
   const std::size_t chunk = slot_elems(t);
-  bool read_in_place = false;  // the root offered its buffer: it waits for the readers
   std::size_t off = 0;
   do {
     const std::size_t n = std::min(chunk, count - off);
     next_slot_step(n * es);
     shift_slots(cfg_.rank == root ? at(buf, off * es) : nullptr);
+    // The root copies even from a node buffer: read in place, its buffer would have to stay
+    // as it is until every reader is done, so the root would wait for them instead of going
+    // on. With new data before every call (synk-bench -F 1), as a root has when it
+    // broadcasts what it just computed, that made broadcast of 64 KiB-16 MiB 1.3-1.7x MPI
+    // instead of 2.5-7.7x (2 ranks; with the same data every call it was 3.5-4.4x against
+    // 1.7-3.0x).
     if (cfg_.rank == root) {
-      if (offer(at(buf, off * es), n * es)) {
-        read_in_place = true;
-      } else {
-        copy_in(slot(root), at(buf, off * es), n * es);
-      }
+      copy_in(slot(root), at(buf, off * es), n * es);
       post();  // the root does not wait: the next step (or call) waits for the readers
     } else {
       sync_with(root);
-      const unsigned char* offered = peer_region(root);
-      read_in_place = read_in_place || offered;
-      copy_out(at(buf, off * es), offered ? offered : slot(root), n * es);
+      copy_out(at(buf, off * es), slot(root), n * es);
     }
     off += n;
   } while (off < count);
-  if (read_in_place) sync();  // every reader is done with the root's buffer
   end();
 }
 
@@ -304,7 +303,7 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
       // then read once. 2 ranks, all_gather of 128 KiB-8 MiB on one L3: 1.06-1.68x MPI ->
       // 1.25-1.83x (1 MiB 1.47 -> 1.62); on two L3s (slots streamed, and since streamed
       // pieces no longer fence one by one) 256 KiB-4 MiB 1.00-1.04x -> 1.14-1.27x.
-      if (offer(cat(send, off * es), n * es)) {
+      if (offers_in_place() && offer(cat(send, off * es), n * es)) {
         read_in_place = true;
         copy_out(own, cat(send, off * es), n * es);
       } else {

@@ -139,14 +139,22 @@ class Group {
   // starts as far into a page as `owner`'s destination does (all_reduce: rank 0's; reduce:
   // the root's). Read once here: a later post of the step moves seq_ past the entry.
   void place_result(int owner);
-  // Zero-copy reads of node buffers. In a slot step of all_gather, broadcast or a large
-  // all_reduce, a rank whose source of this step lies in its part of a region offers it
+  // Zero-copy reads of node buffers. In a slot step of all_gather or a large all_reduce or
+  // reduce, a rank whose source of this step lies in its part of a region offers it
   // instead of copying it into its slot: post() publishes where (words 2 and 3 of the entry;
   // every slot step publishes them, 0 when nothing is offered), and each reader takes that
   // rank's data from the region, after the step's check of its entry, where it would have
   // taken it from the slot. A rank whose data was read in place must not return before its
   // readers are done: those calls end with one more sync (shm_collectives.cc).
   bool offer(const void* src, std::size_t bytes);  // true: src is offered in this step
+  // Whether this call offers node buffers at all: not where it streams its copies into the
+  // slots. The store tuner streams where the readers do not share this rank's last-level
+  // cache and streaming measured faster; a reader there takes lines this rank just wrote
+  // across the fabric, and with new data every call (synk-bench -F 1, 2 ranks on two L3s)
+  // all_gather and all_reduce of 4-16 MiB read in place ran at 1.6-2.3x MPI against 2.1-3.0x
+  // through streamed slots. So the tuner's timing of its two ways picks between reading in
+  // place and streaming too.
+  bool offers_in_place() const { return !stream_; }
   const unsigned char* peer_region(int peer) const;  // peer's offered data of this step, or null
   // A shift is under one page, so each slot has one page more than slot_bytes.
   static constexpr std::size_t kShiftRoom = 4096;
