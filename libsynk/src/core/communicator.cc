@@ -3,9 +3,9 @@
 
 #include "core/backend.h"
 #include "core/call_check.h"
-#include "core/mpi_check.h"
 #include "core/env.h"
 #include "core/logging.h"
+#include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
 #include "core/validation.h"
 
@@ -149,6 +149,8 @@ CollArgs args(Collective c, const void* send, void* recv, std::size_t count, Dat
 
 void Communicator::set_stream(::CUstream_st* stream) { state_->stream = stream; }
 
+::CUstream_st* Communicator::stream() const { return state_->stream; }
+
 NodeBuffer Communicator::alloc(std::size_t bytes) {
   // Every rank must ask for as much (each maps the others' parts): checked on every rank, so a
   // disagreement is an error everywhere, not a segment of the wrong size on some.
@@ -163,7 +165,6 @@ NodeBuffer Communicator::alloc(std::size_t bytes) {
   }
   return state_->backend->alloc(bytes);
 }
-::CUstream_st* Communicator::stream() const { return state_->stream; }
 
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType dtype,
                               ReduceOp op) {

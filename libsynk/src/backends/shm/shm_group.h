@@ -147,15 +147,20 @@ class Group {
   // taken it from the slot. A rank whose data was read in place must not return before its
   // readers are done: those calls end with one more sync (shm_collectives.cc).
   bool offer(const void* src, std::size_t bytes);  // true: src is offered in this step
+  const unsigned char* peer_region(int peer) const;  // peer's offered data of this step, or null
   // Whether this call offers node buffers at all: not where it streams its copies into the
   // slots. The store tuner streams where the readers do not share this rank's last-level
   // cache and streaming measured faster; a reader there takes lines this rank just wrote
-  // across the fabric, and with new data every call (synk-bench -F 1, 2 ranks on two L3s)
-  // all_gather and all_reduce of 4-16 MiB read in place ran at 1.6-2.3x MPI against 2.1-3.0x
-  // through streamed slots. So the tuner's timing of its two ways picks between reading in
-  // place and streaming too.
+  // across the fabric: with new data every call (synk-bench -F 1, 2 ranks, two L3s, offered
+  // whatever the tuner chose) all_gather of 4-16 MiB ran at 1.6-2.3x MPI read in place against
+  // 2.1-3.0x through streamed slots. So the tuner's timing of its two ways now picks between
+  // reading in place and streaming. (One L3, launches alternated with and without node
+  // buffers, 5-10 rows each, medians: all_gather of 64 KiB-4 MiB 1.63-1.92x -> 2.17-3.46x MPI,
+  // 1.67-2.15x -> 1.72-3.01x with -F 1; all_reduce 1.97-4.11x -> 2.58-4.50x, 2.01-3.38x ->
+  // 2.71-4.06x with -F 1. Two L3s, 2-5 rows each, still: all_reduce of 64 KiB-4 MiB 11%
+  // slower to 3% faster, and with -F 1 all_gather 13-32% slower at 64 KiB, 256 KiB and 4 MiB:
+  // the tuner keeps ordinary stores unless streaming is 1.25x faster.)
   bool offers_in_place() const { return !stream_; }
-  const unsigned char* peer_region(int peer) const;  // peer's offered data of this step, or null
   // A shift is under one page, so each slot has one page more than slot_bytes.
   static constexpr std::size_t kShiftRoom = 4096;
   // Bytes between two slots: slot_bytes and the room a shift takes.
@@ -244,19 +249,19 @@ class Group {
   std::uint64_t step_ = 0;      // data steps begun; its parity picks the slot set
   std::size_t slot_offset_ = 0;  // where this step's data starts in every slot (next_slot_step)
   bool shifted_ = false;        // this step places data in the slots by page offset (shift_slots)
+  std::size_t own_shift_ = 0;   // and mine starts this far past slot_offset_
+  std::size_t own_dst_shift_ = 0;  // where my destination starts in its page (shift_slots)
+  std::size_t result_shift_ = 0;   // the result area starts this far past slot_offset_
   bool slot_step_ = false;      // this step is a slot step (next_slot_step): post() writes offers
   std::uint64_t offer_id_ = 0;  // this step's offer (offer()): region index + 1, or 0
   std::uint64_t offer_off_ = 0;  // and where the data starts in my part of it
-  struct Region {
+  struct Region {  // add_region
     unsigned char* base;
     std::size_t stride;
     std::size_t bytes;
     std::shared_ptr<void> keep;
   };
   std::vector<Region> regions_;
-  std::size_t own_shift_ = 0;   // and mine starts this far past slot_offset_
-  std::size_t own_dst_shift_ = 0;  // where my destination starts in its page (shift_slots)
-  std::size_t result_shift_ = 0;   // the result area starts this far past slot_offset_
   Call call_;                   // the current call's descriptor
   const char* op_name_ = "";
   bool deferred_ = false;       // a mismatch of an earlier call, for end()
