@@ -34,6 +34,18 @@ run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -P 16 --backend shm | tee "$
 grep -q "page offset: 16" "$work/offset.txt"
 grep -q "rank 0's buffers start 16 (send) and 16 (recv) bytes into a page" "$work/offset.txt"
 grep -q "#wrong total: 0" "$work/offset.txt"
+# -R 1 takes every buffer from Communicator::alloc, with -P inside it too; still checked
+run -np 2 "$bench" all -b 64 -e 4M -f 64 -n 2 -w 1 -R 1 -P 16 --backend all | tee "$work/node.txt"
+grep -q "node buffers: 1" "$work/node.txt"
+grep -q "rank 0's buffers start 16 (send) and 16 (recv) bytes into a page" "$work/node.txt"
+grep -q "#wrong total: 0" "$work/node.txt"
+set +e
+run -np 1 "$bench" all -R 2 > "$work/bad.txt" 2>&1
+rc=$?
+set -e
+grep -q -- "-R 2: expected 0 or 1" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
+[ "$rc" -eq 2 ] || { echo "-R 2 exited $rc, not 2"; exit 1; }
+
 set +e
 run -np 1 "$bench" all -P 4100 > "$work/bad.txt" 2>&1
 rc=$?
