@@ -1,6 +1,6 @@
 // Communicator::alloc (synk/node_buffer.h) under mpiexec: node buffers on the backend the test
-// runs with (shm on one node; hier with SYNK_SIMULATE_NODES, shared inside each node) and on the
-// mpi backend, where they are ordinary memory. Collectives on them are checked element by element; sizes that differ
+// runs with (shm on one node, hier with SYNK_SIMULATE_NODES) and on the mpi backend, where they
+// are ordinary memory. Collectives on them are checked element by element; sizes that differ
 // between the ranks are an error on every rank.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -33,11 +33,6 @@ class HierBackend final : public Backend {
   Request scatter(const CollArgs& a) override { return mpi_.scatter(a); }
   Request reduce_scatter(const CollArgs& a) override { return mpi_.reduce_scatter(a); }
   Request barrier() override;
-  // Shared within this node (alloc_node_buffer over the node's ranks): the node-local steps
-  // of the sliced all-reduce read it in place (its closing all_gather, in place in recv).
-  NodeBuffer alloc(std::size_t bytes) override {
-    return alloc_node_buffer(ctx_.local_comm, *node_.group, bytes);
-  }
 
  private:
   CommContext ctx_;

@@ -97,20 +97,18 @@ ShmBackend::ShmBackend(const CommContext& ctx) {
   group_ = node_.group.get();
 }
 
-NodeBuffer alloc_node_buffer(MPI_Comm comm, shm::Group& group, std::size_t bytes) {
+NodeBuffer ShmBackend::alloc(std::size_t bytes) {
   if (bytes == 0) return {};
   const std::size_t stride = (bytes + 4095) / 4096 * 4096;  // every part starts a page
   auto segment = std::make_shared<shm::Segment>(
-      share_segment(comm, stride * static_cast<std::size_t>(group.size()), "node buffer"));
+      share_segment(comm_, stride * static_cast<std::size_t>(group_->size()), "node buffer"));
   auto* base = static_cast<unsigned char*>(segment->data());
-  const int index = group.add_region(base, stride, bytes, segment);
+  const int index = group_->add_region(base, stride, bytes, segment);
   SYNK_LOG_AT(info, "shm node buffer " << index << ": " << bytes << " bytes a rank, segment "
                                        << segment->name());
-  return NodeBuffer(base + static_cast<std::size_t>(group.rank()) * stride, bytes,
+  return NodeBuffer(base + static_cast<std::size_t>(group_->rank()) * stride, bytes,
                     std::move(segment));
 }
-
-NodeBuffer ShmBackend::alloc(std::size_t bytes) { return alloc_node_buffer(comm_, *group_, bytes); }
 
 Request ShmBackend::all_reduce(const CollArgs& a) {
   group_->all_reduce(a.send, a.recv, a.count, a.dtype, a.op);

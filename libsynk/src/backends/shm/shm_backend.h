@@ -23,10 +23,6 @@ ShmNode join_shm_node(MPI_Comm comm);
 // rank 0 creates it, the name travels by MPI_Bcast. Collective; a failure on any rank is an
 // error on every rank. `what` names it in errors and the log.
 shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what);
-// Communicator::alloc on a node's group: this rank's part of a new segment of group.size()
-// parts, every rank of `comm` (the group's ranks) mapping all of them; registered with the
-// group (Group::add_region). Collective over comm.
-NodeBuffer alloc_node_buffer(MPI_Comm comm, shm::Group& group, std::size_t bytes);
 
 class ShmBackend final : public Backend {
  public:
@@ -43,7 +39,8 @@ class ShmBackend final : public Backend {
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;
   void reject(const CollArgs& a, const Error& e) override;
-  NodeBuffer alloc(std::size_t bytes) override;  // alloc_node_buffer
+  // This rank's part of a new segment of size() parts, registered with the group.
+  NodeBuffer alloc(std::size_t bytes) override;
 
  private:
   MPI_Comm comm_;
