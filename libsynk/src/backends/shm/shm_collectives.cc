@@ -252,9 +252,9 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
     // The root copies even from a node buffer: read in place, its buffer would have to stay
     // as it is until every reader is done, so the root would wait for them instead of going
     // on. With new data before every call (synk-bench -F 1), as a root has when it
-    // broadcasts what it just computed, that made broadcast of 64 KiB-16 MiB 1.3-1.7x MPI
-    // instead of 2.5-7.7x (2 ranks; with the same data every call it was 3.5-4.4x against
-    // 1.7-3.0x).
+    // broadcasts what it just computed, that made broadcast of 64 KiB-1 MiB 1.3-1.7x MPI
+    // instead of 3.6-7.6x, and of 4-16 MiB 1.4-2.4x against 1.7-7.7x (2 ranks, 1-3 launches
+    // of each per host state; with the same data every call it was 3.5-4.4x against 1.7-3.0x).
     if (cfg_.rank == root) {
       copy_in(slot(root), at(buf, off * es), n * es);
       post();  // the root does not wait: the next step (or call) waits for the readers
