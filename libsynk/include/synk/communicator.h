@@ -76,9 +76,9 @@ class Communicator {
   ::CUstream_st* stream() const;
 
   // `bytes` of memory for this rank that the other ranks of the node can read in place
-  // (synk/node_buffer.h): all_gather and large all_reduce and reduce skip a copy on the shm
-  // backend for every rank whose send buffer lies in such memory. Collective: every rank calls
-  // it, with the same bytes. The part starts a page; 0 bytes gives an empty buffer.
+  // (synk/node_buffer.h): all_gather and large all_reduces (and reduces on 3+ ranks) skip a copy on
+  // the shm backend for every rank whose send buffer lies in such memory. Collective: every rank
+  // calls it, with the same bytes. The part starts a page; 0 bytes gives an empty buffer.
   NodeBuffer alloc(std::size_t bytes);
 
   void all_reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
