@@ -155,11 +155,11 @@ class Group {
   // whatever the tuner chose) all_gather of 4-16 MiB ran at 1.6-2.3x MPI read in place against
   // 2.1-3.0x through streamed slots. So the tuner's timing of its two ways now picks between
   // reading in place and streaming. (One L3, launches alternated with and without node
-  // buffers, 5-10 rows each, medians: all_gather of 64 KiB-4 MiB 1.63-1.92x -> 2.17-3.46x MPI,
-  // 1.67-2.15x -> 1.72-3.01x with -F 1; all_reduce 1.97-4.11x -> 2.58-4.50x, 2.01-3.38x ->
-  // 2.71-4.06x with -F 1. Two L3s, 2-5 rows each, still: all_reduce of 64 KiB-4 MiB 11%
-  // slower to 3% faster, and with -F 1 all_gather 13-32% slower at 64 KiB, 256 KiB and 4 MiB:
-  // the tuner keeps ordinary stores unless streaming is 1.25x faster.)
+  // buffers, 5-15 rows each, medians: all_gather of 64 KiB-4 MiB 1.63-1.92x -> 2.17-3.46x MPI,
+  // 1.67-2.19x -> 1.71-2.99x with -F 1; all_reduce 1.97-4.11x -> 2.58-4.50x, 2.01-3.68x ->
+  // 2.70-4.00x with -F 1. Two L3s, 2-9 rows each, still: all_reduce of 64 KiB-4 MiB 17%
+  // slower to 4% faster, and with -F 1 all_gather 15% slower at 256 KiB and 36% at 4 MiB: the
+  // tuner keeps ordinary stores unless streaming is 1.25x faster.)
   bool offers_in_place() const { return !stream_; }
   // A shift is under one page, so each slot has one page more than slot_bytes.
   static constexpr std::size_t kShiftRoom = 4096;
