@@ -170,7 +170,9 @@ void Group::post() {
   const std::uint64_t s = seq_ + 1;
   wait_peers(back_from(s, kEagerDepth), 0);  // my entry of that step is rewritten now
   Entry& e = entry_of(blocks_, cfg_.rank, s);
-  if (shifted_ || slot_step_) {  // an eager step's data is in its entry already
+  // Slot steps publish their words (shift_slots always follows next_slot_step); an eager
+  // step's data is in its entry already.
+  if (slot_step_) {
     const std::uint64_t v[4] = {own_shift_, own_dst_shift_, offer_id_, offer_off_};
     std::memcpy(e.data, v, sizeof v);
   }
