@@ -5,6 +5,18 @@ bench=$1 mpiexec=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 run() { "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader "$@"; }
+# refused RANKS BENCH_ARGS... -- MESSAGE: the bench refuses its arguments (exit 2) saying MESSAGE.
+refused() {
+  local ranks=$1 args=() rc
+  shift
+  while [ "$1" != "--" ]; do args+=("$1"); shift; done
+  set +e
+  run -np "$ranks" "$bench" "${args[@]}" > "$work/bad.txt" 2>&1
+  rc=$?
+  set -e
+  grep -q -- "$2" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
+  [ "$rc" -eq 2 ] || { echo "${args[*]} exited $rc, not 2"; exit 1; }
+}
 
 run -np 2 "$bench" all -b 8 -e 64K -f 8 -n 2 -w 1 --backend all --json "$work/out.json" | tee "$work/out.txt"
 grep -q "#wrong total: 0" "$work/out.txt"
@@ -39,28 +51,12 @@ run -np 2 "$bench" all -b 64 -e 4M -f 64 -n 2 -w 1 -R 1 -P 16 --backend all | te
 grep -q "node buffers: 1" "$work/node.txt"
 grep -q "rank 0's buffers start 16 (send) and 16 (recv) bytes into a page" "$work/node.txt"
 grep -q "#wrong total: 0" "$work/node.txt"
-set +e
-run -np 1 "$bench" all -R 2 > "$work/bad.txt" 2>&1
-rc=$?
-set -e
-grep -q -- "-R 2: expected 0 or 1" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
-[ "$rc" -eq 2 ] || { echo "-R 2 exited $rc, not 2"; exit 1; }
-
-set +e
-run -np 1 "$bench" all -P 4100 > "$work/bad.txt" 2>&1
-rc=$?
-set -e
-grep -q -- "-P 4100: BYTES must be a multiple of 8 from 0 to 4095" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
-[ "$rc" -eq 2 ] || { echo "-P 4100 exited $rc, not 2"; exit 1; }
+refused 1 all -R 2 -- "-R 2: expected 0 or 1"
+refused 1 all -P 4100 -- "-P 4100: BYTES must be a multiple of 8 from 0 to 4095"
 
 # nccl-tests' spelling names the same collective; an unknown one is refused with the list
 run -np 1 "$bench" all_gather -b 64 -e 64 -n 1 -w 0 --backend shm | grep -q "^# allgather (shm)"
-set +e
-run -np 1 "$bench" all_scatter > "$work/bad.txt" 2>&1
-rc=$?
-set -e
-grep -q "unknown collective 'all_scatter'" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
-[ "$rc" -eq 2 ] || { echo "unknown collective exited $rc, not 2"; exit 1; }
+refused 1 all_scatter -- "unknown collective 'all_scatter'"
 
 set +e
 run -np 2 "$bench" allreduce -d foo > "$work/bad.txt" 2>&1
