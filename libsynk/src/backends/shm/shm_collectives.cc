@@ -124,9 +124,9 @@ void Group::reduce_large(const void* send, void* recv, std::size_t count, DataTy
     std::size_t lo, hi;
     slice(cfg_.rank, n, es, &lo, &hi);
     // From a node buffer the others read their slices in place (unless this rank streams its
-    // copies: offers_in_place() says why); they are done with them when they post, so the
-    // call's last arrive() is its closing wait.
-    if (!offers_in_place() || !offer(cat(send, off * es), n * es)) {
+    // copies: offer() says why); they are done with them when they post, so the call's last
+    // arrive() is its closing wait.
+    if (!offer(cat(send, off * es), n * es)) {
       copy_in(slot(cfg_.rank), cat(send, off * es), lo * es);
       copy_in(slot(cfg_.rank) + hi * es, cat(send, (off + hi) * es), (n - hi) * es);
     }
@@ -303,7 +303,7 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
       // then read once. 2 ranks, all_gather of 128 KiB-8 MiB on one L3: 1.06-1.68x MPI ->
       // 1.25-1.83x (1 MiB 1.47 -> 1.62); on two L3s (slots streamed, and since streamed
       // pieces no longer fence one by one) 256 KiB-4 MiB 1.00-1.04x -> 1.14-1.27x.
-      if (offers_in_place() && offer(cat(send, off * es), n * es)) {
+      if (offer(cat(send, off * es), n * es)) {
         read_in_place = true;
         copy_out(own, cat(send, off * es), n * es);
       } else {

@@ -130,6 +130,7 @@ void Group::place_result(int owner) {
 }
 
 bool Group::offer(const void* src, std::size_t bytes) {
+  if (stream_) return false;  // shm_group.h says why
   const auto p = reinterpret_cast<std::uintptr_t>(src);
   for (std::size_t i = 0; i < regions_.size(); ++i) {
     const Region& r = regions_[i];
