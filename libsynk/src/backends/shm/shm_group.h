@@ -146,18 +146,18 @@ class Group {
   // rank's data from the region, after the step's check of its entry, where it would have
   // taken it from the slot. A rank whose data was read in place must not return before its
   // readers are done: those calls end with one more sync (shm_collectives.cc).
-  // offer() returns true if src is offered in this step. A call that streams its copies into
-  // the slots offers nothing. The store tuner streams where the readers do not share this
-  // rank's last-level cache and streaming measured faster; a reader there takes lines this rank
-  // just wrote across the fabric: with new data every call (synk-bench -F 1, 2 ranks, two
-  // L3s, offered whatever the tuner chose) all_gather of 4-16 MiB ran at 1.6-2.3x MPI read in place against
+  // offer() returns true if src is offered in this step. A call that streams its copies into the
+  // slots offers nothing. The store tuner streams where the readers do not share this rank's
+  // last-level cache and streaming measured faster; a reader there takes lines this rank just wrote
+  // across the fabric: with new data every call (synk-bench -F 1, 2 ranks, two L3s, offered
+  // whatever the tuner chose) all_gather of 4-16 MiB ran at 1.6-2.3x MPI read in place against
   // 2.1-3.0x through streamed slots. So the tuner's timing of its two ways now picks between
-  // reading in place and streaming. (One L3, launches alternated with and without node
-  // buffers, 5-15 rows each, medians: all_gather of 64 KiB-4 MiB 1.63-1.92x -> 2.17-3.46x MPI,
-  // 1.67-2.19x -> 1.71-2.99x with -F 1; all_reduce 1.97-4.11x -> 2.58-4.50x, 2.01-3.68x ->
-  // 2.70-4.00x with -F 1. Two L3s, 2-9 rows each, still: all_reduce of 64 KiB-4 MiB 17%
-  // slower to 4% faster, and with -F 1 all_gather 15% slower at 256 KiB and 36% at 4 MiB: the
-  // tuner keeps ordinary stores unless streaming is 1.25x faster.)
+  // reading in place and streaming. (One L3, launches alternated with and without node buffers,
+  // 5-15 rows each, medians: all_gather of 64 KiB-4 MiB 1.63-1.92x -> 2.17-3.46x MPI, 1.67-2.19x ->
+  // 1.71-2.99x with -F 1; all_reduce 1.97-4.11x -> 2.58-4.50x, 2.01-3.68x -> 2.70-4.00x with -F 1.
+  // Two L3s, 2-9 rows each, still: all_reduce of 64 KiB-4 MiB 17% slower to 4% faster, and with
+  // -F 1 all_gather 15% slower at 256 KiB and 36% at 4 MiB: the tuner keeps ordinary stores unless
+  // streaming is 1.25x faster.)
   bool offer(const void* src, std::size_t bytes);
   const unsigned char* peer_region(int peer) const;  // peer's offered data of this step, or null
   // A shift is under one page, so each slot has one page more than slot_bytes.
