@@ -44,21 +44,75 @@ TEST(StoreTuner, FixedModesNeverChange) {
   }
 }
 
-TEST(StoreTuner, TimesBothWaysThenKeepsTheFasterAndRetriesTheOtherNowAndThen) {
+// The runs that try the way not in favour, for calls of `call_s` seconds where streaming is
+// twice as fast: which of the first `runs` runs stream.
+std::vector<bool> streaming_runs(std::uint32_t runs, double call_s) {
   StoreTuner t;
-  constexpr std::uint32_t kRun = StoreTuner::kRun, kCycle = kRun * StoreTuner::kExploreEvery;
   std::vector<bool> got;
-  for (std::uint32_t i = 0; i < 2 * kCycle + 8; ++i) got.push_back(call(t, 2.0, 1.0));
-  for (std::uint32_t i = 0; i < got.size(); ++i) {
-    // A run of ordinary stores, a run streaming, then streaming (the faster) but for a run of
-    // ordinary stores every kExploreEvery runs.
-    const std::uint32_t run = i / kRun;
-    const bool ordinary = run == 0 || (run >= 2 && run % StoreTuner::kExploreEvery == 0);
-    EXPECT_EQ(got[i], !ordinary) << i;
+  for (std::uint32_t r = 0; r < runs; ++r) {
+    const bool first = call(t, 2 * call_s, call_s);
+    for (std::uint32_t i = 1; i < StoreTuner::kRun; ++i)
+      EXPECT_EQ(call(t, 2 * call_s, call_s), first);
+    got.push_back(first);
   }
-  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[0], 2.0 / static_cast<double>(kBig));
-  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[1], 1.0 / static_cast<double>(kBig));
-  EXPECT_EQ(t.arms(kBroadcast, kBig).calls, got.size());
+  return got;
+}
+
+TEST(StoreTuner, TimesBothWaysThenKeepsTheFasterAndRetriesTheOtherLessAndLessOften) {
+  StoreTuner t;
+  constexpr std::uint32_t kRun = StoreTuner::kRun;
+  for (std::uint32_t i = 0; i < 4 * kRun; ++i) call(t, 2e-6, 1e-6);
+  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[0], 2e-6 / static_cast<double>(kBig));
+  EXPECT_DOUBLE_EQ(t.arms(kBroadcast, kBig).cost[1], 1e-6 / static_cast<double>(kBig));
+  EXPECT_EQ(t.arms(kBroadcast, kBig).calls, 4 * kRun);
+
+  // Calls of 1 us: a run of ordinary stores, a run streaming, then streaming (the faster) but
+  // for a run of ordinary stores after 16 runs, then 32, 64, ... up to kExploreMaxEvery.
+  const std::vector<bool> got = streaming_runs(1100, 1e-6);
+  std::vector<std::uint32_t> tries;
+  for (std::uint32_t r = 2; r < got.size(); ++r) {
+    if (!got[r]) tries.push_back(r);
+  }
+  EXPECT_FALSE(got[0]);
+  EXPECT_TRUE(got[1]);
+  const std::vector<std::uint32_t> want = {16, 48, 112, 240, 496, 752, 1008};
+  EXPECT_EQ(tries, want);
+  static_assert(StoreTuner::kExploreEvery == 16 && StoreTuner::kExploreMaxEvery == 256);
+}
+
+TEST(StoreTuner, LongCallsRetryTheOtherWayAtLeastEveryKExploreSeconds) {
+  // Calls of 1.1 ms: 16 runs take 70 ms, and the gap doubles until kExploreSeconds come first:
+  // after the try at run 112 (8.8 ms), 112 runs of 4.4 ms.
+  const std::vector<bool> got = streaming_runs(700, 1.1e-3);
+  std::vector<std::uint32_t> tries;
+  for (std::uint32_t r = 2; r < got.size(); ++r) {
+    if (!got[r]) tries.push_back(r);
+  }
+  const std::vector<std::uint32_t> want = {16, 48, 112, 225, 338, 451, 564, 677};
+  EXPECT_EQ(tries, want);
+  // Calls of 1 s: every kExploreEvery runs, as the first gap is already past the time.
+  const std::vector<bool> slow = streaming_runs(70, 1.0);
+  for (std::uint32_t r = 2; r < slow.size(); ++r) EXPECT_EQ(slow[r], r % 16 != 0) << r;
+}
+
+TEST(StoreTuner, ATryThatFindsTheMachineChangedRetriesSoonAgain) {
+  StoreTuner t;
+  constexpr std::uint32_t kRun = StoreTuner::kRun;
+  // Streaming is faster for 240 runs (tries at runs 16, 48, 112, then the gap is 128 runs)...
+  for (std::uint32_t i = 0; i < 200 * kRun; ++i) call(t, 2e-6, 1e-6);
+  // ... then ordinary stores get faster (streaming, in use, keeps its time, so nothing tells
+  // but a try): the try at run 240 finds it, the way changes, and the way now out of favour
+  // (streaming) is tried again after 16 runs, not 256, then after 32.
+  std::vector<bool> got;
+  for (std::uint32_t i = 0; i < 100 * kRun; ++i) got.push_back(call(t, 0.5e-6, 1e-6));
+  auto run_streams = [&](std::uint32_t run) { return got[(run - 200) * kRun]; };
+  for (std::uint32_t run = 200; run < 240; ++run) EXPECT_TRUE(run_streams(run)) << run;
+  EXPECT_FALSE(run_streams(240));
+  for (std::uint32_t run = 241; run < 256; ++run) EXPECT_FALSE(run_streams(run)) << run;
+  EXPECT_TRUE(run_streams(256));
+  for (std::uint32_t run = 257; run < 288; ++run) EXPECT_FALSE(run_streams(run)) << run;
+  EXPECT_TRUE(run_streams(288));
+  EXPECT_FALSE(run_streams(289));
 }
 
 TEST(StoreTuner, StreamingIsKeptOnlyWhenItIsClearlyFaster) {
@@ -143,6 +197,27 @@ TEST(StoreTuner, EachCollectiveAndSizeClassIsTunedApart) {
   EXPECT_TRUE(call(t, 2.0, 1.0, kBroadcast, kBig + 5));  // same class as kBig
   EXPECT_FALSE(call(t, 1.0, 2.0, kAllGather, kBig));
   EXPECT_FALSE(call(t, 1.0, 2.0, kBroadcast, kBig * 4 + 100));
+}
+
+TEST(StoreTuner, ANewSizeStartsFromItsNearestTimedNeighbour) {
+  StoreTuner t;
+  constexpr std::uint32_t kRun = StoreTuner::kRun;
+  // Broadcast of kBig has timed both ways: streaming wins.
+  for (std::uint32_t i = 0; i < 3 * kRun; ++i) call(t, 2e-6, 1e-6, kBroadcast, kBig);
+  // Broadcast of 4 and 16 kBig stream from their first call, with no run of ordinary stores
+  // (until the first try, kExploreEvery runs on), and start from the neighbour's costs.
+  for (std::size_t bytes : {kBig * 4, kBig * 16}) {
+    for (std::uint32_t i = 0; i < StoreTuner::kExploreEvery * kRun; ++i)
+      EXPECT_TRUE(call(t, 2e-6, 1e-6, kBroadcast, bytes)) << bytes << " " << i;
+    EXPECT_FALSE(call(t, 2e-6, 1e-6, kBroadcast, bytes)) << bytes;
+  }
+  // Another collective learns apart: a run of ordinary stores first.
+  for (std::uint32_t i = 0; i < kRun; ++i) EXPECT_FALSE(call(t, 2e-6, 1e-6, kAllGather, kBig * 4));
+  EXPECT_TRUE(call(t, 2e-6, 1e-6, kAllGather, kBig * 4));
+  // A class whose neighbour has timed only one way learns both.
+  StoreTuner u;
+  for (std::uint32_t i = 0; i < kRun; ++i) call(u, 2e-6, 1e-6, kBroadcast, kBig);
+  EXPECT_FALSE(call(u, 2e-6, 1e-6, kBroadcast, kBig * 2));
 }
 
 TEST(StoreTuner, ACallThatNeverEndedIsNotCounted) {

@@ -49,7 +49,13 @@ class StoreTuner {
   static constexpr std::size_t kMinBytes = std::size_t{16} << 10;
   static constexpr std::uint32_t kRun = 4;   // calls in a row on one way
   static constexpr std::uint32_t kWarm = 2;  // of them not timed: the reader's lag
-  static constexpr std::uint32_t kExploreEvery = 16;  // runs: one of them tries the other way
+  // Runs between the runs that try the way not in favour: kExploreEvery at first, doubled each
+  // time the try confirms the favoured way, up to kExploreMaxEvery; back to kExploreEvery when
+  // the favoured way changes. A class whose calls took kExploreSeconds since its last try
+  // (timed calls, scaled to the whole runs) tries again after kExploreEvery runs.
+  static constexpr std::uint32_t kExploreEvery = 16;
+  static constexpr std::uint32_t kExploreMaxEvery = 256;
+  static constexpr double kExploreSeconds = 0.5;
   static constexpr double kStreamMargin = 1.25;  // streaming must be this much faster
   static constexpr int kCollectives = 16;
   static constexpr int kSizeClasses = 48;  // log2 of the bytes: up to 2^47
@@ -78,12 +84,21 @@ class StoreTuner {
   struct Arms {
     double cost[2] = {0, 0};
     std::uint32_t calls = 0;
-    int run_arm = 0;  // the way of the run under way
+    int run_arm = 0;                      // the way of the run under way
+    int favoured = 0;                     // the faster way when the run under way began
+    bool exploring = false;               // the run under way tries the way not in favour
+    std::uint32_t every = kExploreEvery;  // runs from one try of the other way to the next
+    std::uint32_t last_try = 0;           // the run of the last try
+    double since_try_s = 0;               // seconds of this class's calls since then
+    bool seeded = false;  // began with a neighbouring class's costs instead of a run each way
   };
   const Arms& arms(int collective, std::size_t bytes) const;
 
  private:
   static int size_class(std::size_t bytes);
+  // A new class of `collective` starts from the costs of the nearest class (by size) that has
+  // timed both ways, if any.
+  void seed(int collective, int size_class);
 
   StoreMode mode_;
   std::size_t out_bytes_min_;
