@@ -57,8 +57,7 @@ const StoreTuner::Arms& StoreTuner::arms(int collective, std::size_t bytes) cons
 // slower way, and its reader pays for it in the calls after. 2 ranks, one L3, synk-bench with a
 // new class every row, launches alternated, MPI/synk medians from 32 KiB to 4 MiB: broadcast
 // 2.67-3.13x -> 2.73-3.32x (99 launches each), reduce_scatter 4.03-20.33x -> 4.15-20.72x (42).
-void StoreTuner::seed(int collective, int size_class) {
-  Arms* row = arms_[collective % kCollectives];
+void StoreTuner::seed(Arms* row, int size_class) {
   for (int d = 1; d < kSizeClasses; ++d) {
     for (int c : {size_class - d, size_class + d}) {
       if (c < 0 || c >= kSizeClasses) continue;
@@ -77,8 +76,10 @@ bool StoreTuner::choose(int collective, std::size_t bytes) {
   current_ = nullptr;
   if (mode_ != StoreMode::tuned) return mode_ == StoreMode::streaming;
   if (!tuned(bytes)) return false;  // stays in the caches: ordinary stores
-  Arms& a = arms_[collective % kCollectives][size_class(bytes)];
-  if (a.calls == 0) seed(collective, size_class(bytes));
+  Arms* row = arms_[collective % kCollectives];
+  const int c = size_class(bytes);
+  Arms& a = row[c];
+  if (a.calls == 0) seed(row, c);
   const std::uint32_t i = a.calls++;
   const std::uint32_t run = i / kRun, in_run = i % kRun;
   if (in_run == 0) {

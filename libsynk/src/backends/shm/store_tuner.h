@@ -96,9 +96,9 @@ class StoreTuner {
 
  private:
   static int size_class(std::size_t bytes);
-  // A new class of `collective` starts from the costs of the nearest class (by size) that has
-  // timed both ways, if any.
-  void seed(int collective, int size_class);
+  // A new class (row[size_class], row: one collective's classes) starts from the costs of the
+  // nearest class of its row (by size) that has timed both ways, if any.
+  void seed(Arms* row, int size_class);
 
   StoreMode mode_;
   std::size_t out_bytes_min_;
