@@ -1,8 +1,9 @@
-// The ranks that do not wait (the root of a broadcast, the non-roots of a one-step reduce):
-// they post their part and return, so a mismatch in such a call reaches them late. These tests
-// pin down when: the rank that reads finds it at once; the rank that only wrote finds it at its
-// next call, which still completes (its result is exact) and then throws; nothing is read from
-// a mismatched call, and the ranks stay in step afterwards. Real processes (fork_harness.h).
+// The ranks that do not wait (the root of a broadcast or a small scatter, the non-roots of a
+// one-step reduce): they post their part and return, so a mismatch in such a call reaches them
+// late. These tests pin down when: the rank that reads finds it at once; the rank that only
+// wrote finds it at its next call, which still completes (its result is exact) and then
+// throws; nothing is read from a mismatched call, and the ranks stay in step afterwards. Real
+// processes (fork_harness.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -257,6 +258,76 @@ TEST_F(ShmLaggedCheck, AMismatchDeepInARunReachesTheRootOnce) {
     EXPECT_THAT(out[r].message, HasSubstr(both));
   }
   EXPECT_THAT(out[1].message, ::testing::StartsWith("1 [call 150] "));
+}
+
+// Small scatters go through the root's entry: the root writes every block and goes on. Many in
+// a row from one root (in place on it every third call), with all_gathers between some: each
+// rank must get its own block of each call, never a neighbour's or another call's (4 ranks on
+// 2 cores, so the root runs far ahead).
+TEST_F(ShmLaggedCheck, ALongRunOfSmallScattersFromOneRootIsExact) {
+  const auto out = run_ranks(4, {}, [](Group& g, auto report) {
+    const int calls = static_cast<int>(Group::kEagerDepth) * 20, root = 1;
+    const std::size_t count = 5, n = static_cast<std::size_t>(g.size());
+    const auto value = [](int call, std::size_t rank, std::size_t i) {
+      return static_cast<std::int32_t>(call * 1000 + static_cast<int>(rank * 10 + i));
+    };
+    for (int i = 0; i < calls; ++i) {
+      std::vector<std::int32_t> send(n * count, -1), recv(count, -1);
+      if (g.rank() == root) {
+        for (std::size_t q = 0; q < n; ++q)
+          for (std::size_t e = 0; e < count; ++e) send[q * count + e] = value(i, q, e);
+      }
+      const bool in_place = g.rank() == root && i % 3 == 0;
+      std::int32_t* dst = in_place ? send.data() + root * count : recv.data();
+      g.scatter(g.rank() == root ? send.data() : nullptr, dst, count, DataType::int32, root);
+      for (std::size_t e = 0; e < count; ++e) {
+        if (dst[e] != value(i, static_cast<std::size_t>(g.rank()), e)) {
+          report("call " + std::to_string(i) + ": element " + std::to_string(e) + " is " +
+                 std::to_string(dst[e]));
+          return 1;
+        }
+      }
+      if (i % 97 == 0) {
+        std::vector<std::int32_t> all(n);
+        const std::int32_t mine = g.rank();
+        g.all_gather(&mine, all.data(), 1, DataType::int32);
+        for (std::size_t q = 0; q < n; ++q)
+          if (all[q] != static_cast<std::int32_t>(q)) return 2;
+      }
+    }
+    return in_step(g) ? 0 : 5;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+// A small scatter where rank 1 expects 3 elements and the root sends 2: rank 1 fails before
+// reading anything; the root, which only wrote, reports it at its next call, which completes.
+TEST_F(ShmLaggedCheck, ASmallScatterRootLearnsOfAMismatchAtItsNextCall) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::vector<float> send(6, 5.0f), recv(3, -1.0f);
+    const std::string first = error_of([&] {
+      g.scatter(g.rank() == 0 ? send.data() : nullptr, recv.data(), g.rank() == 0 ? 2 : 3,
+                DataType::float32, 0);
+    });
+    if (g.rank() == 1 && recv[0] != -1.0f) return 3;  // read from a mismatched call
+    std::vector<float> v(3, 1.0f);
+    const std::string second = error_of([&] {
+      g.all_reduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+    });
+    report("first: " + first + " | second: " + second);
+    if (v[0] != 2.0f || v[2] != 2.0f) return 4;
+    return in_step(g) ? 0 : 5;
+  });
+  const std::string both =
+      "mismatched calls: rank 0 called scatter(count 2, float32, root 0), rank 1 called "
+      "scatter(count 3, float32, root 0)";
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_THAT(out[0].message, HasSubstr("first:  | second: synk "));
+  EXPECT_THAT(out[0].message, HasSubstr(both));
+  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
+  EXPECT_THAT(out[1].message, HasSubstr("first: synk "));
+  EXPECT_THAT(out[1].message, HasSubstr(both));
+  EXPECT_THAT(out[1].message, ::testing::EndsWith("| second: "));
 }
 
 }  // namespace

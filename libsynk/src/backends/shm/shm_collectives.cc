@@ -37,6 +37,10 @@ constexpr std::size_t kRootedEagerBytes = 1024;  // broadcast and reduce
 constexpr std::size_t kGatherEagerBytes = 1024;
 constexpr std::size_t kAllGatherEagerBytes = 512;
 constexpr std::size_t kReduceScatterEagerBytes = 512;
+// scatter (in all, on any number of ranks): through the slots every call was a full sync of
+// all ranks, 0.3-0.5x MPI's time up to 512 bytes on 2 ranks and 0.05x on 4 ranks on 2 cores
+// (3 us against MPI's 0.14), where MPI's root sends and goes on.
+constexpr std::size_t kScatterEagerBytes = Group::kEagerBytes;
 
 // An all_gather or gather of more than this many bytes per rank steps in pieces of this size,
 // each at the slots' start: the slots then keep 2 MiB of the last-level cache busy on 2 ranks
@@ -398,7 +402,22 @@ void Group::gatherv(const void* send, std::size_t count, void* recv,
 void Group::scatter(const void* send, void* recv, std::size_t count, DataType t, int root) {
   begin(Collective::scatter, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
-  if (use_cma(count * es)) {
+  const std::size_t block = count * es;
+  if (block * static_cast<std::size_t>(cfg_.size) <= kScatterEagerBytes) {
+    // In the root's entry: it writes every block and goes on (as broadcast's root does); each
+    // other rank waits for the root alone and takes its block.
+    next_step(true);
+    if (cfg_.rank == root) {
+      copy(eager_out(), send, block * static_cast<std::size_t>(cfg_.size));
+      post();
+      copy(recv, cat(send, static_cast<std::size_t>(root) * block), block);
+    } else {
+      sync_with(root);
+      copy(recv, eager_in(root) + static_cast<std::size_t>(cfg_.rank) * block, block);
+    }
+    return end();
+  }
+  if (use_cma(block)) {
     scatter_cma(send, recv, count, t, root);
     return end();
   }
