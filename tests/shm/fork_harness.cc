@@ -2,6 +2,7 @@
 #include "fork_harness.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -37,6 +38,7 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
   cfg.store_mode = options.store_mode;
   cfg.cma_min_bytes = options.cma_min_bytes;
   cfg.root_reduces_bytes = options.root_reduces_bytes;
+  cfg.spin_us = options.spin_us;
   Segment segment = Segment::create(Group::segment_bytes(size, cfg.slot_bytes));
   segment.unlink();  // children inherit the mapping across fork; the name is not needed
 
@@ -57,6 +59,12 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
       };
       int code = 0;
       try {
+        if (static_cast<std::size_t>(r) < options.pin_cpus.size()) {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(options.pin_cpus[static_cast<std::size_t>(r)], &one);
+          if (sched_setaffinity(0, sizeof one, &one) != 0) throw std::runtime_error("sched_setaffinity failed");
+        }
         GroupConfig c = cfg;
         c.rank = r;
         Group group(segment.data(), c);

@@ -25,6 +25,10 @@ struct HarnessOptions {
   std::size_t root_reduces_bytes = GroupConfig{}.root_reduces_bytes;
   double timeout_s = 10.0;
   StoreMode store_mode = GroupConfig{}.store_mode;  // ordinary: node buffers always offered
+  // Rank r runs on CPU pin_cpus[r] alone (sched_setaffinity before its Group is made); empty:
+  // wherever the parent may run.
+  std::vector<int> pin_cpus;
+  std::uint32_t spin_us = GroupConfig{}.spin_us;
   int kill_rank = -1;            // SIGKILL this rank...
   int kill_after_ms = 0;         // ...this long after start
   double overall_deadline_s = 60;  // then every rank still running is killed (a hang)

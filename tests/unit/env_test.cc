@@ -40,6 +40,7 @@ TEST(Env, Defaults) {
   EXPECT_FALSE(s.check_calls);
   EXPECT_EQ(s.mpi_max_chunk, 0u);
   EXPECT_EQ(s.shm_stream, "auto");
+  EXPECT_EQ(s.shm_spin_us, -1);
 }
 
 TEST(Env, EmptyMeansDefault) {
@@ -65,6 +66,8 @@ TEST(Env, ValidValues) {
   for (const char* m : {"auto", "always", "never"}) {
     EXPECT_EQ(parse({{"SYNK_SHM_STREAM", m}}).shm_stream, m);
   }
+  EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "0"}}).shm_spin_us, 0);
+  EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "10000"}}).shm_spin_us, 10000);
 }
 
 TEST(Env, BadValuesAreClearErrors) {
@@ -82,6 +85,9 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_MPI_MAX_CHUNK", "99999999999");
   expect_rejected("SYNK_SHM_STREAM", "yes");
   expect_rejected("SYNK_SHM_STREAM", "ALWAYS");
+  expect_rejected("SYNK_SHM_SPIN_US", "-1");
+  expect_rejected("SYNK_SHM_SPIN_US", "1ms");
+  expect_rejected("SYNK_SHM_SPIN_US", "60000001");
 }
 
 }  // namespace

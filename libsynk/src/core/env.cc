@@ -73,6 +73,9 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
   if (const char* v = get("SYNK_SHM_CMA_BYTES"); v && *v) {
     s.shm_cma_bytes = parse_integer("SYNK_SHM_CMA_BYTES", v, 0, 1LL << 50);
   }
+  if (const char* v = get("SYNK_SHM_SPIN_US"); v && *v) {
+    s.shm_spin_us = parse_integer("SYNK_SHM_SPIN_US", v, 0, 60000000);
+  }
   if (const char* v = get("SYNK_SHM_STREAM"); v && *v) {
     const std::string_view m(v);
     if (m != "auto" && m != "always" && m != "never")

@@ -21,6 +21,9 @@ struct Settings {
   // SYNK_SHM_CMA_BYTES: shm scatters of at least this many bytes per rank copy straight out of
   // the root's buffer (0: never; -1: the default, 1 MiB).
   long long shm_cma_bytes = -1;
+  // SYNK_SHM_SPIN_US: where every shm rank has a CPU of its own, how long a waiting rank polls
+  // before it starts yielding its core (-1: the default, 2000).
+  long long shm_spin_us = -1;
   // SYNK_SHM_STREAM: how large shm calls write shared memory: auto (each rank times both ways
   // and keeps the faster, shm/store_tuner.h), always (non-temporal stores), never (ordinary).
   std::string shm_stream = "auto";

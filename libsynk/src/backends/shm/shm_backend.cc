@@ -73,6 +73,7 @@ ShmNode join_shm_node(MPI_Comm comm) {
   if (s.shm_slot_bytes) cfg.slot_bytes = s.shm_slot_bytes;
   cfg.timeout_s = s.timeout_s;
   if (s.shm_cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.shm_cma_bytes);
+  if (s.shm_spin_us >= 0) cfg.spin_us = static_cast<std::uint32_t>(s.shm_spin_us);
   cfg.store_mode = s.shm_stream == "always"  ? shm::StoreMode::streaming
                    : s.shm_stream == "never" ? shm::StoreMode::ordinary
                                              : shm::StoreMode::tuned;

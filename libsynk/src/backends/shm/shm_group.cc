@@ -11,12 +11,15 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backends/shm/byte_offset.h"
+#include "backends/shm/cpu_share.h"
 #include "backends/shm/shm_layout.h"
 #include "backends/shm/stream_copy.h"
 #include "backends/shm/vector_copy.h"
 #include "core/liveness.h"
+#include "core/logging.h"
 #include "synk/error.h"
 
 namespace synk::shm {
@@ -27,8 +30,9 @@ using layout::RankBlock;
 
 namespace {
 
-// Spin this long before yielding. With more ranks than cores a waiting rank must give its core
-// away almost at once: the rank it waits for may need that very core (4 ranks on 2 cores).
+// Polls before a waiting rank looks at the clock (2000 pauses: about 50 us here). With more
+// ranks than CPUs a waiting rank must give its core away almost at once: the rank it waits for
+// may need that very core (4 ranks on 2 cores).
 constexpr int kSpinIterations = 2000;
 constexpr int kSpinIterationsOversubscribed = 16;
 
@@ -57,9 +61,55 @@ Group::Group(void* base, const GroupConfig& config)
   // simply come later.
   madvise(blocks_, segment_bytes(cfg_.size, cfg_.slot_bytes) - layout::kHeaderBytes,
           MADV_POPULATE_WRITE);
-  block_at(blocks_, cfg_.rank).pid.store(getpid(), std::memory_order_release);
+  RankBlock& mine = block_at(blocks_, cfg_.rank);
+  mine.pid.store(getpid(), std::memory_order_release);
+  const bool known = sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) == 0;
+  mine.cpus_known.store(known ? 1 : 2, std::memory_order_release);
+  const double quota = cgroup_cpu_limit();
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  spin_iterations_ = cpus > 0 && cpus < cfg_.size ? kSpinIterationsOversubscribed : kSpinIterations;
+  const bool fewer = (cpus > 0 && cpus < cfg_.size) || (quota > 0 && quota < cfg_.size);
+  spin_iterations_ = fewer ? kSpinIterationsOversubscribed : kSpinIterations;
+  spin_decided_ = fewer;  // nothing the peers' masks say can give the ranks more CPUs
+  if (fewer && cfg_.rank == 0) {
+    SYNK_LOG_AT(info, "shm: " << cfg_.size << " ranks, " << cpus << " CPUs online, cgroup CPU limit "
+                              << quota << " (0: none)"
+                              << ": a waiting rank yields its core after a few polls");
+  }
+}
+
+void Group::decide_spin() {
+  std::vector<cpu_set_t> masks(static_cast<std::size_t>(cfg_.size));
+  for (int q = 0; q < cfg_.size; ++q) {
+    const RankBlock& b = block_at(blocks_, q);
+    const std::uint32_t known = b.cpus_known.load(std::memory_order_acquire);
+    if (known == 0) return;  // not yet published: decide at a later wait
+    if (known != 1) {        // unknown: assume the worst
+      spin_iterations_ = kSpinIterationsOversubscribed;
+      spin_decided_ = true;
+      return;
+    }
+    masks[static_cast<std::size_t>(q)] = b.cpus;
+  }
+  spin_decided_ = true;
+  const bool own_cpus = each_rank_has_a_cpu(masks);
+  if (own_cpus) {
+    spin_before_yield_ = std::chrono::microseconds(cfg_.spin_us);
+  } else {
+    spin_iterations_ = kSpinIterationsOversubscribed;
+  }
+  if (cfg_.rank != 0) return;
+  if (own_cpus) {
+    SYNK_LOG_AT(info, "shm: every rank has a CPU of its own: a waiting rank polls for up to "
+                          << cfg_.spin_us << " us before it yields its core (SYNK_SHM_SPIN_US)");
+  } else {
+    SYNK_LOG_AT(info, "shm: ranks share CPUs (affinity masks): a waiting rank yields its core "
+                      "after a few polls");
+  }
+}
+
+bool Group::polls_before_yielding() {
+  if (!spin_decided_) decide_spin();
+  return spin_before_yield_.count() > 0;
 }
 
 // What a rank that ran ahead has not checked yet is checked here if the peers have posted it

@@ -46,6 +46,9 @@ struct GroupConfig {
   std::size_t cma_min_bytes = std::size_t{1} << 20;
   double timeout_s = 300.0;
   StoreMode store_mode = StoreMode::tuned;  // how large calls write the slots (store_tuner.h)
+  // Where every rank has a CPU of its own (cpu_share.h), a waiting rank polls this long before
+  // it starts yielding its core; where ranks share CPUs it yields after a few polls.
+  std::uint32_t spin_us = 2000;
 };
 
 class Group {
@@ -98,6 +101,10 @@ class Group {
   // Whether large copies go straight between the ranks' buffers: known after the first call
   // of at least cma_min_bytes (false before).
   bool cma_on() const { return cma_ == Cma::on; }
+  // Whether a waiting rank polls for GroupConfig::spin_us before it yields (every rank has a CPU
+  // of its own) or yields after a few polls: false until every peer has published its CPUs,
+  // which each does when its Group is made.
+  bool polls_before_yielding();
 
   // The descriptor of one call, published with each of its steps (24 bytes).
   struct Call {
@@ -190,6 +197,7 @@ class Group {
   // the peer dies or SYNK_TIMEOUT passes; keeps this rank's checks going meanwhile.
   void wait_until(int peer, const std::atomic<std::uint64_t>& word, std::uint64_t target,
                   const char* what);
+  void decide_spin();  // once every peer has published its CPUs; until then the short spin
   bool peer_alive(int peer) const;
   std::string describe_call(int peer, std::uint64_t step) const;
   std::size_t peer_call_count(int peer) const;  // the count in peer's current call descriptor
@@ -266,7 +274,12 @@ class Group {
   bool deferred_ = false;       // a mismatch of an earlier call, for end()
   Mismatch deferred_error_{ErrorCode::InvalidUsage, {}};
   bool broken_ = false;  // a peer died or timed out: the group cannot be trusted any more
-  int spin_iterations_ = 0;  // before a waiting rank yields its core
+  // How a waiting rank waits: spin_iterations_ polls, then (where every rank has a CPU of its
+  // own) more polls for spin_before_yield_, then polls with a sched_yield before each.
+  // decide_spin() settles them once every rank's CPUs are known.
+  int spin_iterations_ = 0;
+  std::chrono::steady_clock::duration spin_before_yield_{};
+  bool spin_decided_ = false;
   Cma cma_ = Cma::unknown;
   int cma_errno_ = 0;         // this call's first failed copy (0: none), reported by finish_cma
   int cma_failed_peer_ = -1;

@@ -2,6 +2,8 @@
 // per-rank words) and shm_sync.cc (steps, checks, waits). Only the owner writes its block.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +37,9 @@ struct alignas(kLine) RankBlock {
   // and the owner's verdict on it (the probe, then each call's copy result).
   alignas(kLine) std::atomic<std::uint64_t> send_addr;
   std::atomic<std::int64_t> cma_status;
+  // The CPUs the owner may run on (its affinity mask), once cpus_known is 1 (2: not known).
+  alignas(kLine) std::atomic<std::uint32_t> cpus_known;
+  cpu_set_t cpus;
   alignas(kLine) Entry entries[Group::kEagerDepth];  // by step % kEagerDepth
   char errors[Group::kEagerDepth][kErrorText];       // a rejected call's text, by step
 };

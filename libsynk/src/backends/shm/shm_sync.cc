@@ -325,16 +325,26 @@ void Group::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::ui
     if (word.load(std::memory_order_acquire) >= target) return;
     cpu_relax();
   }
+  if (!spin_decided_) decide_spin();
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + detail::wait_duration(cfg_.timeout_s);
   auto next_liveness_check = start + std::chrono::milliseconds(10);
+  // Where every rank has a CPU of its own, polls go on for spin_before_yield_ before the
+  // first yield, which may hand this core to another process for a time slice (cpu_share.h).
+  const auto spin_until = start + spin_before_yield_;
+  bool yielding = spin_before_yield_.count() == 0;
   for (std::uint32_t i = 1;; ++i) {
-    sched_yield();
+    if (yielding) {
+      sched_yield();
+    } else {
+      cpu_relax();
+    }
     if (word.load(std::memory_order_acquire) >= target) return;
     catch_up(seq_);  // while this rank waits, the ones waiting for its done go on
     if ((i & 31) != 0) continue;
     const auto now = Clock::now();
+    yielding = yielding || now >= spin_until;
     if (now >= next_liveness_check) {
       next_liveness_check = now + std::chrono::milliseconds(10);
       if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) {

@@ -1,0 +1,100 @@
+#include "backends/shm/cpu_share.h"
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace synk::shm {
+
+namespace {
+
+// Kuhn's augmenting path from rank r: a free CPU of its mask, or one whose owner can move on.
+bool augment(std::span<const cpu_set_t> masks, int r, std::vector<int>& owner,
+             std::vector<char>& seen) {
+  const cpu_set_t& m = masks[static_cast<std::size_t>(r)];
+  for (int c = 0; c < CPU_SETSIZE; ++c) {  // a free CPU first: the usual case needs no search
+    if (CPU_ISSET(c, &m) && owner[static_cast<std::size_t>(c)] < 0) {
+      owner[static_cast<std::size_t>(c)] = r;
+      return true;
+    }
+  }
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    const auto i = static_cast<std::size_t>(c);
+    if (!CPU_ISSET(c, &m) || seen[i]) continue;
+    seen[i] = 1;
+    if (augment(masks, owner[i], owner, seen)) {
+      owner[i] = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return in ? s.str() : std::string();
+}
+
+double tighter(double a, double b) {
+  if (a <= 0) return b;
+  if (b <= 0) return a;
+  return a < b ? a : b;
+}
+
+}  // namespace
+
+bool each_rank_has_a_cpu(std::span<const cpu_set_t> masks) {
+  if (masks.size() > static_cast<std::size_t>(CPU_SETSIZE)) return false;
+  std::vector<int> owner(CPU_SETSIZE, -1);
+  std::vector<char> seen(CPU_SETSIZE);
+  for (std::size_t r = 0; r < masks.size(); ++r) {
+    seen.assign(seen.size(), 0);
+    if (!augment(masks, static_cast<int>(r), owner, seen)) return false;
+  }
+  return true;
+}
+
+double cpu_max_limit(const std::string& text) {
+  std::istringstream in(text);
+  std::string quota;
+  double period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
+  try {
+    const double q = std::stod(quota);
+    return q > 0 ? q / period : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+double cgroup_cpu_limit(const std::string& self_cgroup, const std::string& root) {
+  double limit = 0;
+  std::istringstream lines(self_cgroup);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t colon = line.find(':'), second = line.find(':', colon + 1);
+    if (colon == std::string::npos || second == std::string::npos) continue;
+    std::string controllers(1, ',');  // ",cpu,cpuacct,": find ",cpu," among them
+    controllers.append(line, colon + 1, second - colon - 1).push_back(',');
+    if (line.rfind("0::", 0) == 0) {
+      std::string path = line.substr(3);  // "/a/b": the limits of /a/b, /a and / all apply
+      for (;;) {
+        limit = tighter(limit, cpu_max_limit(read_text(root + path + "/cpu.max")));
+        if (path.empty() || path == "/") break;
+        path.resize(path.rfind('/'));
+      }
+    } else if (controllers.find(",cpu,") != std::string::npos) {
+      const std::string v1 = root + "/cpu/cpu.cfs_";
+      const std::string quota = read_text(v1 + "quota_us"), period = read_text(v1 + "period_us");
+      limit = tighter(limit, cpu_max_limit(quota.substr(0, quota.find('\n')) + " " + period));
+    }
+  }
+  return limit;
+}
+
+double cgroup_cpu_limit() {
+  return cgroup_cpu_limit(read_text("/proc/self/cgroup"), "/sys/fs/cgroup");
+}
+
+}  // namespace synk::shm

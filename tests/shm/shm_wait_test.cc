@@ -1,0 +1,99 @@
+// How a waiting rank waits (cpu_share.h): it polls for GroupConfig::spin_us where every rank has
+// a CPU of its own, and yields after a few polls where ranks share CPUs. Each rank publishes its
+// affinity mask when its Group is made; these tests pin the ranks (fork_harness.h) and check
+// what every rank decided, and that ranks sharing one CPU still run every call exactly.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fork_harness.h"
+
+namespace synk::shm::testing {
+namespace {
+
+// The first `n` CPUs this process may run on (fewer if it has fewer).
+std::vector<int> usable_cpus(int n) {
+  cpu_set_t m;
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof m, &m) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE && static_cast<int>(out.size()) < n; ++c)
+    if (CPU_ISSET(c, &m)) out.push_back(c);
+  return out;
+}
+
+// After a barrier every rank has published its CPUs; each reports what it decided.
+RankBody report_decision() {
+  return [](Group& g, auto report) {
+    g.barrier();
+    report(g.polls_before_yielding() ? "polls" : "yields");
+    return 0;
+  };
+}
+
+class ShmWait : public ::testing::Test {
+ protected:
+  void SetUp() override { before_ = synk_segments(); }
+  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
+  std::vector<std::string> before_;
+};
+
+TEST_F(ShmWait, RanksOnCpusOfTheirOwnPollBeforeYielding) {
+  const std::vector<int> cpus = usable_cpus(2);
+  if (cpus.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
+  HarnessOptions opt;
+  opt.pin_cpus = cpus;
+  const auto out = run_ranks(2, opt, report_decision());
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_EQ(out[r].message, "polls") << "rank " << r;
+  }
+}
+
+TEST_F(ShmWait, SpinUsZeroMeansYieldingAfterAFewPollsEvenWithCpusOfTheirOwn) {
+  const std::vector<int> cpus = usable_cpus(2);
+  if (cpus.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
+  HarnessOptions opt;
+  opt.pin_cpus = cpus;
+  opt.spin_us = 0;
+  const auto out = run_ranks(2, opt, report_decision());
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r].message, "yields") << "rank " << r;
+}
+
+// Two ranks bound to one CPU share it, however many the machine has: neither may poll while
+// the other needs that CPU. Calls of every kind, small (the entries) and large (the slots), must
+// stay exact.
+TEST_F(ShmWait, TwoRanksPinnedToOneCpuYieldAndStayExact) {
+  const std::vector<int> cpus = usable_cpus(1);
+  ASSERT_EQ(cpus.size(), 1u);
+  HarnessOptions opt;
+  opt.pin_cpus = {cpus[0], cpus[0]};
+  opt.slot_bytes = 4096;  // many steps per large call
+  const auto out = run_ranks(2, opt, [](Group& g, auto report) {
+    g.barrier();
+    if (g.polls_before_yielding()) {
+      report("polls although it shares its CPU");
+      return 1;
+    }
+    for (int it = 0; it < 300; ++it) {
+      const std::size_t count = it % 3 == 0 ? 5000 : static_cast<std::size_t>(1 + it % 40);
+      std::vector<std::int64_t> v(count, it + g.rank()), sum(count, -1);
+      g.all_reduce(v.data(), sum.data(), count, DataType::int64, ReduceOp::sum);
+      std::vector<std::int64_t> b(count, g.rank() == it % 2 ? it : -1);
+      g.broadcast(b.data(), count, DataType::int64, it % 2);
+      for (std::size_t i = 0; i < count; ++i) {
+        if (sum[i] != 2 * it + 1 || b[i] != it) {
+          report("wrong at iteration " + std::to_string(it));
+          return 2;
+        }
+      }
+    }
+    return 0;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+}  // namespace
+}  // namespace synk::shm::testing
