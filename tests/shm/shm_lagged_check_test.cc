@@ -330,5 +330,37 @@ TEST_F(ShmLaggedCheck, ASmallScatterRootLearnsOfAMismatchAtItsNextCall) {
   EXPECT_THAT(out[1].message, ::testing::EndsWith("| second: "));
 }
 
+// The ranks' counts differ so much that they take different paths: the root's 2 x 100 floats go
+// through its entry, rank 1's 300 through the slots, or with cross-memory attach on for every
+// size (cma_min_bytes 1) through CMA. Either way each posts one step, which the other checks
+// before reading anything: rank 1 fails at once, the root at its next call, and they stay in step.
+TEST_F(ShmLaggedCheck, AScatterThroughTheEntryAgainstOneThroughTheSlotsOrCmaFailsOnBoth) {
+  for (const std::size_t cma_min_bytes : {GroupConfig{}.cma_min_bytes, std::size_t{1}}) {
+    SCOPED_TRACE("cma_min_bytes " + std::to_string(cma_min_bytes));
+    HarnessOptions opt;
+    opt.cma_min_bytes = cma_min_bytes;
+    const auto out = run_ranks(2, opt, [](Group& g, auto report) {
+      std::vector<float> send(600, 5.0f), recv(300, -1.0f);
+      const std::string first = error_of([&] {
+        g.scatter(g.rank() == 0 ? send.data() : nullptr, recv.data(), g.rank() == 0 ? 100 : 300,
+                  DataType::float32, 0);
+      });
+      if (g.rank() == 1 && recv[0] != -1.0f) return 3;  // read from a mismatched call
+      const std::string second = error_of([&] { g.barrier(); });
+      report("first: " + first + " | second: " + second);
+      return in_step(g) ? 0 : 5;
+    });
+    const std::string both =
+        "rank 0 called scatter(count 100, float32, root 0), rank 1 called scatter(count 300, "
+        "float32, root 0)";
+    EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+    EXPECT_THAT(out[0].message, HasSubstr("first:  | second: synk "));
+    EXPECT_THAT(out[0].message, HasSubstr(both));
+    EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
+    EXPECT_THAT(out[1].message, HasSubstr(both));
+    EXPECT_THAT(out[1].message, ::testing::EndsWith("| second: "));
+  }
+}
+
 }  // namespace
 }  // namespace synk::shm::testing

@@ -4,11 +4,13 @@
 // what every rank decided, and that ranks sharing one CPU still run every call exactly.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "backends/shm/cpu_share.h"
 #include "fork_harness.h"
 
 namespace synk::shm::testing {
@@ -22,6 +24,13 @@ std::vector<int> usable_cpus(int n) {
   for (int c = 0; c < CPU_SETSIZE && static_cast<int>(out.size()) < n; ++c)
     if (CPU_ISSET(c, &m)) out.push_back(c);
   return out;
+}
+
+// Whether `ranks` ranks can be given a CPU each by every measure the group uses (the
+// CPUs online and the cgroup's CPU limit, beside the affinity masks the tests set).
+bool room_for(int ranks) {
+  const double limit = cgroup_cpu_limit();
+  return sysconf(_SC_NPROCESSORS_ONLN) >= ranks && (limit == 0 || limit >= ranks);
 }
 
 // After a barrier every rank has published its CPUs; each reports what it decided.
@@ -43,6 +52,7 @@ class ShmWait : public ::testing::Test {
 TEST_F(ShmWait, RanksOnCpusOfTheirOwnPollBeforeYielding) {
   const std::vector<int> cpus = usable_cpus(2);
   if (cpus.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
+  if (!room_for(2)) GTEST_SKIP() << "fewer than 2 CPUs online or by the cgroup's CPU limit";
   HarnessOptions opt;
   opt.pin_cpus = cpus;
   const auto out = run_ranks(2, opt, report_decision());
@@ -59,7 +69,10 @@ TEST_F(ShmWait, SpinUsZeroMeansYieldingAfterAFewPollsEvenWithCpusOfTheirOwn) {
   opt.pin_cpus = cpus;
   opt.spin_us = 0;
   const auto out = run_ranks(2, opt, report_decision());
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r].message, "yields") << "rank " << r;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_EQ(out[r].message, "yields") << "rank " << r;
+  }
 }
 
 // Two ranks bound to one CPU share it, however many the machine has: neither may poll while

@@ -96,7 +96,15 @@ TEST_F(CgroupTree, CgroupV1QuotaIsReadWhereTheCpuControllerIsOnV1) {
   // Hybrid (this machine's layout): v1 controllers beside an empty v2 hierarchy.
   EXPECT_DOUBLE_EQ(cgroup_cpu_limit("4:memory:/x\n1:cpu:/\n0::/\n", root_), 0.5);
   EXPECT_DOUBLE_EQ(cgroup_cpu_limit("4:memory:/x\n2:cpuacct:/\n0::/\n", root_), 0.0);
+  // A batch system's quota on the job's own group, below an unlimited top.
+  write("/cpu/batch/job1/cpu.cfs_quota_us", "150000\n");
+  write("/cpu/batch/job1/cpu.cfs_period_us", "100000\n");
+  EXPECT_DOUBLE_EQ(cgroup_cpu_limit("12:cpu,cpuacct:/batch/job1\n", root_), 0.5);  // top's 0.5
   write("/cpu/cpu.cfs_quota_us", "-1\n");
+  EXPECT_DOUBLE_EQ(cgroup_cpu_limit("12:cpu,cpuacct:/batch/job1\n", root_), 1.5);
+  write("/cpu,cpuacct/batch/cpu.cfs_quota_us", "120000\n");
+  write("/cpu,cpuacct/batch/cpu.cfs_period_us", "100000\n");
+  EXPECT_DOUBLE_EQ(cgroup_cpu_limit("12:cpu,cpuacct:/batch/job1\n", root_), 1.2);
   EXPECT_DOUBLE_EQ(cgroup_cpu_limit("12:cpu,cpuacct:/docker/abc\n", root_), 0.0);
 }
 

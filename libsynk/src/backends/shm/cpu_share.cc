@@ -47,6 +47,10 @@ double tighter(double a, double b) {
 
 bool each_rank_has_a_cpu(std::span<const cpu_set_t> masks) {
   if (masks.size() > static_cast<std::size_t>(CPU_SETSIZE)) return false;
+  // The usual case, every rank allowed the same CPUs (nobody bound them), needs no search.
+  bool same = true;
+  for (const cpu_set_t& m : masks) same = same && CPU_EQUAL(&m, &masks[0]);
+  if (same && !masks.empty()) return static_cast<std::size_t>(CPU_COUNT(&masks[0])) >= masks.size();
   std::vector<int> owner(CPU_SETSIZE, -1);
   std::vector<char> seen(CPU_SETSIZE);
   for (std::size_t r = 0; r < masks.size(); ++r) {
@@ -85,9 +89,21 @@ double cgroup_cpu_limit(const std::string& self_cgroup, const std::string& root)
         path.resize(path.rfind('/'));
       }
     } else if (controllers.find(",cpu,") != std::string::npos) {
-      const std::string v1 = root + "/cpu/cpu.cfs_";
-      const std::string quota = read_text(v1 + "quota_us"), period = read_text(v1 + "period_us");
-      limit = tighter(limit, cpu_max_limit(quota.substr(0, quota.find('\n')) + " " + period));
+      // v1: the group's own quota and its ancestors', where the hierarchy is mounted under
+      // either name; in a container the mount's top is the container's own group.
+      for (const char* mount : {"/cpu", "/cpu,cpuacct"}) {
+        std::string path = line.substr(second + 1);
+        for (;;) {
+          const std::string v1 = root + mount + path + "/cpu.cfs_";
+          const std::string quota = read_text(v1 + "quota_us");
+          if (!quota.empty()) {
+            limit = tighter(limit, cpu_max_limit(quota.substr(0, quota.find('\n')) + " " +
+                                                 read_text(v1 + "period_us")));
+          }
+          if (path.empty() || path == "/") break;
+          path.resize(path.rfind('/'));
+        }
+      }
     }
   }
   return limit;

@@ -24,8 +24,9 @@ double cpu_max_limit(const std::string& text);
 // The tightest CPU limit of a process's cgroup and its ancestors, or 0 for none, with
 // `self_cgroup` the text of /proc/<pid>/cgroup and `root` where the cgroup file systems are
 // mounted: cgroup v2's cpu.max from the process's group up to root; where a cgroup v1 hierarchy
-// has the cpu controller (alone, or beside v2 on hybrid systems), the quota at root/cpu, which is
-// what a container sees of its own group. A container started with --cpus=1 has all the host's
+// has the cpu controller (alone, or beside v2 on hybrid systems), cpu.cfs_quota_us over
+// cpu.cfs_period_us from the group up to root/cpu (or root/cpu,cpuacct), whose top is, in a
+// container, the container's own group. A container started with --cpus=1 has all the host's
 // CPUs in its affinity mask, but only one CPU's time.
 double cgroup_cpu_limit(const std::string& self_cgroup, const std::string& root);
 double cgroup_cpu_limit();  // this process's, from /proc/self/cgroup and /sys/fs/cgroup

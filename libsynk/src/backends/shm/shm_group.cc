@@ -86,6 +86,10 @@ void Group::decide_spin() {
     if (known != 1) {        // unknown: assume the worst
       spin_iterations_ = kSpinIterationsOversubscribed;
       spin_decided_ = true;
+      if (cfg_.rank == 0) {
+        SYNK_LOG_AT(info, "shm: rank " << q << "'s CPUs are unknown (sched_getaffinity failed):"
+                                          " a waiting rank yields its core after a few polls");
+      }
       return;
     }
     masks[static_cast<std::size_t>(q)] = b.cpus;
@@ -161,6 +165,7 @@ void Group::slice(int peer, std::size_t count, std::size_t es, std::size_t* lo,
 
 void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root) {
   op_name_ = detail::to_string(c);
+  if (!spin_decided_) decide_spin();  // as soon as every peer's CPUs are out
   // Fields a collective does not use are normalized, so only real differences are mismatches.
   if (!detail::uses_op(c)) op = ReduceOp::sum;
   if (!detail::has_root(c)) root = 0;
@@ -230,8 +235,8 @@ void Group::end() {
   deferred_ = false;
   throw Error(deferred_error_.code,
               deferred_error_.message + " (reported by this rank's next call, " + op_name_ +
-                  ", which completed: the root of a broadcast and the non-roots of a small reduce or "
-                  "gather do not wait for the others)");
+                  ", which completed: the root of a broadcast or a small scatter and the "
+                  "non-roots of a small reduce or gather do not wait for the others)");
 }
 
 bool Group::peer_alive(int peer) const {

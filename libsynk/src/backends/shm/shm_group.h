@@ -2,8 +2,8 @@
 // No MPI here: the MPI bootstrap is in shm_backend.cc and the tests drive a Group from forked
 // processes.
 //
-// A collective runs in steps. In each step a rank writes (its slot, or for small broadcasts
-// and reduces its eager entry), posts its step counter (release), and then, depending on its
+// A collective runs in steps. In each step a rank writes (its slot, or for small calls its
+// eager entry), posts its step counter (release), and then, depending on its
 // part, waits for every rank (sync), for the one rank it reads from (sync_with) or for nobody
 // (post: a rank that only writes, like the root of a broadcast, goes on at once, as MPI's
 // eager sends do). Every post also publishes the call's descriptor in the rank's entry for
