@@ -39,6 +39,7 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
   cfg.cma_min_bytes = options.cma_min_bytes;
   cfg.root_reduces_bytes = options.root_reduces_bytes;
   cfg.spin_us = options.spin_us;
+  cfg.machine_ranks = options.machine_ranks;
   Segment segment = Segment::create(Group::segment_bytes(size, cfg.slot_bytes));
   segment.unlink();  // children inherit the mapping across fork; the name is not needed
 

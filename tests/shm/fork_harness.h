@@ -29,6 +29,7 @@ struct HarnessOptions {
   // wherever the parent may run.
   std::vector<int> pin_cpus;
   std::uint32_t spin_us = GroupConfig{}.spin_us;
+  int machine_ranks = 0;  // GroupConfig::machine_ranks
   int kill_rank = -1;            // SIGKILL this rank...
   int kill_after_ms = 0;         // ...this long after start
   double overall_deadline_s = 60;  // then every rank still running is killed (a hang)

@@ -75,6 +75,23 @@ TEST_F(ShmWait, SpinUsZeroMeansYieldingAfterAFewPollsEvenWithCpusOfTheirOwn) {
   }
 }
 
+// Other groups' ranks on the machine (SYNK_SIMULATE_NODES splits one machine into several
+// groups) compete for its CPUs too: with more of them than CPUs online, a group whose own ranks
+// have a CPU each still yields.
+TEST_F(ShmWait, RanksOfOtherGroupsOnTheMachineCountToo) {
+  const std::vector<int> cpus = usable_cpus(2);
+  if (cpus.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
+  if (!room_for(2)) GTEST_SKIP() << "fewer than 2 CPUs online or by the cgroup's CPU limit";
+  HarnessOptions opt;
+  opt.pin_cpus = cpus;
+  opt.machine_ranks = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1;
+  const auto out = run_ranks(2, opt, report_decision());
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_EQ(out[r].message, "yields") << "rank " << r;
+  }
+}
+
 // Two ranks bound to one CPU share it, however many the machine has: neither may poll while
 // the other needs that CPU. Calls of every kind, small (the entries) and large (the slots), must
 // stay exact.

@@ -22,7 +22,7 @@ std::size_t max_chunk() {
 }  // namespace
 
 HierBackend::HierBackend(const CommContext& ctx)
-    : ctx_(ctx), node_(join_shm_node(ctx.local_comm)), mpi_(ctx) {
+    : ctx_(ctx), node_(join_shm_node(ctx.local_comm, ctx.comm)), mpi_(ctx) {
   node_of_rank_.resize(static_cast<std::size_t>(ctx.size));
   SYNK_CHECK_MPI(MPI_Allgather(&ctx.node, 1, MPI_INT, node_of_rank_.data(), 1, MPI_INT, ctx.comm));
   local_rank_of_rank_.resize(static_cast<std::size_t>(ctx.size));

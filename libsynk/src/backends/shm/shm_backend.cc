@@ -62,10 +62,15 @@ shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what) {
   return segment;
 }
 
-ShmNode join_shm_node(MPI_Comm comm) {
+ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job) {
   int rank = 0, size = 1;
   SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   SYNK_CHECK_MPI(MPI_Comm_size(comm, &size));
+  MPI_Comm machine = MPI_COMM_NULL;
+  SYNK_CHECK_MPI(MPI_Comm_split_type(job, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine));
+  int machine_ranks = size;
+  SYNK_CHECK_MPI(MPI_Comm_size(machine, &machine_ranks));
+  SYNK_CHECK_MPI(MPI_Comm_free(&machine));
   const Settings& s = settings();
   shm::GroupConfig cfg;
   cfg.rank = rank;
@@ -74,6 +79,7 @@ ShmNode join_shm_node(MPI_Comm comm) {
   cfg.timeout_s = s.timeout_s;
   if (s.shm_cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.shm_cma_bytes);
   if (s.shm_spin_us >= 0) cfg.spin_us = static_cast<std::uint32_t>(s.shm_spin_us);
+  cfg.machine_ranks = machine_ranks;
   cfg.store_mode = s.shm_stream == "always"  ? shm::StoreMode::streaming
                    : s.shm_stream == "never" ? shm::StoreMode::ordinary
                                              : shm::StoreMode::tuned;
@@ -94,7 +100,7 @@ ShmBackend::ShmBackend(const CommContext& ctx) {
                     "picks the hierarchical backend)");
   }
   comm_ = ctx.comm;
-  node_ = join_shm_node(ctx.comm);
+  node_ = join_shm_node(ctx.comm, ctx.comm);
   group_ = node_.group.get();
 }
 

@@ -16,9 +16,12 @@ struct ShmNode {
   std::unique_ptr<shm::Group> group;
 };
 // Sets up the group of the ranks of `comm` (all on one node): rank 0 creates the segment, the
-// name travels by MPI_Bcast, every rank maps it, then it is unlinked. Collective over comm;
-// a failure on any rank is an error on every rank.
-ShmNode join_shm_node(MPI_Comm comm);
+// name travels by MPI_Bcast, every rank maps it, then it is unlinked. Collective over comm and
+// over `job`, every rank of the job (comm's ranks, or more when SYNK_SIMULATE_NODES splits a
+// machine into several groups): the job's ranks on this machine all compete for its CPUs, which
+// decides how a waiting rank waits (GroupConfig::machine_ranks). A failure on any rank is an
+// error on every rank.
+ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job);
 // A new segment of `bytes` that every rank of `comm` (one node) has mapped, already unlinked:
 // rank 0 creates it, the name travels by MPI_Bcast. Collective; a failure on any rank is an
 // error on every rank. `what` names it in errors and the log.

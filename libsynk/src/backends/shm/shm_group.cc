@@ -67,11 +67,13 @@ Group::Group(void* base, const GroupConfig& config)
   mine.cpus_known.store(known ? 1 : 2, std::memory_order_release);
   const double quota = cgroup_cpu_limit();
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  const bool fewer = (cpus > 0 && cpus < cfg_.size) || (quota > 0 && quota < cfg_.size);
+  const int ranks = std::max(cfg_.size, cfg_.machine_ranks);
+  const bool fewer = (cpus > 0 && cpus < ranks) || (quota > 0 && quota < ranks);
   spin_iterations_ = fewer ? kSpinIterationsOversubscribed : kSpinIterations;
   spin_decided_ = fewer;  // nothing the peers' masks say can give the ranks more CPUs
   if (fewer && cfg_.rank == 0) {
-    SYNK_LOG_AT(info, "shm: " << cfg_.size << " ranks, " << cpus << " CPUs online, cgroup CPU limit "
+    SYNK_LOG_AT(info, "shm: " << ranks << " ranks on this machine, " << cpus
+                              << " CPUs online, cgroup CPU limit "
                               << quota << " (0: none)"
                               << ": a waiting rank yields its core after a few polls");
   }

@@ -49,6 +49,10 @@ struct GroupConfig {
   // Where every rank has a CPU of its own (cpu_share.h), a waiting rank polls this long before
   // it starts yielding its core; where ranks share CPUs it yields after a few polls.
   std::uint32_t spin_us = 2000;
+  // Ranks of the job on this machine, this group's and others' (more than `size` where
+  // SYNK_SIMULATE_NODES splits a machine into groups): with fewer CPUs than these, the ranks
+  // share CPUs whatever this group's affinity masks say. 0: `size`.
+  int machine_ranks = 0;
 };
 
 class Group {
