@@ -64,7 +64,8 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
           cpu_set_t one;
           CPU_ZERO(&one);
           CPU_SET(options.pin_cpus[static_cast<std::size_t>(r)], &one);
-          if (sched_setaffinity(0, sizeof one, &one) != 0) throw std::runtime_error("sched_setaffinity failed");
+          if (sched_setaffinity(0, sizeof one, &one) != 0)
+            throw std::runtime_error("sched_setaffinity failed");
         }
         GroupConfig c = cfg;
         c.rank = r;

@@ -42,6 +42,21 @@ RankBody report_decision() {
   };
 }
 
+// Two ranks, each pinned to a CPU of its own (skipped where this process has fewer, or, with
+// `need_room`, where room_for(2) fails), must each decide `want`: "polls" or "yields".
+void expect_decision(HarnessOptions opt, bool need_room, const std::string& want) {
+  const std::vector<int> cpus = usable_cpus(2);
+  if (cpus.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
+  if (need_room && !room_for(2))
+    GTEST_SKIP() << "fewer than 2 CPUs online or by the cgroup's CPU limit";
+  opt.pin_cpus = cpus;
+  const auto out = run_ranks(2, opt, report_decision());
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
+    EXPECT_EQ(out[r].message, want) << "rank " << r;
+  }
+}
+
 class ShmWait : public ::testing::Test {
  protected:
   void SetUp() override { before_ = synk_segments(); }
@@ -50,46 +65,22 @@ class ShmWait : public ::testing::Test {
 };
 
 TEST_F(ShmWait, RanksOnCpusOfTheirOwnPollBeforeYielding) {
-  const std::vector<int> cpus = usable_cpus(2);
-  if (cpus.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
-  if (!room_for(2)) GTEST_SKIP() << "fewer than 2 CPUs online or by the cgroup's CPU limit";
-  HarnessOptions opt;
-  opt.pin_cpus = cpus;
-  const auto out = run_ranks(2, opt, report_decision());
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
-    EXPECT_EQ(out[r].message, "polls") << "rank " << r;
-  }
+  expect_decision({}, /*need_room=*/true, "polls");
 }
 
 TEST_F(ShmWait, SpinUsZeroMeansYieldingAfterAFewPollsEvenWithCpusOfTheirOwn) {
-  const std::vector<int> cpus = usable_cpus(2);
-  if (cpus.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
   HarnessOptions opt;
-  opt.pin_cpus = cpus;
   opt.spin_us = 0;
-  const auto out = run_ranks(2, opt, report_decision());
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
-    EXPECT_EQ(out[r].message, "yields") << "rank " << r;
-  }
+  expect_decision(opt, /*need_room=*/false, "yields");
 }
 
 // Other groups' ranks on the machine (SYNK_SIMULATE_NODES splits one machine into several
 // groups) compete for its CPUs too: with more of them than CPUs online, a group whose own ranks
 // have a CPU each still yields.
 TEST_F(ShmWait, RanksOfOtherGroupsOnTheMachineCountToo) {
-  const std::vector<int> cpus = usable_cpus(2);
-  if (cpus.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
-  if (!room_for(2)) GTEST_SKIP() << "fewer than 2 CPUs online or by the cgroup's CPU limit";
   HarnessOptions opt;
-  opt.pin_cpus = cpus;
   opt.machine_ranks = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1;
-  const auto out = run_ranks(2, opt, report_decision());
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
-    EXPECT_EQ(out[r].message, "yields") << "rank " << r;
-  }
+  expect_decision(opt, /*need_room=*/true, "yields");
 }
 
 // Two ranks bound to one CPU share it, however many the machine has: neither may poll while

@@ -43,6 +43,18 @@ double tighter(double a, double b) {
   return a < b ? a : b;
 }
 
+// The tightest of limit_in(dir) over a group's directory, base + path, and every ancestor's
+// up to the hierarchy's top, base: a parent's limit binds its children too.
+template <class LimitIn>
+double tightest_up(const std::string& base, std::string path, LimitIn&& limit_in) {
+  double limit = 0;
+  for (;;) {
+    limit = tighter(limit, limit_in(base + path));
+    if (path.empty() || path == "/") return limit;
+    path.resize(path.rfind('/'));
+  }
+}
+
 }  // namespace
 
 bool each_rank_has_a_cpu(std::span<const cpu_set_t> masks) {
@@ -81,29 +93,22 @@ double cgroup_cpu_limit(const std::string& self_cgroup, const std::string& root)
     if (colon == std::string::npos || second == std::string::npos) continue;
     std::string controllers(1, ',');  // ",cpu,cpuacct,": find ",cpu," among them
     controllers.append(line, colon + 1, second - colon - 1).push_back(',');
-    if (line.rfind("0::", 0) == 0) {
-      std::string path = line.substr(3);  // "/a/b": the limits of /a/b, /a and / all apply
-      for (;;) {
-        limit = tighter(limit, cpu_max_limit(read_text(root + path + "/cpu.max")));
-        if (path.empty() || path == "/") break;
-        path.resize(path.rfind('/'));
-      }
+    const std::string path = line.substr(second + 1);
+    if (line.rfind("0::", 0) == 0) {  // v2
+      limit = tighter(limit, tightest_up(root, path, [](const std::string& dir) {
+                        return cpu_max_limit(read_text(dir + "/cpu.max"));
+                      }));
     } else if (controllers.find(",cpu,") != std::string::npos) {
-      // v1: the group's own quota and its ancestors', where the hierarchy is mounted under
-      // either name; in a container the mount's top is the container's own group.
-      for (const char* mount : {"/cpu", "/cpu,cpuacct"}) {
-        std::string path = line.substr(second + 1);
-        for (;;) {
-          const std::string v1 = root + mount + path + "/cpu.cfs_";
-          const std::string quota = read_text(v1 + "quota_us");
-          if (!quota.empty()) {
-            limit = tighter(limit, cpu_max_limit(quota.substr(0, quota.find('\n')) + " " +
-                                                 read_text(v1 + "period_us")));
-          }
-          if (path.empty() || path == "/") break;
-          path.resize(path.rfind('/'));
-        }
-      }
+      // v1, where the hierarchy is mounted under either name; in a container the mount's top
+      // is the container's own group.
+      const auto quota_in = [](const std::string& dir) {
+        const std::string quota = read_text(dir + "/cpu.cfs_quota_us");
+        if (quota.empty()) return 0.0;
+        return cpu_max_limit(quota.substr(0, quota.find('\n')) + " " +
+                             read_text(dir + "/cpu.cfs_period_us"));
+      };
+      for (const char* mount : {"/cpu", "/cpu,cpuacct"})
+        limit = tighter(limit, tightest_up(root + mount, path, quota_in));
     }
   }
   return limit;
