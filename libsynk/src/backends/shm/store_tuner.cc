@@ -1,6 +1,7 @@
 // See store_tuner.h.
 #include "backends/shm/store_tuner.h"
 
+#include <algorithm>
 #include <bit>
 #include <fstream>
 #include <string>
@@ -108,9 +109,10 @@ bool StoreTuner::choose(int collective, std::size_t bytes) {
       a.run_arm = a.exploring ? 1 - a.favoured : a.favoured;
     }
   }
+  if (in_run == 0) a.run_best = 0;
   arm_ = a.run_arm;
   timed_ = in_run >= kWarm;
-  explored_ = a.exploring && in_run == kWarm;
+  run_ends_ = in_run == kRun - 1;
   current_ = &a;
   bytes_ = bytes;
   return arm_ == 1;
@@ -119,13 +121,23 @@ bool StoreTuner::choose(int collective, std::size_t bytes) {
 void StoreTuner::record(double seconds) {
   if (!current_) return;
   if (timed_) {
+    Arms& a = *current_;
     const double x = seconds / static_cast<double>(bytes_);
-    double& c = current_->cost[arm_];
-    // A way tried again after a while starts afresh (its old time is from another machine
-    // state); the way in use keeps a running mean of its last few calls.
-    c = explored_ || c == 0 ? x : (c + x) / 2;
+    a.run_best = a.run_best == 0 ? x : std::min(a.run_best, x);
     // Only the last kRun - kWarm calls of a run are timed: scaled to the whole run.
-    current_->since_try_s += seconds * kRun / (kRun - kWarm);
+    a.since_try_s += seconds * kRun / (kRun - kWarm);
+    if (run_ends_) {
+      // A run counts by its fastest timed call. Now and then one call takes 10-100 times as
+      // long as its neighbours (the host takes the CPU away, or a page is faulted in); counted
+      // into the mean, one such call made the faster way look slower than the other, and the
+      // class kept the slower way until its next try, up to 256 runs on. On two L3s, where
+      // streaming was 4-5x faster there, all_gather of 32-128 KiB a rank then ran at 0.3-0.5x
+      // MPI for the rest of a synk-bench row (4 launches in 120). A way tried again after a
+      // while starts afresh (its old time is from another machine state); the way in use keeps
+      // a running mean of its last few runs.
+      double& c = a.cost[arm_];
+      c = a.exploring || c == 0 ? a.run_best : (c + a.run_best) / 2;
+    }
   }
   current_ = nullptr;
 }

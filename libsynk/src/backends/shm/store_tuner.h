@@ -79,8 +79,8 @@ class StoreTuner {
     return mode_ == StoreMode::streaming || (mode_ == StoreMode::tuned && bytes >= out_bytes_min_);
   }
 
-  // What the tuner holds for one class (for tests): the mean seconds per byte of each way
-  // (0: not timed yet), ordinary first, and calls seen.
+  // What the tuner holds for one class (for tests): each way's seconds per byte (0: not
+  // timed yet; record() says how they are kept), ordinary first, and calls seen.
   struct Arms {
     double cost[2] = {0, 0};
     std::uint32_t calls = 0;
@@ -90,6 +90,7 @@ class StoreTuner {
     std::uint32_t every = kExploreEvery;  // runs from one try of the other way to the next
     std::uint32_t last_try = 0;           // the run of the last try
     double since_try_s = 0;               // seconds of this class's calls since then
+    double run_best = 0;  // the fastest timed call of the run under way, seconds per byte
     bool seeded = false;  // began with a neighbouring class's costs instead of a run each way
   };
   const Arms& arms(int collective, std::size_t bytes) const;
@@ -106,7 +107,7 @@ class StoreTuner {
   Arms* current_ = nullptr;  // the class of the call under way, if tuned
   int arm_ = 0;              // its choice: 1 streams
   bool timed_ = false;       // it is past its run's first kWarm calls
-  bool explored_ = false;    // and is the first timed call of a run trying the other way
+  bool run_ends_ = false;    // it is its run's last call
   std::size_t bytes_ = 0;
 };
 
