@@ -2,7 +2,9 @@
 #include "bench_membound.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -35,6 +37,89 @@ double probe_copy_bandwidth(MPI_Comm comm) {
   for (auto& v : times) std::sort(v.begin(), v.end());
   const double best = std::min(times[0][times[0].size() / 2], times[1][times[1].size() / 2]);
   return 2.0 * static_cast<double>(kBytes) / best;
+}
+
+Handoff probe_handoff(MPI_Comm comm) {
+  constexpr std::size_t kWords = (std::size_t{1} << 20) / sizeof(std::uint64_t);
+  constexpr int kTries = 8;  // the first untimed: it faults the pages in
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int rank = 0, size = 0, world_rank = 0;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_size(node, &size);
+  MPI_Comm_rank(comm, &world_rank);
+  // The first two ranks of the node of comm's rank 0 (its rank 0 there too: the split keeps
+  // comm's order); every other rank only keeps step.
+  int probing = world_rank == 0 && size >= 2 ? 1 : 0;
+  MPI_Bcast(&probing, 1, MPI_INT, 0, comm);
+  Handoff h;
+  if (!probing) {
+    MPI_Comm_free(&node);
+    return h;
+  }
+  int on_first = world_rank == 0 ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &on_first, 1, MPI_INT, MPI_MAX, node);
+  const bool writer = on_first && rank == 0, reader = on_first && rank == 1;
+  std::uint64_t* words = nullptr;
+  MPI_Win win;
+  MPI_Win_allocate_shared(writer ? static_cast<MPI_Aint>(kWords * sizeof *words) : 0,
+                          sizeof *words, MPI_INFO_NULL, node, &words, &win);
+  if (reader) {
+    MPI_Aint bytes = 0;
+    int unit = 0;
+    MPI_Win_shared_query(win, 0, &bytes, &unit, &words);
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  std::vector<double> writes, reads;
+  bool wrong = false;
+  for (int t = 0; t < kTries; ++t) {
+    double times[2] = {0, 0};  // the write, the read
+    if (writer) {
+      const auto t0 = Clock::now();
+      // A plain loop, not memset: glibc may stream a large memset past every cache.
+      for (std::size_t i = 0; i < kWords; ++i) words[i] = i + static_cast<std::size_t>(t);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      times[0] = since(t0);
+    }
+    MPI_Barrier(comm);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the writes are seen after it
+    if (reader) {
+      const auto t0 = Clock::now();
+      std::uint64_t sum = 0;
+      for (std::size_t i = 0; i < kWords; ++i) sum += words[i];
+      times[1] = since(t0);
+      if (sum != kWords * (kWords - 1) / 2 + kWords * static_cast<std::size_t>(t)) wrong = true;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, comm);
+    if (t > 0) {
+      writes.push_back(times[0]);
+      reads.push_back(times[1]);
+    }
+  }
+  MPI_Win_free(&win);
+  MPI_Comm_free(&node);
+  int bad = wrong ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
+  std::sort(writes.begin(), writes.end());
+  std::sort(reads.begin(), reads.end());
+  h.write_s = writes[writes.size() / 2];
+  h.read_s = reads[reads.size() / 2];
+  h.wrong = bad != 0;
+  return h;
+}
+
+std::string handoff_line(const Handoff& h, const char* when) {
+  if (h.write_s == 0) return "";
+  if (h.wrong) return std::string("# handoff probe (") + when + "): the reader saw wrong data\n";
+  char buf[240];
+  std::snprintf(buf, sizeof buf,
+                "# handoff probe (%s): rank 0 rewrote 1 MiB rank 1 had read in %.1f us, rank 1 "
+                "read it in %.1f us\n",
+                when, h.write_s * 1e6, h.read_s * 1e6);
+  return buf;
 }
 
 // Only the bytes a rank must read from and write to its own buffers count: the shm slots a

@@ -1,6 +1,7 @@
 // The memory-bandwidth bound of on-node collectives: a copy probe that every rank runs at the
 // same time gives each rank's share of the machine's bandwidth, and a traffic model per
-// collective gives the bytes the busiest rank must read and write.
+// collective gives the bytes the busiest rank must read and write. And a probe of how fast a
+// slot changes hands between two ranks, which tells the host states of this machine apart.
 #pragma once
 
 #include <mpi.h>
@@ -18,6 +19,22 @@ namespace synk::bench {
 // buffers, the slowest rank's figure; the median of 5 memcpys or of 5 streaming copies, the
 // faster). Collective over comm.
 double probe_copy_bandwidth(MPI_Comm comm);
+
+// How fast a shm slot changes hands right now, between the first two ranks of the first
+// node: rank 0 rewrites 1 MiB (ordinary stores) that rank 1 read the try before, then rank 1
+// reads it; the medians of 7 tries. The rewrite is the slot writer's cost: each line must be
+// taken back from the reader's cache. On this machine (2 ranks) it takes 90-160 us while the
+// vCPUs' lines cross quickly and 450-650 us while they cross slowly; the shm rows run on streaming
+// stores then (store_tuner.h), and MPI's, whose input does not change, do not feel it. All
+// zero where the node has one rank. Collective over comm.
+struct Handoff {
+  double write_s = 0, read_s = 0;
+  bool wrong = false;  // the reader did not see what was written (a bug, not a state)
+};
+Handoff probe_handoff(MPI_Comm comm);
+
+// "# handoff probe (when): ..." for h, or "" where it was not made.
+std::string handoff_line(const Handoff& h, const char* when);
 
 // Bytes the busiest rank must read and write of its own buffers in one call of `bytes` (the
 // row's size) on n ranks: the memory traffic no algorithm avoids.

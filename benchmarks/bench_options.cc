@@ -42,6 +42,16 @@ Baseline:
   (MPI has no average). float16 and bfloat16 move as MPI_UINT16_T; MPI cannot reduce them, so
   their reductions show '-'.
 
+Probes (shm rows only):
+  '# copy probe' (once): each rank's share of memory bandwidth, every rank copying 64 MiB at
+  once; each table's '# memory-bandwidth bound' line compares its largest shm row up to 64 MiB
+  with it. '# handoff probe' (before and after each table, 2 or more ranks on the first node):
+  rank 0 rewrites 1 MiB that rank 1 read just before, then rank 1 reads it (medians of 7 tries).
+  The rewrite is what a shm writer pays to take its slot's lines back from the reader: when it
+  is 5-10x its usual time, lines cross between these cores slowly, the shm rows run on
+  streaming stores (SYNK_SHM_STREAM), and an MPI baseline whose input does not change does not
+  feel it (see -F).
+
 Check (-c 1):
   After timing, the inputs are filled with a small-integer pattern whose result is exact in
   every dtype, synk runs once, and every element of every rank's result is compared with its

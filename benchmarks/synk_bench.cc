@@ -285,6 +285,11 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
                         " bytes of buffers on some rank");
   }
 
+  // Whether slots change hands quickly right now: the shm rows run on ordinary stores when
+  // they do and on streaming ones when they do not (store_tuner.h), and MPI's do not care.
+  const bool shm = std::any_of(benches.begin(), benches.end(),
+                               [](const Bench& b) { return b.backend == "shm"; });
+  const Handoff handoff_before = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
   if (w.root()) {
     std::string what = std::string("#\n# ") + to_string(coll) + ": " + to_string(o.dtype);
     if (uses_op(coll)) what += std::string(" ") + to_string(o.op);
@@ -292,7 +297,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     what += ", " + std::to_string(w.size) + " ranks; rank 0's buffers start " +
             page_offset_of(send.get()) + " (send) and " + page_offset_of(recv.get()) +
             " (recv) bytes into a page";
-    out(what + "\n" + table_header());
+    out(what + "\n" + handoff_line(handoff_before, "before the table") + table_header());
   }
   std::uint64_t total_wrong = 0;
   for (std::size_t s : steps) {
@@ -342,9 +347,11 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
       rows.push_back(std::move(row));
     }
   }
+  const Handoff handoff_after = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
   if (w.root()) {
     for (const Bench& b : benches) out(summary_line(rows, coll, b.backend));
     out(membound_line(rows, coll, w.size, copy_bw));
+    out(handoff_line(handoff_after, "after the table"));
   }
   return total_wrong;
 }
