@@ -2,7 +2,6 @@
 #include "bench_membound.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -69,6 +68,9 @@ Handoff probe_handoff(MPI_Comm comm) {
     int unit = 0;
     MPI_Win_shared_query(win, 0, &bytes, &unit, &words);
   }
+  // The portable way to see another process's stores in a shared window: a passive epoch for
+  // the whole probe, MPI_Win_sync on both sides of each barrier.
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
   using Clock = std::chrono::steady_clock;
   const auto since = [](Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -76,29 +78,32 @@ Handoff probe_handoff(MPI_Comm comm) {
   std::vector<double> writes, reads;
   bool wrong = false;
   for (int t = 0; t < kTries; ++t) {
-    double times[2] = {0, 0};  // the write, the read
+    double times[3] = {0, 0, -1};  // the write, the read, the reader's rank in comm
     if (writer) {
       const auto t0 = Clock::now();
       // A plain loop, not memset: glibc may stream a large memset past every cache.
       for (std::size_t i = 0; i < kWords; ++i) words[i] = i + static_cast<std::size_t>(t);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      MPI_Win_sync(win);
       times[0] = since(t0);
     }
     MPI_Barrier(comm);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // the writes are seen after it
+    MPI_Win_sync(win);
     if (reader) {
+      times[2] = world_rank;
       const auto t0 = Clock::now();
       std::uint64_t sum = 0;
       for (std::size_t i = 0; i < kWords; ++i) sum += words[i];
       times[1] = since(t0);
       if (sum != kWords * (kWords - 1) / 2 + kWords * static_cast<std::size_t>(t)) wrong = true;
     }
-    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, comm);
+    MPI_Allreduce(MPI_IN_PLACE, times, 3, MPI_DOUBLE, MPI_MAX, comm);
+    h.reader = static_cast<int>(times[2]);
     if (t > 0) {
       writes.push_back(times[0]);
       reads.push_back(times[1]);
     }
   }
+  MPI_Win_unlock_all(win);
   MPI_Win_free(&win);
   MPI_Comm_free(&node);
   int bad = wrong ? 1 : 0;
@@ -116,9 +121,9 @@ std::string handoff_line(const Handoff& h, const char* when) {
   if (h.wrong) return std::string("# handoff probe (") + when + "): the reader saw wrong data\n";
   char buf[240];
   std::snprintf(buf, sizeof buf,
-                "# handoff probe (%s): rank 0 rewrote 1 MiB rank 1 had read in %.1f us, rank 1 "
+                "# handoff probe (%s): rank 0 rewrote 1 MiB rank %d had read in %.1f us, rank %d "
                 "read it in %.1f us\n",
-                when, h.write_s * 1e6, h.read_s * 1e6);
+                when, h.reader, h.write_s * 1e6, h.reader, h.read_s * 1e6);
   return buf;
 }
 

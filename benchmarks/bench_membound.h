@@ -20,15 +20,16 @@ namespace synk::bench {
 // faster). Collective over comm.
 double probe_copy_bandwidth(MPI_Comm comm);
 
-// How fast a shm slot changes hands right now, between the first two ranks of the first
-// node: rank 0 rewrites 1 MiB (ordinary stores) that rank 1 read the try before, then rank 1
-// reads it; the medians of 7 tries. The rewrite is the slot writer's cost: each line must be
+// How fast a shm slot changes hands right now, between comm's rank 0 and the next rank on its
+// node: rank 0 rewrites 1 MiB (ordinary stores) that the reader read the try before, then the
+// reader reads it; the medians of 7 tries. The rewrite is the slot writer's cost: each line must be
 // taken back from the reader's cache. On this machine (2 ranks) it takes 90-160 us while the
 // vCPUs' lines cross quickly and 450-650 us while they cross slowly; the shm rows run on streaming
 // stores then (store_tuner.h), and MPI's, whose input does not change, do not feel it. All
 // zero where the node has one rank. Collective over comm.
 struct Handoff {
   double write_s = 0, read_s = 0;
+  int reader = -1;     // the reading rank, in comm
   bool wrong = false;  // the reader did not see what was written (a bug, not a state)
 };
 Handoff probe_handoff(MPI_Comm comm);

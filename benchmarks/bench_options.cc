@@ -46,11 +46,12 @@ Probes (shm rows only):
   '# copy probe' (once): each rank's share of memory bandwidth, every rank copying 64 MiB at
   once; each table's '# memory-bandwidth bound' line compares its largest shm row up to 64 MiB
   with it. '# handoff probe' (before and after each table, 2 or more ranks on the first node):
-  rank 0 rewrites 1 MiB that rank 1 read just before, then rank 1 reads it (medians of 7 tries).
-  The rewrite is what a shm writer pays to take its slot's lines back from the reader: when it
-  is 5-10x its usual time, lines cross between these cores slowly, the shm rows run on
-  streaming stores (SYNK_SHM_STREAM), and an MPI baseline whose input does not change does not
-  feel it (see -F).
+  rank 0 rewrites 1 MiB that the next rank on its node read just before, then that rank reads
+  it (medians of 7 tries). The rewrite is what a shm writer pays to take its slot's lines back
+  from the reader: when it is 5-10x its usual time, lines cross between these cores slowly,
+  the shm rows run on streaming stores (with SYNK_SHM_STREAM=auto), and an MPI baseline whose
+  input does not change does not feel it (see -F). A probe whose reader sees wrong data
+  counts in #wrong.
 
 Check (-c 1):
   After timing, the inputs are filled with a small-integer pattern whose result is exact in

@@ -348,6 +348,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     }
   }
   const Handoff handoff_after = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
+  total_wrong += (handoff_before.wrong ? 1 : 0) + (handoff_after.wrong ? 1 : 0);
   if (w.root()) {
     for (const Bench& b : benches) out(summary_line(rows, coll, b.backend));
     out(membound_line(rows, coll, w.size, copy_bw));

@@ -134,7 +134,8 @@ void StoreTuner::record(double seconds) {
       // streaming was 4-5x faster there, all_gather of 32-128 KiB a rank then ran at 0.3-0.5x
       // MPI for the rest of a synk-bench row (4 launches in 120). A way tried again after a
       // while starts afresh (its old time is from another machine state); the way in use keeps
-      // a running mean of its last few runs.
+      // a running mean of its last few runs. (A run whose last call throws is not counted;
+      // the communicator is most likely broken by then anyway.)
       double& c = a.cost[arm_];
       c = a.exploring || c == 0 ? a.run_best : (c + a.run_best) / 2;
     }
