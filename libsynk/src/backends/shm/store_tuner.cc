@@ -130,12 +130,12 @@ void StoreTuner::record(double seconds) {
       // A run counts by its fastest timed call. Now and then one call takes 10-100 times as
       // long as its neighbours (the host takes the CPU away, or a page is faulted in); counted
       // into the mean, one such call made the faster way look slower than the other, and the
-      // class kept the slower way until its next try, up to 256 runs on. On two L3s, where
-      // streaming was 4-5x faster there, all_gather of 32-128 KiB a rank then ran at 0.3-0.5x
-      // MPI for the rest of a synk-bench row (4 launches in 120). A way tried again after a
-      // while starts afresh (its old time is from another machine state); the way in use keeps
-      // a running mean of its last few runs. (A run whose last call throws is not counted;
-      // the communicator is most likely broken by then anyway.)
+      // class kept the slower way until its next try, up to 256 runs on. Where the host made
+      // streaming 4-5x faster (synk-bench's handoff probe says when), all_gather of 32-128 KiB
+      // a rank then ran at 0.3-0.5x MPI for the rest of a row (4 launches in 120). A way tried
+      // again after a while starts afresh (its old time is from another machine state); the
+      // way in use keeps a running mean of its last few runs. (A run whose last call throws
+      // is not counted; the communicator is most likely broken by then anyway.)
       double& c = a.cost[arm_];
       c = a.exploring || c == 0 ? a.run_best : (c + a.run_best) / 2;
     }
