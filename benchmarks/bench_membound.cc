@@ -33,8 +33,7 @@ double probe_copy_bandwidth(MPI_Comm comm) {
     MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
     times[rep % 2].push_back(t);
   }
-  for (auto& v : times) std::sort(v.begin(), v.end());
-  const double best = std::min(times[0][times[0].size() / 2], times[1][times[1].size() / 2]);
+  const double best = std::min(median(times[0]), median(times[1]));
   return 2.0 * static_cast<double>(kBytes) / best;
 }
 
@@ -108,10 +107,8 @@ Handoff probe_handoff(MPI_Comm comm) {
   MPI_Comm_free(&node);
   int bad = wrong ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
-  std::sort(writes.begin(), writes.end());
-  std::sort(reads.begin(), reads.end());
-  h.write_s = writes[writes.size() / 2];
-  h.read_s = reads[reads.size() / 2];
+  h.write_s = median(writes);
+  h.read_s = median(reads);
   h.wrong = bad != 0;
   return h;
 }

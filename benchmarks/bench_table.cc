@@ -1,6 +1,7 @@
 // See bench_table.h. Column widths follow nccl-tests: right-aligned, the header behind '#'.
 #include "bench_table.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdarg>
@@ -89,6 +90,12 @@ void write_json(const std::string& file, const std::vector<Row>& rows) {
   if (!out) {
     throw std::runtime_error("cannot write --json file '" + file + "': " + std::strerror(errno));
   }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 }  // namespace synk::bench

@@ -95,6 +95,11 @@ struct Bench {
   double seconds_per_byte = 0;
 };
 
+bool has_shm(const std::vector<Bench>& benches) {
+  return std::any_of(benches.begin(), benches.end(),
+                     [](const Bench& b) { return b.backend == "shm"; });
+}
+
 std::string command_line(int argc, char** argv) {
   std::string line;
   for (int i = 0; i < argc; ++i) {
@@ -159,12 +164,6 @@ struct Timing {
   std::optional<double> speedup;  // the median over rounds of mpi / synk, round by round
   int iters = 0;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
 
 // Warmup, then kRounds rounds of `iters` synk calls and `iters` MPI calls; see --help.
 // predicted_s (per call, 0 if unknown) sets the cap when there is no warmup to measure.
@@ -287,8 +286,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
 
   // Whether slots change hands quickly right now: the shm rows run on ordinary stores when
   // they do and on streaming ones when they do not (store_tuner.h), and MPI's do not care.
-  const bool shm = std::any_of(benches.begin(), benches.end(),
-                               [](const Bench& b) { return b.backend == "shm"; });
+  const bool shm = has_shm(benches);
   const Handoff handoff_before = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
   if (w.root()) {
     std::string what = std::string("#\n# ") + to_string(coll) + ": " + to_string(o.dtype);
@@ -409,7 +407,7 @@ int run(const World& w, int argc, char** argv) {
   }
   // The shm rows get a memory-bandwidth bound from a copy probe made in this same run.
   double copy_bw = 0;
-  if (std::any_of(benches.begin(), benches.end(), [](const Bench& b) { return b.backend == "shm"; })) {
+  if (has_shm(benches)) {
     copy_bw = probe_copy_bandwidth(MPI_COMM_WORLD);
     if (w.root()) {
       char buf[160];
