@@ -189,14 +189,15 @@ class Group {
   // Waits until every peer's done >= done_target and this rank has checked every step up to
   // check_target (which needs the peers to have posted it).
   void wait_peers(std::uint64_t done_target, std::uint64_t check_target);
-  // Compares the peers' entries with mine for the steps after checked_, up to `limit`, as far
-  // as every peer has posted; publishes my done counter.
-  void catch_up(std::uint64_t limit);
+  // Compares the peers' calls with mine for the steps after checked_, up to `limit`, as far
+  // as every peer has posted; publishes my done counter. at_hand: a step whose entries every
+  // peer has posted and this rank has just read (0: none).
+  void catch_up(std::uint64_t limit, std::uint64_t at_hand = 0);
   // Every peer's entry of `step` (or only `peer`'s) against mine.
   bool entries_match(std::uint64_t step, int peer, Mismatch* m) const;
   void report(std::uint64_t step, Mismatch&& m);  // throws, or keeps it for end()
   void publish_done();
-  bool posted(int peer, std::uint64_t step) const;  // peer's entry of `step` is out
+  bool posted(int peer, std::uint64_t step) const;  // peer's entry and StepCall of `step` are out
   // Waits until `word` (of `peer`'s block) reaches target, spinning then yielding; throws if
   // the peer dies or SYNK_TIMEOUT passes; keeps this rank's checks going meanwhile.
   void wait_until(int peer, const std::atomic<std::uint64_t>& word, std::uint64_t target,

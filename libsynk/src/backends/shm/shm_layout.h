@@ -27,6 +27,17 @@ struct alignas(64) Entry {
 };
 static_assert(offsetof(Entry, data) == 32);
 
+// A step's call again, without the data: two steps to a cache line, for the ranks that check
+// steps they did not read. The root of a small broadcast checks its readers' calls 32 steps
+// at a time; from their entries, each a line of its own that they had just written, that was
+// a miss a step (shm_sync.cc, catch_up, says what it cost). `step` is stored after the
+// entry's (release).
+struct StepCall {
+  std::atomic<std::uint64_t> step;
+  Group::Call call;
+};
+static_assert(sizeof(StepCall) == 32);
+
 struct alignas(kLine) RankBlock {
   // Finished reading, and checked against every peer, every step up to this one. (A rank's
   // last step posted is in its entries: Entry::step.)
@@ -40,6 +51,7 @@ struct alignas(kLine) RankBlock {
   // The CPUs the owner may run on (its affinity mask), once cpus_known is 1 (2: not known).
   alignas(kLine) std::atomic<std::uint32_t> cpus_known;
   cpu_set_t cpus;
+  alignas(kLine) StepCall calls[Group::kEagerDepth];  // by step % kEagerDepth
   alignas(kLine) Entry entries[Group::kEagerDepth];  // by step % kEagerDepth
   char errors[Group::kEagerDepth][kErrorText];       // a rejected call's text, by step
 };
@@ -52,6 +64,10 @@ inline RankBlock& block_at(unsigned char* blocks, int r) {
 
 inline Entry& entry_of(unsigned char* blocks, int r, std::uint64_t step) {
   return block_at(blocks, r).entries[step % Group::kEagerDepth];
+}
+
+inline StepCall& call_of(unsigned char* blocks, int r, std::uint64_t step) {
+  return block_at(blocks, r).calls[step % Group::kEagerDepth];
 }
 
 }  // namespace synk::shm::layout
