@@ -92,7 +92,7 @@ void Group::all_reduce(const void* send, void* recv, std::size_t count, DataType
   begin(Collective::all_reduce, count, t, op, 0);
   const std::size_t bytes = count * size_of(t);
   if (bytes <= kEagerBytes) {  // in the entries: the data shares a line with the step
-    next_step(true);
+    next_step(true, bytes);
     copy(eager_out(), send, bytes);
     sync();
     reduce_from(recv, cfg_.size, [&](int q) { return eager_in(q); }, count, t, op);
@@ -217,7 +217,7 @@ void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, 
   if (bytes <= eager_limit(kRootedEagerBytes, cfg_.size)) {
     // In the entries: the non-roots write theirs and go on; the root reads them all (its own
     // too, so that an in-place recv aliases no source).
-    next_step(true);
+    next_step(true, bytes);
     copy(eager_out(), send, bytes);
     if (cfg_.rank == root) {
       sync();
@@ -237,7 +237,7 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
   begin(Collective::broadcast, count, t, ReduceOp::sum, root);
   const std::size_t es = size_of(t);
   if (count * es <= eager_limit(kRootedEagerBytes, cfg_.size)) {  // the root does not wait
-    next_step(true);
+    next_step(true, count * es);
     if (cfg_.rank == root) {
       copy(eager_out(), buf, count * es);
       post();
@@ -284,7 +284,7 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
   const bool receives = root < 0 || root == cfg_.rank;
   if (count * es <= eager_limit(root < 0 ? kAllGatherEagerBytes : kGatherEagerBytes, cfg_.size)) {
     // In the entries; in a gather only the root waits.
-    next_step(true);
+    next_step(true, count * es);
     copy(eager_out(), send, count * es);
     if (!receives) return post();
     sync();
@@ -406,7 +406,7 @@ void Group::scatter(const void* send, void* recv, std::size_t count, DataType t,
   if (block * static_cast<std::size_t>(cfg_.size) <= kScatterEagerBytes) {
     // In the root's entry: it writes every block and goes on (as broadcast's root does); each
     // other rank waits for the root alone and takes its block.
-    next_step(true);
+    next_step(true, block * static_cast<std::size_t>(cfg_.size));
     if (cfg_.rank == root) {
       copy(eager_out(), send, block * static_cast<std::size_t>(cfg_.size));
       post();
@@ -454,7 +454,7 @@ void Group::reduce_scatter(const void* send, void* recv, std::size_t count, Data
   const std::size_t n_ranks = static_cast<std::size_t>(cfg_.size);
   // All of send in the entries, one step.
   if (n_ranks * count * es <= eager_limit(kReduceScatterEagerBytes, cfg_.size)) {
-    next_step(true);
+    next_step(true, n_ranks * count * es);
     copy(eager_out(), send, n_ranks * count * es);
     sync();
     const std::size_t mine = static_cast<std::size_t>(cfg_.rank) * count * es;

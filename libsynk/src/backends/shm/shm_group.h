@@ -64,6 +64,9 @@ class Group {
   // instead of the slots (the other collectives' limits are in shm_collectives.cc).
   static constexpr std::uint64_t kEagerDepth = 64;
   static constexpr std::size_t kEagerBytes = 2048;
+  // An eager step that puts at most this much into each rank's part is tiny: its data travel
+  // with the step's compact call (shm_layout.h, StepCall), two steps to a cache line.
+  static constexpr std::size_t kTinyBytes = 8;
 
   // Bytes of the segment a group of `size` ranks with `slot_bytes` slots needs.
   static std::size_t segment_bytes(int size, std::size_t slot_bytes);
@@ -134,7 +137,9 @@ class Group {
   void end();  // throws a mismatch of an earlier call found during this one
   // Waits until every peer is done with the shared memory this step overwrites: the slots of
   // two steps ago, or for an `eager` step only this rank's entry of kEagerDepth steps ago.
-  void next_step(bool eager = false);
+  // eager_bytes: what an eager step puts into each rank's part (eager_out); up to kTinyBytes
+  // the step is tiny.
+  void next_step(bool eager = false, std::size_t eager_bytes = kEagerBytes);
   // next_step() for a step that puts at most `bytes` into each slot (and the result area):
   // it places them at an offset that walks through the slot from one use of the set to the
   // next (shm_sync.cc says why), or, without `walk`, always at its start.
@@ -197,6 +202,7 @@ class Group {
   bool entries_match(std::uint64_t step, int peer, Mismatch* m) const;
   void report(std::uint64_t step, Mismatch&& m);  // throws, or keeps it for end()
   void publish_done();
+  const std::atomic<std::uint64_t>& posted_word(int peer) const;  // peer's step, to wait on
   bool posted(int peer, std::uint64_t step) const;  // peer's entry and StepCall of `step` are out
   // Waits until `word` (of `peer`'s block) reaches target, spinning then yielding; throws if
   // the peer dies or SYNK_TIMEOUT passes; keeps this rank's checks going meanwhile.
@@ -264,6 +270,7 @@ class Group {
   std::size_t own_shift_ = 0;   // and mine starts this far past slot_offset_
   std::size_t own_dst_shift_ = 0;  // where my destination starts in its page (shift_slots)
   std::size_t result_shift_ = 0;   // the result area starts this far past slot_offset_
+  bool tiny_ = false;           // this step is tiny (next_step): its data are in the StepCalls
   bool slot_step_ = false;      // this step is a slot step (next_slot_step): post() writes offers
   std::uint64_t offer_id_ = 0;  // this step's offer (offer()): region index + 1, or 0
   std::uint64_t offer_off_ = 0;  // and where the data starts in my part of it

@@ -27,14 +27,28 @@ struct alignas(64) Entry {
 };
 static_assert(offsetof(Entry, data) == 32);
 
-// A step's call again, without the data: two steps to a cache line, for the ranks that check
-// steps they did not read. The root of a small broadcast checks its readers' calls 32 steps
-// at a time; from their entries, each a line of its own that they had just written, that was
-// a miss a step (shm_sync.cc, catch_up, says what it cost). `step` is stored after the
-// entry's (release).
+// A step's call once more, in 32 bytes, two steps to a cache line: what a rank compares for
+// the steps it did not read, and for tiny steps (up to Group::kTinyBytes of data in each
+// rank's part) also the data, which then travel here instead of in the entries.
+//
+// Why. The root of a small broadcast checks its readers' calls 32 steps at a time: in their
+// entries, each a line of its own that they had just written, that was a miss a step. And a
+// reader of a broadcast of 8 bytes took the root's entry line from the root's cache once a
+// call, where Open MPI's fast boxes carry two such messages in a line (shm_sync.cc, catch_up
+// and posted_word, say what each cost).
+//
+// `count` is kCountTooBig where the call's count does not fit (then the entries are compared),
+// and `number` is the call's number modulo 2^32 (the ranks' numbers at one step differ by a
+// few calls at most: the first step where they differ is found). `step` is stored last
+// (release), after the entry's.
 struct StepCall {
+  static constexpr std::uint32_t kCountTooBig = ~std::uint32_t{0};
   std::atomic<std::uint64_t> step;
-  Group::Call call;
+  std::uint32_t number;
+  std::uint32_t count;
+  std::int32_t root;
+  std::int8_t coll, dtype, op, error_code;
+  unsigned char data[Group::kTinyBytes];
 };
 static_assert(sizeof(StepCall) == 32);
 
