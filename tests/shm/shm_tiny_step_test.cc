@@ -13,29 +13,13 @@
 #include <vector>
 
 #include "fork_harness.h"
+#include "step_checks.h"
 #include "synk/error.h"
 
 namespace synk::shm::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool in_step(Group& g) {
-  std::vector<std::int64_t> v(5, g.rank() + 1);
-  g.all_reduce(v.data(), v.data(), v.size(), DataType::int64, ReduceOp::sum);
-  const std::int64_t n = g.size();
-  return std::all_of(v.begin(), v.end(), [&](std::int64_t x) { return x == n * (n + 1) / 2; });
-}
 
 class ShmTinyStep : public ::testing::Test {
  protected:
@@ -96,8 +80,8 @@ TEST_F(ShmTinyStep, TinyAndFullStepsMixedStayExact) {
       for (std::size_t k = 0; k < all.size(); ++k) {
         if (all[k] != static_cast<std::int32_t>(k / c) + it) return fail("all_gather");
       }
-      // scatter and reduce_scatter: c elements per rank from n * c in all (tiny at 4 bytes
-      // in all only where n * c * 4 <= 8, which 3 ranks never reach: full steps between).
+      // scatter: c elements per rank from n * c in all (never tiny on 3 ranks; the 2-rank
+      // test below has tiny ones).
       std::vector<std::int32_t> src(c * n), one(c, -1);
       for (std::size_t k = 0; k < src.size(); ++k) src[k] = static_cast<std::int32_t>(k) + it;
       g.scatter(src.data(), one.data(), c, DataType::int32, root);
@@ -113,6 +97,65 @@ TEST_F(ShmTinyStep, TinyAndFullStepsMixedStayExact) {
     return in_step(g) ? 0 : 5;
   });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+// On 2 ranks a scatter and a reduce_scatter of 1 int32 per rank are tiny (8 bytes in all), of
+// 2 are not: both kinds in a run, roots moving, exact on both ranks.
+TEST_F(ShmTinyStep, TinyScattersAndReduceScattersOnTwoRanksAreExact) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    const int me = g.rank();
+    for (int it = 0; it < 300; ++it) {
+      const std::size_t c = 1 + static_cast<std::size_t>(it % 2);
+      const int root = (it / 2) % 2;
+      std::vector<std::int32_t> src(2 * c), mine(c, -1);
+      for (std::size_t k = 0; k < src.size(); ++k) {
+        src[k] = 100 * it + static_cast<std::int32_t>(k) + (me == root ? 0 : 50);
+      }
+      g.scatter(src.data(), mine.data(), c, DataType::int32, root);
+      for (std::size_t k = 0; k < c; ++k) {
+        if (mine[k] != 100 * it + static_cast<std::int32_t>(me * c + k)) {
+          report("scatter wrong at iteration " + std::to_string(it));
+          return 1;
+        }
+      }
+      std::vector<std::int32_t> sum(c, -1);
+      g.reduce_scatter(src.data(), sum.data(), c, DataType::int32, ReduceOp::sum);
+      for (std::size_t k = 0; k < c; ++k) {  // both ranks' src[me * c + k]: one has +50
+        if (sum[k] != 2 * (100 * it + static_cast<std::int32_t>(me * c + k)) + 50) {
+          report("reduce_scatter wrong at iteration " + std::to_string(it));
+          return 2;
+        }
+      }
+    }
+    return in_step(g) ? 0 : 5;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+// Rank 1's arguments of a tiny broadcast were rejected: the root only wrote, and hears of the
+// rejection (whose text is only in the entries) at its next call, which completes.
+TEST_F(ShmTinyStep, ARejectionReachesATinyBroadcastRootAtItsNextCall) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::int32_t v = 3;
+    const std::string first = error_of([&] {
+      if (g.rank() == 1) {
+        g.reject(detail::Collective::broadcast, ErrorCode::InvalidArgument,
+                 "broadcast: buf is null but count is 1");
+      } else {
+        g.broadcast(&v, 1, DataType::int32, 0);
+      }
+    });
+    const std::string second = error_of([&] { g.barrier(); });
+    report("first: " + first + " | second: " + second);
+    return in_step(g) ? 0 : 5;
+  });
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_THAT(out[0].message, HasSubstr("first:  | second: synk Remote"));
+  EXPECT_THAT(out[0].message,
+              HasSubstr("rank 1 rejected its arguments: broadcast: buf is null but count is 1"));
+  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
+  EXPECT_THAT(out[1].message, HasSubstr("first: synk InvalidArgument: broadcast: buf is null"));
+  EXPECT_THAT(out[1].message, ::testing::EndsWith("| second: "));
 }
 
 // Both calls tiny (1 float against 2): the reader fails before reading; the root, which only

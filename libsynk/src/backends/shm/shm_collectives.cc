@@ -1,7 +1,8 @@
 // The collectives of shm::Group. Each one runs in steps of at most one slot per rank: copy
 // in, post (and wait for the ranks this one reads from), then read what they wrote (shm_sync.cc
 // says why that is safe). Small calls (up to kEagerBytes per rank for all_reduce, less for the
-// others, see below) go in one step through the ranks' entries instead of the slots, so that
+// others, see below) go in one step through the ranks' entries instead of the slots (up to
+// Group::kTinyBytes per rank through the compact copies of their calls, shm_layout.h), so that
 // a rank that only writes may run ahead. Large all-reduces are a reduce-scatter (each rank
 // reduces its own slice of every slot into the shared result area) followed by an all-gather
 // (every rank copies the result out).

@@ -3,13 +3,15 @@
 // processes.
 //
 // A collective runs in steps. In each step a rank writes (its slot, or for small calls its
-// eager entry), posts its step counter (release), and then, depending on its
+// eager entry, or for tiny ones, up to kTinyBytes, the compact copy of its call: shm_layout.h,
+// StepCall), posts its step counter (release), and then, depending on its
 // part, waits for every rank (sync), for the one rank it reads from (sync_with) or for nobody
 // (post: a rank that only writes, like the root of a broadcast, goes on at once, as MPI's
 // eager sends do). Every post also publishes the call's descriptor in the rank's entry for
-// that step, and every rank compares every peer's entry with its own, step by step, as far
-// as the peers have posted ("checked"); a rank never reads what another wrote in a step before
-// it compared their entries. A rank's "done" counter says up to which step it has finished
+// that step, and again in its StepCall, and every rank compares every peer's call with its
+// own, step by step, as far as the peers have posted ("checked"; from the entries where it
+// has just read them, else from the StepCalls); a rank never reads what another wrote in a
+// step before it compared their calls. A rank's "done" counter says up to which step it has finished
 // reading and checking; a rank reuses shared memory of step s only when every peer is done
 // with it (shm_sync.cc). So a rank that only writes can run up to kEagerDepth steps ahead,
 // and a mismatch reaches it late: within its current call it throws at once; found in an
@@ -59,8 +61,8 @@ class Group {
   enum class Cma { unknown, on, off };
 
  public:
-  // Steps a rank that only writes may run ahead of the others (entries per rank), and the
-  // data an entry holds: an all_reduce of up to this many bytes travels in the entries
+  // Steps a rank that only writes may run ahead of the others (entries and StepCalls per
+  // rank), and the data an entry holds: an all_reduce of up to this many bytes travels in the entries
   // instead of the slots (the other collectives' limits are in shm_collectives.cc).
   static constexpr std::uint64_t kEagerDepth = 64;
   static constexpr std::size_t kEagerBytes = 2048;
@@ -136,7 +138,8 @@ class Group {
   void begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root);
   void end();  // throws a mismatch of an earlier call found during this one
   // Waits until every peer is done with the shared memory this step overwrites: the slots of
-  // two steps ago, or for an `eager` step only this rank's entry of kEagerDepth steps ago.
+  // two steps ago, or for an `eager` step only this rank's entry and StepCall of kEagerDepth
+  // steps ago.
   // eager_bytes: what an eager step puts into each rank's part (eager_out); up to kTinyBytes
   // the step is tiny.
   void next_step(bool eager = false, std::size_t eager_bytes = kEagerBytes);
@@ -186,8 +189,9 @@ class Group {
   void sync();    // post, wait for every rank, check this step against every rank
   void arrive();  // the second half of sync(), after a post() and work of this rank's own
   void post();    // post only: this rank wrote and reads nothing in this step
-  void sync_with(int peer);  // post, wait for `peer` only and check its entry: I read only it
-  // This step's eager entry data: mine to write (before posting), a peer's to read (after).
+  void sync_with(int peer);  // post, wait for `peer` only and check its call: I read only it
+  // This step's eager data (in the entry, or the StepCall of a tiny step): mine to write
+  // (before posting), a peer's to read (after).
   unsigned char* eager_out();
   const unsigned char* eager_in(int peer) const;
 
@@ -195,8 +199,9 @@ class Group {
   // check_target (which needs the peers to have posted it).
   void wait_peers(std::uint64_t done_target, std::uint64_t check_target);
   // Compares the peers' calls with mine for the steps after checked_, up to `limit`, as far
-  // as every peer has posted; publishes my done counter. at_hand: a step whose entries every
-  // peer has posted and this rank has just read (0: none).
+  // as every peer has posted; publishes my done counter. at_hand: a step whose entries this
+  // rank has just waited for (acquire) from every peer and read (0: none); it is compared by
+  // the entries without asking whether the peers posted it.
   void catch_up(std::uint64_t limit, std::uint64_t at_hand = 0);
   // Every peer's entry of `step` (or only `peer`'s) against mine.
   bool entries_match(std::uint64_t step, int peer, Mismatch* m) const;
@@ -257,7 +262,7 @@ class Group {
   unsigned char* blocks_;
   unsigned char* data_;
   std::uint64_t seq_ = 0;       // steps posted by this rank; every rank posts the same steps
-  std::uint64_t checked_ = 0;   // every peer's entry up to this step compared with mine
+  std::uint64_t checked_ = 0;   // every peer's call up to this step compared with mine
   std::uint64_t finished_ = 0;  // this rank has finished reading every step up to this one
   std::uint64_t published_done_ = 0;
   std::uint64_t peers_done_ = 0;  // the least done counter of the peers, last time looked

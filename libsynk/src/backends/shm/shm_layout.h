@@ -16,10 +16,11 @@ constexpr std::size_t kLine = 128;  // two cache lines: no false sharing with th
 constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kErrorText = 240;
 
-// One step of one rank: the call it belongs to and, for eager steps, the data (for slot steps
-// placed by page offset, the first 8 bytes say where: Group::shift_slots); `step` is
-// stored last (release), so a reader that sees it sees the rest. Call, step and the first 32
-// bytes of data share a cache line: a small broadcast costs the reader one miss.
+// One step of one rank: the call it belongs to and, for eager steps that are not tiny, the
+// data (for slot steps placed by page offset, the first 8 bytes say where:
+// Group::shift_slots); `step` is stored last (release), so a reader that sees it sees the
+// rest. Call, step and the first 32 bytes of data share a cache line: a small broadcast costs
+// the reader one miss (a tiny one half of one: StepCall below).
 struct alignas(64) Entry {
   std::atomic<std::uint64_t> step;
   Group::Call call;

@@ -2,12 +2,13 @@
 // other (see shm_group.h for the model).
 //
 // Why reuse is safe. Data step k writes slot set k % 2, which data step k + 2 writes again; a
-// rank's entry of step s is written again at step s + kEagerDepth. Before writing, a rank waits
-// until every peer's done counter reaches s - 2 (a slot step) or s - kEagerDepth (an eager step,
-// which writes only its entry). done >= t means the peer posted a later step (so it finished
-// reading step t) and compared every entry up to step t: nothing it may still read is rewritten.
+// rank's entry and StepCall of step s are written again at step s + kEagerDepth. Before
+// writing, a rank waits until every peer's done counter reaches s - 2 (a slot step) or
+// s - kEagerDepth (an eager step, which writes only its entry and StepCall). done >= t means
+// the peer posted a later step (so it finished reading step t) and compared every call up to
+// step t: nothing it may still read is rewritten.
 //
-// Why no wait hangs. A rank that only writes checks the others' entries later, so its done
+// Why no wait hangs. A rank that only writes checks the others' calls later, so its done
 // counter lags; every wait loop keeps catching up (catch_up) while it waits, so a rank waiting
 // for this one's done is never blocked by this one waiting for it.
 #include <sched.h>
@@ -181,6 +182,7 @@ const unsigned char* Group::peer_region(int peer) const {
 }
 
 void Group::settle() {
+  tiny_ = false;  // the step that follows (CMA's words) is a full one
   wait_peers(back_from(seq_ + 1, 2), seq_ >= call_first_step_ ? call_first_step_ : 0);
 }
 
@@ -219,8 +221,8 @@ void Group::sync() {
   arrive();
 }
 
-// A tiny step's data are in the peers' StepCalls, a full eager or slot step's beside the
-// peers' entries: the step a rank waits for is the one it reads next. Tiny steps against 8
+// A tiny step's data are in the peers' StepCalls, a full eager step's in their entries (a
+// slot step's in the slots, found through the entries): the step a rank waits for is the one it reads next. Tiny steps against 8
 // bytes in the entries, 2 ranks, launches alternated (15-17 per arm while lines crossed
 // quickly, 3-5 while slowly: the handoff probe), MPI/synk medians: broadcast of 8 B 1.12 ->
 // 1.15 and 0.91 -> 1.16; (8 per arm, quick state) all_reduce of 8 B 1.25 -> 1.34, reduce
@@ -249,8 +251,8 @@ void Group::sync_with(int peer) {
       throw Error(m.code, m.message);
     }
   }
-  // With two ranks this costs nothing more (the one peer's entry is at hand); with more, the
-  // others' entries are checked in batches, by next_step.
+  // With two ranks this costs nothing more (the one peer's entry, or StepCall, is at hand);
+  // with more, the others' calls are checked in batches, by next_step.
   if (cfg_.size <= 2) catch_up(seq_, tiny_ ? 0 : seq_);
 }
 
