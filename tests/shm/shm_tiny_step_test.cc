@@ -45,7 +45,8 @@ TEST_F(ShmTinyStep, ALongRunOfTinyBroadcastsIsExact) {
     }
     return in_step(g) ? 0 : 5;
   });
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
 }
 
 // Every eager collective at 1-3 int32 per rank (4-12 bytes: tiny and not), roots moving, in
@@ -96,7 +97,8 @@ TEST_F(ShmTinyStep, TinyAndFullStepsMixedStayExact) {
     }
     return in_step(g) ? 0 : 5;
   });
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
 }
 
 // On 2 ranks a scatter and a reduce_scatter of 1 int32 per rank are tiny (8 bytes in all), of
@@ -129,7 +131,8 @@ TEST_F(ShmTinyStep, TinyScattersAndReduceScattersOnTwoRanksAreExact) {
     }
     return in_step(g) ? 0 : 5;
   });
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
 }
 
 // Rank 1's arguments of a tiny broadcast were rejected: the root only wrote, and hears of the

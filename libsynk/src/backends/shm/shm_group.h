@@ -11,9 +11,9 @@
 // that step, and again in its StepCall, and every rank compares every peer's call with its
 // own, step by step, as far as the peers have posted ("checked"; from the entries where it
 // has just read them, else from the StepCalls); a rank never reads what another wrote in a
-// step before it compared their calls. A rank's "done" counter says up to which step it has finished
-// reading and checking; a rank reuses shared memory of step s only when every peer is done
-// with it (shm_sync.cc). So a rank that only writes can run up to kEagerDepth steps ahead,
+// step before it compared their calls. A rank's "done" counter says up to which step it has
+// finished reading and checking; a rank reuses shared memory of step s only when every peer
+// is done with it (shm_sync.cc). So a rank that only writes can run up to kEagerDepth steps ahead,
 // and a mismatch reaches it late: within its current call it throws at once; found in an
 // earlier call, it is thrown when the current call has completed.
 #pragma once
@@ -62,8 +62,8 @@ class Group {
 
  public:
   // Steps a rank that only writes may run ahead of the others (entries and StepCalls per
-  // rank), and the data an entry holds: an all_reduce of up to this many bytes travels in the entries
-  // instead of the slots (the other collectives' limits are in shm_collectives.cc).
+  // rank), and the data an entry holds: an all_reduce of up to this many bytes travels in the
+  // entries instead of the slots (the other collectives' limits are in shm_collectives.cc).
   static constexpr std::uint64_t kEagerDepth = 64;
   static constexpr std::size_t kEagerBytes = 2048;
   // An eager step that puts at most this much into each rank's part is tiny: its data travel

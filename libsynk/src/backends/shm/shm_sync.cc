@@ -221,12 +221,12 @@ void Group::sync() {
   arrive();
 }
 
-// A tiny step's data are in the peers' StepCalls, a full eager step's in their entries (a
-// slot step's in the slots, found through the entries): the step a rank waits for is the one it reads next. Tiny steps against 8
-// bytes in the entries, 2 ranks, launches alternated (15-17 per arm while lines crossed
-// quickly, 3-5 while slowly: the handoff probe), MPI/synk medians: broadcast of 8 B 1.12 ->
-// 1.15 and 0.91 -> 1.16; (8 per arm, quick state) all_reduce of 8 B 1.25 -> 1.34, reduce
-// 1.24 -> 1.29, all_gather of 8-16 B in all within noise.
+// A tiny step's data are in the peers' StepCalls, a full eager step's in their entries (a slot
+// step's in the slots, found through the entries): the step a rank waits for is the one it reads
+// next. Tiny steps against 8 bytes in the entries, 2 ranks, launches alternated (15-17 per arm
+// while lines crossed quickly, 3-5 while slowly: the handoff probe), MPI/synk medians: broadcast of
+// 8 B 1.12 -> 1.15 and 0.91 -> 1.16; (8 per arm, quick state) all_reduce of 8 B 1.25 -> 1.34,
+// reduce 1.24 -> 1.29, all_gather of 8-16 B in all within noise.
 const std::atomic<std::uint64_t>& Group::posted_word(int peer) const {
   return tiny_ ? call_of(blocks_, peer, seq_).step : entry_of(blocks_, peer, seq_).step;
 }
@@ -276,7 +276,8 @@ void Group::wait_peers(std::uint64_t done_target, std::uint64_t check_target) {
   check_target = std::max(check_target, done_target);
   if (checked_ < check_target) {
     for (int q = 0; q < cfg_.size; ++q) {
-      if (q != cfg_.rank) wait_until(q, call_of(blocks_, q, check_target).step, check_target, "arrive");
+      if (q != cfg_.rank)
+        wait_until(q, call_of(blocks_, q, check_target).step, check_target, "arrive");
     }
     catch_up(seq_);  // as far as the peers have posted: checks come in batches
   }
@@ -285,7 +286,8 @@ void Group::wait_peers(std::uint64_t done_target, std::uint64_t check_target) {
   for (int q = 0; q < cfg_.size; ++q) {
     if (q == cfg_.rank) continue;
     const auto& done = block_at(blocks_, q).done;
-    if (done.load(std::memory_order_acquire) < done_target) wait_until(q, done, done_target, "finish");
+    if (done.load(std::memory_order_acquire) < done_target)
+      wait_until(q, done, done_target, "finish");
     least = std::min(least, done.load(std::memory_order_acquire));
   }
   peers_done_ = least;
