@@ -109,10 +109,18 @@ void Group::finish_cma() {
     const std::int64_t s = cma_status_of(q);
     if (s == 0) continue;
     const int err = static_cast<int>(s & 0xffffffff), other = static_cast<int>(s >> 32);
+    if (err == ESRCH) {
+      // The peer died after it posted this sync (a root waiting for its pullers, killed):
+      // the same error every other rank's liveness check gives, naming the dead rank.
+      broken_ = true;
+      throw Error(ErrorCode::Remote,
+                  std::string(op_name_) + ": rank " + std::to_string(other) + " (pid " +
+                      std::to_string(peer_pid(other)) + ") died; rank " + std::to_string(q) +
+                      " could not copy from it (process_vm_readv: " + std::strerror(err) + ")");
+    }
     const std::string what = std::string(op_name_) + ": rank " + std::to_string(q) +
                              " could not copy from/to rank " + std::to_string(other) + ": " +
                              std::strerror(err);
-    if (err == ESRCH) broken_ = true;  // the peer process is gone
     throw Error(q == cfg_.rank ? ErrorCode::System : ErrorCode::Remote, what);
   }
 }
