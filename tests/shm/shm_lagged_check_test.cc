@@ -89,27 +89,7 @@ TEST_F(ShmLaggedCheck, TwoRootsOfOneBroadcastBothReportItNext) {
 // Rank 1's arguments of a broadcast were rejected (as ShmBackend::reject does); the root only
 // writes in that call, so it hears of the rejection at its next call, which completes.
 TEST_F(ShmLaggedCheck, ARejectionReachesTheBroadcastRootAtItsNextCall) {
-  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
-    std::vector<std::int32_t> buf(8, 3);
-    const std::string first = error_of([&] {
-      if (g.rank() == 1) {
-        g.reject(detail::Collective::broadcast, ErrorCode::InvalidArgument,
-                 "broadcast: buf is null but count is 8");
-      } else {
-        g.broadcast(buf.data(), buf.size(), DataType::int32, 0);
-      }
-    });
-    const std::string second = error_of([&] { g.barrier(); });
-    report("first: " + first + " | second: " + second);
-    return in_step(g) ? 0 : 5;
-  });
-  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
-  EXPECT_THAT(out[0].message, HasSubstr("first:  | second: synk Remote"));
-  EXPECT_THAT(out[0].message,
-              HasSubstr("rank 1 rejected its arguments: broadcast: buf is null but count is 8"));
-  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
-  EXPECT_THAT(out[1].message, HasSubstr("first: synk InvalidArgument: broadcast: buf is null"));
-  EXPECT_THAT(out[1].message, ::testing::EndsWith("| second: "));
+  expect_rejection_reaches_broadcast_root_next(8);
 }
 
 // A one-step reduce to root 0 where rank 2 uses another op: the root reads, so it fails at

@@ -138,27 +138,7 @@ TEST_F(ShmTinyStep, TinyScattersAndReduceScattersOnTwoRanksAreExact) {
 // Rank 1's arguments of a tiny broadcast were rejected: the root only wrote, and hears of the
 // rejection (whose text is only in the entries) at its next call, which completes.
 TEST_F(ShmTinyStep, ARejectionReachesATinyBroadcastRootAtItsNextCall) {
-  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
-    std::int32_t v = 3;
-    const std::string first = error_of([&] {
-      if (g.rank() == 1) {
-        g.reject(detail::Collective::broadcast, ErrorCode::InvalidArgument,
-                 "broadcast: buf is null but count is 1");
-      } else {
-        g.broadcast(&v, 1, DataType::int32, 0);
-      }
-    });
-    const std::string second = error_of([&] { g.barrier(); });
-    report("first: " + first + " | second: " + second);
-    return in_step(g) ? 0 : 5;
-  });
-  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
-  EXPECT_THAT(out[0].message, HasSubstr("first:  | second: synk Remote"));
-  EXPECT_THAT(out[0].message,
-              HasSubstr("rank 1 rejected its arguments: broadcast: buf is null but count is 1"));
-  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
-  EXPECT_THAT(out[1].message, HasSubstr("first: synk InvalidArgument: broadcast: buf is null"));
-  EXPECT_THAT(out[1].message, ::testing::EndsWith("| second: "));
+  expect_rejection_reaches_broadcast_root_next(1);
 }
 
 // Both calls tiny (1 float against 2): the reader fails before reading; the root, which only
