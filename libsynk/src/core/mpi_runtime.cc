@@ -11,10 +11,10 @@ namespace synk::detail {
 
 namespace {
 
-std::atomic<bool> peer_died{false};
+std::atomic<bool> peer_lost{false};
 
 void finalize_at_exit() {
-  if (peer_died.load()) return;
+  if (peer_lost.load()) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -34,7 +34,7 @@ void ensure_mpi_initialized() {
   std::atexit(finalize_at_exit);
 }
 
-void note_peer_death() noexcept { peer_died.store(true); }
+void note_peer_lost() noexcept { peer_lost.store(true); }
 
 bool mpi_is_finalized() {
   int finalized = 0;

@@ -8,10 +8,12 @@ namespace synk::detail {
 // Initializes MPI when the program has not; in that case MPI is finalized at exit.
 void ensure_mpi_initialized();
 bool mpi_is_finalized();
-// A rank of this job was seen to die. MPI_Finalize waits for every rank and was seen to wait
-// for a dead one forever (Open MPI 4.1 under mpirun --enable-recovery), so from then on the
-// exit handler skips it: the process ends without it.
-void note_peer_death() noexcept;
+// A rank of this job was seen to die, or did not answer within SYNK_TIMEOUT (stopped, or stuck
+// in a loop of its own). MPI_Finalize waits for every rank: it was seen to wait forever for a
+// dead one (Open MPI 4.1 under mpirun --enable-recovery) and for a stopped one (SIGSTOP, under
+// plain mpirun). So from then on the exit handler skips it, and the process ends without it:
+// mpirun then sees a rank leave without finalizing and ends the whole job, the stuck rank too.
+void note_peer_lost() noexcept;
 
 // Duplicates `comm` and finds the node layout: ranks that share memory form a node, split
 // further into `simulate_nodes` fake nodes (SYNK_SIMULATE_NODES) to test multi-node paths on

@@ -59,7 +59,7 @@ std::string PeerWatch::deaths() const {
             std::to_string(pids_[r]) + ")";
   }
   if (text.empty()) return text;
-  note_peer_death();  // so that exiting does not wait in MPI_Finalize for the dead
+  note_peer_lost();  // so that exiting does not wait in MPI_Finalize for the dead
   return text + " died";
 }
 
@@ -97,6 +97,7 @@ void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, 
       }
       if (deadline && now >= limit) {
         keep_forever(std::move(packet));
+        note_peer_lost();  // a worker that never answers would hold up MPI_Finalize too
         throw Error(ErrorCode::Timeout,
                     "distribute: rank 0 waited " + seconds_text(settings().timeout_s) +
                         " (SYNK_TIMEOUT) for its request to reach the workers");

@@ -19,6 +19,7 @@
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
+#include "core/mpi_runtime.h"
 
 namespace synk::detail {
 
@@ -178,6 +179,7 @@ ncclComm_t init_comm(const CommContext& ctx, const ncclUniqueId& id, int device)
     if (rc != ncclInProgress) break;
     if (NcclComm::Clock::now() > end) {
       ncclCommAbort(comm);
+      note_peer_lost();
       throw Error(ErrorCode::Timeout,
                   "SYNK_BACKEND=nccl: rank " + std::to_string(ctx.rank) + " of " +
                       std::to_string(ctx.size) + ": ncclCommInitRankConfig on device " +

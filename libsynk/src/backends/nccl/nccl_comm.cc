@@ -5,6 +5,7 @@
 
 #include "core/backoff.h"
 #include "core/logging.h"
+#include "core/mpi_runtime.h"
 
 namespace synk::detail {
 
@@ -203,6 +204,8 @@ void NcclComm::check_async(const char* op) {
 void NcclComm::abort(const std::string& why) noexcept {
   if (aborted_) return;
   aborted_ = true;
+  // The other ranks may be stuck in the aborted operation: exiting must not wait for them.
+  note_peer_lost();
   try {
     abort_reason_ = why;
   } catch (...) {

@@ -24,6 +24,7 @@
 #include "backends/shm/byte_offset.h"
 #include "backends/shm/shm_group.h"
 #include "core/logging.h"
+#include "core/mpi_runtime.h"
 #include "synk/error.h"
 
 namespace synk::shm {
@@ -113,6 +114,7 @@ void Group::finish_cma() {
       // The peer died after it posted this sync (a root waiting for its pullers, killed):
       // the same error every other rank's liveness check gives, naming the dead rank.
       broken_ = true;
+      detail::note_peer_lost();
       throw Error(ErrorCode::Remote,
                   std::string(op_name_) + ": rank " + std::to_string(other) + " (pid " +
                       std::to_string(peer_pid(other)) + ") died; rank " + std::to_string(q) +

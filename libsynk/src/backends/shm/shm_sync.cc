@@ -23,6 +23,7 @@
 #include "backends/shm/shm_layout.h"
 #include "backends/shm/stream_copy.h"
 #include "core/backoff.h"
+#include "core/mpi_runtime.h"
 #include "synk/error.h"
 
 namespace synk::shm {
@@ -408,6 +409,7 @@ void Group::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::ui
       next_liveness_check = now + std::chrono::milliseconds(10);
       if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) {
         broken_ = true;
+        detail::note_peer_lost();
         throw Error(ErrorCode::Remote,
                     std::string(op_name_) + ": rank " + std::to_string(peer) + " (pid " +
                         std::to_string(block_at(blocks_, peer).pid.load()) + ") died; rank " +
@@ -416,6 +418,7 @@ void Group::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::ui
     }
     if (now >= deadline) {
       broken_ = true;
+      detail::note_peer_lost();
       throw Error(ErrorCode::Timeout,
                   std::string(op_name_) + ": rank " + std::to_string(cfg_.rank) + " waited " +
                       detail::seconds_text(cfg_.timeout_s) + " (SYNK_TIMEOUT) for rank " +
