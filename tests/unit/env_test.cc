@@ -76,6 +76,7 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_TIMEOUT", "abc");
   expect_rejected("SYNK_TIMEOUT", "-1");
   expect_rejected("SYNK_TIMEOUT", "0");
+  expect_rejected("SYNK_TIMEOUT", "1e10");  // its nanoseconds would overflow
   expect_rejected("SYNK_TIMEOUT", "5s");
   expect_rejected("SYNK_TIMEOUT", "inf");
   expect_rejected("SYNK_SIMULATE_NODES", "0");

@@ -3,6 +3,7 @@
 // long does not starve the one it waits for.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -11,8 +12,9 @@ namespace synk::detail {
 
 // `seconds` as a steady_clock duration, to add to now() for a deadline.
 inline std::chrono::steady_clock::duration wait_duration(double seconds) {
+  // SYNK_TIMEOUT is at most 1e9 s (env.cc); more would overflow the nanoseconds.
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(seconds));
+      std::chrono::duration<double>(std::min(seconds, 1e9)));
 }
 
 // `seconds` for a timeout message, as SYNK_TIMEOUT would be written: "30 s", "0.5 s", "1 s".

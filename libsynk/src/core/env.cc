@@ -49,8 +49,9 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
     errno = 0;
     char* end = nullptr;
     const double t = std::strtod(v, &end);
-    if (errno != 0 || end == v || *end != '\0' || !std::isfinite(t) || t <= 0) {
-      bad("SYNK_TIMEOUT", v, "a positive number of seconds");
+    // Past about 9.2e9 s the nanoseconds of a deadline overflow, and it passed at once.
+    if (errno != 0 || end == v || *end != '\0' || !std::isfinite(t) || t <= 0 || t > 1e9) {
+      bad("SYNK_TIMEOUT", v, "a positive number of seconds, at most 1e9");
     }
     s.timeout_s = t;
   }
