@@ -83,8 +83,16 @@ void FailureParser::feed_line(const std::string& line) {
   static const std::regex code(R"(Exit code:\s*(-?\d+))");
   static const std::regex noticed(
       R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
+  static const std::regex abort_rank(R"(MPI_ABORT was invoked on rank (\d+) in communicator)");
+  static const std::regex abort_code(R"(^\s*with errorcode (-?\d+))");
   std::smatch m;
-  if (std::regex_search(line, m, name)) {
+  if (std::regex_search(line, m, abort_rank)) {
+    pending_abort_rank_ = std::stoi(m[1]);
+  } else if (pending_abort_rank_ && std::regex_search(line, m, abort_code)) {
+    rank_ = pending_abort_rank_;
+    code_ = std::stoi(m[1]);
+    aborted_ = true;
+  } else if (std::regex_search(line, m, name)) {
     pending_rank_ = std::stoi(m[1]);
   } else if (pending_rank_ && std::regex_search(line, m, code)) {
     rank_ = pending_rank_;
@@ -98,7 +106,8 @@ void FailureParser::feed_line(const std::string& line) {
 std::string FailureParser::describe() const {
   if (!rank_) return "";
   std::string out = "rank " + std::to_string(*rank_);
-  if (code_) out += " (exit code " + std::to_string(*code_) + ")";
+  if (code_) out += (aborted_ ? " (MPI_Abort, error code " : " (exit code ") +
+                   std::to_string(*code_) + ")";
   if (signal_) {
     const char* name = strsignal(*signal_);
     out += " (signal " + std::to_string(*signal_) + (name ? std::string(", ") + name : "") + ")";

@@ -11,6 +11,8 @@ namespace synk::launch {
 // Reads mpirun's messages (line by line) for the first rank that failed:
 //   "Process name: [[30945,1],1]" followed by "Exit code:    3"
 //   "mpirun noticed that process rank 1 with PID 42 on node vm exited on signal 11 (...)"
+//   "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD" then "with errorcode 7."
+//   (Open MPI 4.1 prints this one only now and then: it may kill the job first.)
 class FailureParser {
  public:
   void feed_line(const std::string& line);
@@ -20,8 +22,9 @@ class FailureParser {
   std::string describe() const;  // "rank 1 (exit code 3)", or "" when none was seen
 
  private:
-  std::optional<int> pending_rank_;
+  std::optional<int> pending_rank_, pending_abort_rank_;
   std::optional<int> rank_, code_, signal_;
+  bool aborted_ = false;  // the rank called MPI_Abort; code_ is its error code
 };
 
 struct JobResult {

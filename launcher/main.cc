@@ -2,7 +2,9 @@
 // (or, with --rank-step, be that step). Usage errors exit 2 with one line on stderr.
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -69,8 +71,8 @@ std::string self_path(const char* argv0) {
   return ec ? std::string(argv0) : p.string();
 }
 
-// mpirun on PATH first (the user's choice), else the one found at build time.
-std::string find_mpirun() {
+// The first executable file `name` on PATH, or "".
+std::string on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "";
   std::size_t pos = 0;
@@ -78,12 +80,59 @@ std::string find_mpirun() {
     std::size_t end = dirs.find(':', pos);
     if (end == std::string::npos) end = dirs.size();
     const std::string dir = dirs.substr(pos, end - pos);
-    const std::string candidate = (dir.empty() ? "." : dir) + "/mpirun";
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    std::error_code ec;
+    if (access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate, ec)) {
+      return candidate;
+    }
     pos = end + 1;
   }
-  return SYNK_MPIRUN_PATH;
+  return "";
 }
+
+// mpirun on PATH first (the user's choice), else the one found at build time.
+std::string find_mpirun() {
+  const std::string found = on_path("mpirun");
+  return found.empty() ? SYNK_MPIRUN_PATH : found;
+}
+
+// Finds PROGRAM as mpirun does: a name with a slash as it is; without one on PATH, then in the
+// current directory (which execvp on the ranks would not look in: that one is passed on as an
+// absolute path). Returns "" or why it cannot run here, with the exit code the shell would give.
+std::string resolve_program(std::string& program, int& code) {
+  std::string path = program;
+  if (program.find('/') == std::string::npos) {
+    path = on_path(program);
+    if (path.empty()) {
+      path = std::filesystem::absolute(program).string();
+      if (access(path.c_str(), F_OK) != 0) {
+        code = 127;
+        return "cannot run " + program + ": not found on PATH or in the current directory";
+      }
+    } else {
+      return "";  // found on PATH: the ranks find it there too
+    }
+  }
+  std::error_code ec;
+  if (access(path.c_str(), F_OK) != 0) {
+    code = 127;
+    return "cannot run " + program + ": " + std::strerror(errno);
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    code = 126;
+    return "cannot run " + program + ": it is a directory";
+  }
+  if (access(path.c_str(), X_OK) != 0) {
+    code = 126;
+    return "cannot run " + program + ": " + std::strerror(errno);
+  }
+  program = path;
+  return "";
+}
+
+// More ranks than this per core on one node is a typo (-np 20000), not a job: refused, as
+// mpirun refuses any oversubscription unless told.
+constexpr int kMaxRanksPerCore = 64;
 
 int launch(Options& o, const char* argv0) {
   if (const std::string err = check_files(o); !err.empty()) return usage_error(err);
@@ -115,11 +164,32 @@ int launch(Options& o, const char* argv0) {
   hw.reset();
 
   const bool multi_node = !o.hosts.empty() || !o.hostfile.empty();
+  if (!o.program.empty()) {
+    int code = 0;
+    const std::string original = o.program[0];
+    if (std::string err = resolve_program(o.program[0], code); !err.empty()) {
+      if (o.dry_run || multi_node) {
+        // Planning for elsewhere, or the other hosts may have it: say so, start anyway.
+        o.program[0] = original;
+        std::fprintf(stderr, "synkrun: note: %s here\n", err.c_str());
+      } else {
+        std::fprintf(stderr, "synkrun: error: %s\n", err.c_str());
+        return code;
+      }
+    }
+  }
   int nranks = 0;
   Plan plan;
   bool planned = false;
   try {
     nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
+    const long long cores = static_cast<long long>(topo.cores.size());
+    if (!multi_node && nranks > kMaxRanksPerCore * cores) {
+      return usage_error("-np " + std::to_string(nranks) + ": more than " +
+                         std::to_string(kMaxRanksPerCore) + " ranks per core on a node of " +
+                         std::to_string(cores) + " cores; give the hosts with -H or " +
+                         "--hostfile to spread them");
+    }
     plan = make_plan(topo, nranks, o.plan);
     planned = true;
   } catch (const PlanError& e) {
@@ -133,6 +203,7 @@ int launch(Options& o, const char* argv0) {
   ctx.nranks = nranks;
   ctx.as_root = geteuid() == 0;
   ctx.oversubscribe = !multi_node && nranks > static_cast<int>(topo.cores.size());
+
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
 
   std::vector<std::string> notes = plan.notes;

@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace synk::launch {
 namespace {
@@ -17,8 +19,14 @@ struct Raw {
   std::string np, bind, gpus;
   int gpus_per_rank = 1;
   std::vector<std::string> exports;
-  double timeout = 0;
+  std::string timeout;
 };
+
+// Beyond these, a count or a duration is a typo, not a job: a plan for 2^31 ranks ran out of
+// memory, and seconds past about 9.2e9 overflow the nanoseconds of a deadline (which then
+// passed at once).
+constexpr int kMaxRanks = 1 << 20;
+constexpr double kMaxTimeoutSeconds = 1e9;  // about 31 years
 
 void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& program_help) {
   app.description(
@@ -47,7 +55,8 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
       ->type_name("FILE.xml");
   app.add_option("-x", raw.exports, "export VAR (or set VAR=VALUE) on every rank; repeatable")
       ->type_name("VAR[=VALUE]");
-  app.add_option("--timeout", raw.timeout, "stop every rank after SECONDS; exit code 124")
+  app.add_option("--timeout", raw.timeout,
+                 "stop every rank after SECONDS; exit code 124 (default 0: no time limit)")
       ->type_name("SECONDS");
   app.add_flag("--rank-step", o.rank_step, "internal: the step synkrun runs on each rank")
       ->group("");
@@ -56,7 +65,9 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
       "Each rank gets SYNK_RANK, SYNK_WORLD_SIZE, SYNK_LOCAL_RANK, SYNK_LOCAL_SIZE,\n"
       "SYNK_NODE_RANK, SYNK_GPU, SYNK_CPUS, CUDA_DEVICE_ORDER=PCI_BUS_ID and\n"
       "CUDA_VISIBLE_DEVICES. Exit code: the first failing rank's; 124 on --timeout;\n"
-      "2 on a usage error.");
+      "127 (126) when PROGRAM is not found (cannot be run); 2 on a usage error.\n"
+      "Like mpirun, a PROGRAM without a slash is looked up on PATH, then in the\n"
+      "current directory.");
 }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
@@ -75,6 +86,7 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
       return "";
     }
     if (a == "-np") a = "-n";  // CLI11 would read -np as -n p
+    if (starts_with(a, "-np=")) a = "-n" + a.substr(4);
     std::string name = a, attached;
     bool has_attached = false;
     if (starts_with(a, "--")) {
@@ -92,6 +104,12 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
     const bool takes_value = opt != nullptr && opt->get_items_expected_max() > 0;
     if (takes_value && !has_attached) {
       if (i + 1 >= args.size()) return "option " + a + " needs a value";
+      // "-H -np 2 prog": the next option is not -H's value (a negative number may be a
+      // value, and is refused later with the option's own message).
+      const std::string& next = args[i + 1];
+      if (next.size() > 1 && next[0] == '-' && !(next[1] >= '0' && next[1] <= '9')) {
+        return "option " + a + " needs a value (got the option " + next + ")";
+      }
       opts.push_back(args[++i]);
     } else if (!takes_value && has_attached && starts_with(a, "--")) {
       return "option " + name + " takes no value";
@@ -102,17 +120,49 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
   return "";
 }
 
-std::optional<int> parse_count(const std::string& s) {
+std::optional<int> parse_count(const std::string& s, int max) {
   int v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v < 1) return std::nullopt;
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v < 1 || v > max) {
+    return std::nullopt;
+  }
   return v;
+}
+
+// -H as mpirun takes it: host[:slots],... with slots a whole number >= 1. Returns an error or "".
+std::string check_hosts(const std::string& hosts) {
+  std::size_t pos = 0;
+  while (pos <= hosts.size()) {
+    std::size_t end = hosts.find(',', pos);
+    if (end == std::string::npos) end = hosts.size();
+    const std::string item = hosts.substr(pos, end - pos);
+    const std::size_t colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    if (name.empty() || (colon != std::string::npos &&
+                         !parse_count(item.substr(colon + 1), kMaxRanks))) {
+      return "-H: \"" + item + "\" is not HOST or HOST:SLOTS (SLOTS a whole number >= 1)";
+    }
+    pos = end + 1;
+  }
+  return "";
+}
+
+std::string seconds_text(double s) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
 }
 
 std::string finish(Options& o, const Raw& raw) {
   if (raw.np_given) {
-    o.np = parse_count(raw.np);
-    if (!o.np) return "-np: \"" + raw.np + "\" is not a number of ranks (a whole number >= 1)";
+    o.np = parse_count(raw.np, kMaxRanks);
+    if (!o.np) {
+      return "-np: \"" + raw.np + "\" is not a number of ranks (a whole number from 1 to " +
+             std::to_string(kMaxRanks) + ")";
+    }
+  }
+  if (!o.hosts.empty()) {
+    if (std::string err = check_hosts(o.hosts); !err.empty()) return err;
   }
   if (!raw.bind.empty()) {
     o.plan.bind = parse_bind_mode(raw.bind);
@@ -140,11 +190,23 @@ std::string finish(Options& o, const Raw& raw) {
     if (!ok) return "-x: \"" + x + "\" is not VAR or VAR=VALUE";
   }
   o.exports = raw.exports;
-  if (!(raw.timeout >= 0) || !std::isfinite(raw.timeout)) {
-    return "--timeout: " + std::to_string(raw.timeout) + " is not a number of seconds >= 0";
+  if (!raw.timeout.empty()) {
+    char* end = nullptr;
+    const double t = std::strtod(raw.timeout.c_str(), &end);
+    if (end == raw.timeout.c_str() || *end != '\0' || !(t >= 0) || !std::isfinite(t)) {
+      return "--timeout: \"" + raw.timeout + "\" is not a number of seconds >= 0";
+    }
+    if (t > kMaxTimeoutSeconds) {
+      return "--timeout: " + seconds_text(t) + " s is more than " +
+             seconds_text(kMaxTimeoutSeconds) + " s; 0 means no time limit";
+    }
+    o.timeout_s = t;
   }
-  o.timeout_s = raw.timeout;
   if (o.json && !o.dry_run) return "--json goes with --dry-run";
+  // Ranks bind to the cores that file describes: on this machine they may not exist.
+  if (!o.topology.empty() && !o.dry_run && !o.rank_step) {
+    return "--topology plans for another machine and goes with --dry-run";
+  }
   if (o.program.empty() && !o.dry_run)
     return "missing PROGRAM: synkrun [options] [--] PROGRAM [ARGS...]";
   return "";

@@ -142,6 +142,32 @@ oversubscribe)
   [ "$(grep -c '^synkrun: host .* rank .* local rank .*: gpu -, cpus .*, numa ' "$work/err")" = "$n" ] ||
     fail "expected $n --report-bindings lines"
   ;;
+program_lookup)
+  # PROGRAM as mpirun finds it: on PATH, else in the current directory; one line and the
+  # shell's exit code (127 not found, 126 not runnable) before anything starts.
+  check_cannot_run() {  # expected-code args...
+    local want=$1
+    shift
+    "$SYNKRUN" "$@" >"$work/out" 2>"$work/err"
+    local rc=$?
+    [ "$rc" = "$want" ] || fail "synkrun $*: exit $rc, expected $want"
+    [ "$(wc -l <"$work/err")" = 1 ] || fail "synkrun $*: not one line on stderr"
+    grep -q '^synkrun: error: cannot run ' "$work/err" || fail "synkrun $*: message format"
+  }
+  check_cannot_run 127 -np 1 "$work/no-such-program"
+  check_cannot_run 127 -np 1 no-such-program-anywhere
+  printf '#!/bin/sh\necho hi\n' >"$work/not-executable"
+  check_cannot_run 126 -np 1 "$work/not-executable"
+  check_cannot_run 126 -np 1 "$work"
+  cp "$PROBE" "$work/probe_here.sh"
+  (cd "$work" && "$SYNKRUN" -np 2 probe_here.sh >"$work/out" 2>"$work/err") ||
+    fail "a program in the current directory did not run"
+  [ "$(grep -c '^probe ' "$work/out")" = 2 ] || fail "expected 2 probe lines"
+  # A dry run plans for wherever the program is: a note, not an error.
+  "$SYNKRUN" --dry-run -np 1 no-such-program-anywhere >"$work/out" 2>"$work/err" ||
+    fail "--dry-run with a program not here: exit $?"
+  grep -q '^synkrun: note: cannot run no-such-program-anywhere' "$work/err" || fail "dry-run note"
+  ;;
 argument_errors)
   check_usage_error() {  # args...: exit 2, one line on stderr starting "synkrun: error:", no stdout
     "$SYNKRUN" "$@" >"$work/out" 2>"$work/err"
@@ -157,9 +183,20 @@ argument_errors)
   check_usage_error -np -1 "$PROBE"
   check_usage_error -np abc "$PROBE"
   check_usage_error --hostfile "$work/no-such-hostfile" "$PROBE"
-  check_usage_error --topology "$work/no-such-topology.xml" "$PROBE"
+  check_usage_error --topology "$work/no-such-topology.xml" --dry-run "$PROBE"
   echo "<topology>broken" >"$work/broken.xml"
-  check_usage_error --topology "$work/broken.xml" -np 1 "$PROBE"
+  check_usage_error --topology "$work/broken.xml" -np 1 --dry-run "$PROBE"
+  # Another machine's plan would bind ranks to cores this one may not have.
+  check_usage_error --topology "$FIXTURES/4numa-96pu-nogpu.xml" -np 2 "$PROBE"
+  grep -q 'goes with --dry-run' "$work/err" || fail "--topology without --dry-run message"
+  # Typos refused before mpirun: 64 ranks a core at most on one node, a timeout that would
+  # overflow the clock, hosts that are not host:slots, an option taken as -H's value.
+  check_usage_error -np $((64 * $(nproc --all) + 1)) "$PROBE"
+  grep -q 'ranks per core' "$work/err" || fail "-np per core message"
+  check_usage_error -np 2147483647 --dry-run "$PROBE"
+  check_usage_error --timeout 1e10 -np 1 "$PROBE"
+  check_usage_error -H localhost:abc -np 1 "$PROBE"
+  check_usage_error -H -np 1 "$PROBE"
   check_usage_error --no-such-option "$PROBE"
   check_usage_error --bind socket "$PROBE"
   check_usage_error --topology "$FIXTURES/4numa-96pu-nogpu.xml" --dry-run "$PROBE"

@@ -97,6 +97,25 @@ TEST(Options, ErrorsAreOneLine) {
   EXPECT_NE(error({"--timeout", "-3", "prog"}).find("--timeout"), std::string::npos);
   EXPECT_NE(error({"--json", "prog"}).find("--dry-run"), std::string::npos);
   EXPECT_NE(error({"--dry-run=1", "prog"}).find("takes no value"), std::string::npos);
+  // Typos that used to reach mpirun or the clock: a count past any machine, a timeout whose
+  // nanoseconds overflow, hosts that are not host:slots, an option taken as a value.
+  EXPECT_NE(error({"-np", "2147483647", "prog"}).find("from 1 to 1048576"), std::string::npos);
+  EXPECT_NE(error({"-np", "99999999999", "prog"}).find("-np"), std::string::npos);
+  EXPECT_EQ(ok({"-np=3", "prog"}).np, 3);
+  EXPECT_NE(error({"--timeout", "1e10", "prog"}).find("more than 1e+09 s"), std::string::npos);
+  EXPECT_NE(error({"--timeout", "abc", "prog"}).find("\"abc\" is not a number of seconds"),
+            std::string::npos);
+  EXPECT_NE(error({"--timeout", "inf", "prog"}).find("--timeout"), std::string::npos);
+  EXPECT_DOUBLE_EQ(ok({"--timeout", "1e9", "prog"}).timeout_s, 1e9);
+  EXPECT_DOUBLE_EQ(ok({"prog"}).timeout_s, 0);
+  for (const char* h : {"localhost:abc", "a:0", ":2", "a,,b", "a:2:3"}) {
+    EXPECT_NE(error({"-H", h, "prog"}).find("is not HOST or HOST:SLOTS"), std::string::npos) << h;
+  }
+  EXPECT_EQ(ok({"-H", "a,b:2", "prog"}).hosts, "a,b:2");
+  EXPECT_NE(error({"-H", "-np", "2", "prog"}).find("needs a value (got the option -np)"),
+            std::string::npos);
+  EXPECT_NE(error({"--topology", "t.xml", "prog"}).find("goes with --dry-run"),
+            std::string::npos);
 }
 
 TEST(Options, HelpListsEveryOption) {
@@ -113,7 +132,7 @@ TEST(Options, HelpListsEveryOption) {
 
 TEST(MpirunCommand, FlagsAndRankStep) {
   Options o = ok({"-np", "3", "-H", "a:2,b:1", "-x", "FOO=1", "--gpus", "2,0", "--bind", "core",
-                  "--report-bindings", "--topology", "/t.xml", "prog", "--flag"});
+                  "--report-bindings", "--dry-run", "--topology", "/t.xml", "prog", "--flag"});
   MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 3, true, false};
   EXPECT_EQ(mpirun_command(o, c), (std::vector<std::string>{"/usr/bin/mpirun",
                                                             "-np",
@@ -230,6 +249,16 @@ TEST(FailureParser, OpenMpiMessages) {
       "(Segmentation fault).");
   EXPECT_EQ(sig.rank(), 12);
   EXPECT_EQ(sig.signal(), 11);
+
+  FailureParser aborted;
+  for (const char* l : {"MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
+                        "with errorcode 7.", "", "  Process name: [[30945,1],0]",
+                        "  Exit code:    1"}) {
+    aborted.feed_line(l);
+  }
+  EXPECT_EQ(aborted.rank(), 1);
+  EXPECT_EQ(aborted.exit_code(), 7);
+  EXPECT_EQ(aborted.describe(), "rank 1 (MPI_Abort, error code 7)");
 
   FailureParser nothing;
   nothing.feed_line("Exit code: 3");  // without a process name first
