@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/shm/store_tuner.h"
 #include "backends/shm/stream_copy.h"
 
 namespace synk::bench {
@@ -152,6 +153,17 @@ std::string membound_line(const std::vector<Row>& rows, Coll coll, int n, double
     if (!best || r.bytes > best->bytes) best = &r;
   }
   if (!best || copy_bw <= 0) return "";
+  // A row that fits in the caches is not bound by memory (-e 1M gave "reached 167%").
+  const std::size_t llc = shm::last_level_cache_bytes();
+  const std::size_t cache = llc ? llc : std::size_t{32} << 20;
+  if (best->bytes < cache) {
+    char note[200];
+    std::snprintf(note, sizeof note,
+                  "# %s (shm): no memory-bandwidth bound: the largest row (%zu B) is under the "
+                  "last-level cache (%zu MiB); run up to -e 64M for one\n",
+                  to_string(coll), best->bytes, cache >> 20);
+    return note;
+  }
   const double bound_s = shm_traffic_bytes(coll, best->bytes, n) / copy_bw;
   char buf[320];
   std::snprintf(buf, sizeof buf,

@@ -298,10 +298,12 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     out(what + "\n" + handoff_line(handoff_before, "before the table") + table_header());
   }
   std::uint64_t total_wrong = 0;
+  bool any_row = false;
   for (std::size_t s : steps) {
     CallArgs a{coll,      make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root, send.get(),
                recv.get()};
     if (a.layout.count == 0) continue;
+    any_row = true;
     for (Bench& b : benches) {
       fill_buffers(a, w.rank, w.size);
       const double predicted = b.seconds_per_byte * static_cast<double>(a.layout.bytes);
@@ -347,6 +349,13 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   }
   const Handoff handoff_after = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
   total_wrong += (handoff_before.wrong ? 1 : 0) + (handoff_after.wrong ? 1 : 0);
+  if (w.root() && !any_row) {
+    const std::size_t per_rank = is_blocked(coll) ? static_cast<std::size_t>(w.size) : 1;
+    out("# note: no row: every size from " + std::to_string(o.min_bytes) + " to " +
+        std::to_string(o.max_bytes) + " B is under " + std::to_string(per_rank) + " " +
+        to_string(o.dtype) + " element" + (per_rank == 1 ? "" : "s (one per rank)") +
+        "; give a larger -e\n");
+  }
   if (w.root()) {
     for (const Bench& b : benches) out(summary_line(rows, coll, b.backend));
     out(membound_line(rows, coll, w.size, copy_bw));
@@ -452,6 +461,10 @@ int run(const World& w, int argc, char** argv) {
         return kExitFailure;
       }
     }
+  }
+  if (rows.empty()) {
+    if (w.root()) std::fprintf(stderr, "synk-bench: no row measured: -e is too small (see the notes)\n");
+    return kExitUsage;
   }
   return wrong ? kExitFailure : 0;
 }

@@ -57,6 +57,12 @@ grep -q "node buffers: 1" "$work/node.txt"
 grep -q "rank 0's buffers start 16 (send) and 16 (recv) bytes into a page" "$work/node.txt"
 grep -q "#wrong total: 0" "$work/node.txt"
 refused 1 all -R 2 -- "-R 2: expected 0 or 1"
+# sizes too small for any row: a note in the table and exit 2, not an empty success
+refused 2 allgather -b 4 -e 4 --backend shm -- "no row: every size from 4 to 4 B is under 2 float32"
+grep -q "synk-bench: no row measured" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
+# rows that fit in the caches get no memory-bandwidth bound (it read "reached 167%" there)
+grep -q "^# allreduce (shm): no memory-bandwidth bound: the largest row (65536 B) is under" \
+  "$work/offset.txt" || { echo "a bound for rows in the caches"; exit 1; }
 refused 1 all -P 4100 -- "-P 4100: BYTES must be a multiple of 8 from 0 to 4095"
 
 # nccl-tests' spelling names the same collective; an unknown one is refused with the list
