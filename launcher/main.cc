@@ -2,6 +2,7 @@
 // (or, with --rank-step, be that step). Usage errors exit 2 with one line on stderr.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -213,6 +214,10 @@ int launch(Options& o, const char* argv0) {
                                     " cores: oversubscribing (mpirun --oversubscribe)");
   }
   if (multi_node && !planned) notes.push_back("this node's plan is made on each node");
+  if (multi_node && planned && o.dry_run) {
+    notes.push_back("with several hosts each node plans for its own ranks when the job starts; "
+                    "shown: all " + std::to_string(nranks) + " on this node");
+  }
 
   if (o.dry_run) {
     if (o.json) {
@@ -220,8 +225,12 @@ int launch(Options& o, const char* argv0) {
       for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
       std::fprintf(stderr, "synkrun: mpirun command: %s\n", shell_join(cmd).c_str());
     } else {
-      if (planned) std::printf("%s", plan_to_text(plan, topo).c_str());
-      if (ctx.oversubscribe) std::printf("note: %s\n", notes.front().c_str());
+      if (planned) std::printf("%s", plan_to_text(plan, topo).c_str());  // with plan.notes
+      for (const auto& n : notes) {
+        if (std::find(plan.notes.begin(), plan.notes.end(), n) == plan.notes.end()) {
+          std::printf("note: %s\n", n.c_str());
+        }
+      }
       std::printf("mpirun command:\n  %s\n", shell_join(cmd).c_str());
     }
     return 0;

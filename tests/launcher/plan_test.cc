@@ -298,6 +298,11 @@ TEST(Plan4Numa, NoGpuAndNoDefaultRankCount) {
     EXPECT_NE(std::string(e.what()).find("-np"), std::string::npos) << e.what();
   }
   EXPECT_THROW(make_plan(t, 1, {BindMode::gpu, std::nullopt, 1}), PlanError);
+  // GPU options on a node without GPUs are said to do nothing, not taken silently.
+  const Plan k2 = make_plan(t, 2, {BindMode::core, std::nullopt, 2});
+  ASSERT_EQ(k2.notes.size(), 1u);
+  EXPECT_EQ(k2.notes[0], "the node has no GPU: --gpus-per-rank has no effect");
+  EXPECT_TRUE(make_plan(t, 2, {BindMode::core, std::nullopt, 1}).notes.empty());
 }
 
 TEST(Plan4Numa, RanksSpreadOverNumaNodesWithDisjointCores) {
