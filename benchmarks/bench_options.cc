@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "synk/version.h"
+
 namespace synk::bench {
 
 namespace {
@@ -207,12 +209,18 @@ Options parse_options(int argc, char** argv) {
                  "speedup; null where the table shows '-' or N/A)")
       ->type_name("FILE");
   app.footer(kFooter);
+  app.set_version_flag("--version", "synk-bench (synk " SYNK_VERSION_STRING ")",
+                       "print the version and exit");
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     o.help = true;
     o.help_text = app.help();
+    return o;
+  } catch (const CLI::CallForVersion& e) {
+    o.help = true;  // printed, exit 0
+    o.help_text = std::string(e.what()) + "\n";
     return o;
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());

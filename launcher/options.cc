@@ -58,6 +58,8 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
   app.add_option("--timeout", raw.timeout,
                  "stop every rank after SECONDS; exit code 124 (default 0: no time limit)")
       ->type_name("SECONDS");
+  app.set_version_flag("--version", "synkrun (synk " SYNK_VERSION_TEXT ")",
+                       "print synkrun's version and exit");
   app.add_flag("--rank-step", o.rank_step, "internal: the step synkrun runs on each rank")
       ->group("");
   app.add_option("--node-topology", o.node_topology, "internal: HOST=FILE.xml")->group("");
@@ -99,7 +101,9 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
       has_attached = true;
     }
     const CLI::Option* opt = app.get_option_no_throw(name);
-    if (opt == nullptr && name != "-h" && name != "--help") return "unknown option " + a;
+    if (opt == nullptr && name != "-h" && name != "--help" && name != "--version") {
+      return "unknown option " + a;
+    }
     opts.push_back(a);
     const bool takes_value = opt != nullptr && opt->get_items_expected_max() > 0;
     if (takes_value && !has_attached) {
@@ -232,6 +236,10 @@ ParseResult parse_options(const std::vector<std::string>& args) {
     } catch (const CLI::CallForHelp&) {
       result.status = ParseResult::Status::help;
       result.text = app.help();
+      return result;
+    } catch (const CLI::CallForVersion& e) {
+      result.status = ParseResult::Status::help;  // printed, exit 0
+      result.text = std::string(e.what()) + "\n";
       return result;
     } catch (const CLI::ParseError& e) {
       err = e.what();

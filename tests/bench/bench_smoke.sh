@@ -71,6 +71,8 @@ grep -q "^# allgather (shm)" "$work/one.txt"
 if grep -q "handoff probe" "$work/one.txt"; then echo "a handoff probe with one rank"; exit 1; fi
 refused 1 all_scatter -- "unknown collective 'all_scatter'"
 
+"$bench" --version | grep -q "^synk-bench (synk [0-9]" || { echo "--version"; exit 1; }
+
 set +e
 run -np 2 "$bench" allreduce -d foo > "$work/bad.txt" 2>&1
 rc=$?

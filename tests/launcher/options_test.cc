@@ -123,11 +123,14 @@ TEST(Options, HelpListsEveryOption) {
   ASSERT_EQ(r.status, ParseResult::Status::help);
   for (const char* opt :
        {"--np", "-H", "--hostfile", "--bind", "--gpus", "--gpus-per-rank", "--report-bindings",
-        "--dry-run", "--json", "--topology", "-x", "--timeout", "PROGRAM"}) {
+        "--dry-run", "--json", "--topology", "-x", "--timeout", "--version", "PROGRAM"}) {
     EXPECT_NE(r.text.find(opt), std::string::npos) << opt;
   }
   EXPECT_EQ(r.text.find("--rank-step"), std::string::npos);  // internal
   EXPECT_EQ(parse({"-np", "2", "-h"}).status, ParseResult::Status::help);
+  const ParseResult v = parse({"--version"});
+  EXPECT_EQ(v.status, ParseResult::Status::help);  // printed, exit 0
+  EXPECT_EQ(v.text.rfind("synkrun (synk ", 0), 0u) << v.text;
 }
 
 TEST(MpirunCommand, FlagsAndRankStep) {
