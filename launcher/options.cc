@@ -133,8 +133,10 @@ std::optional<int> parse_count(const std::string& s, int max) {
   return v;
 }
 
-// -H as mpirun takes it: host[:slots],... with slots a whole number >= 1. Returns an error or "".
-std::string check_hosts(const std::string& hosts) {
+// -H as mpirun takes it: host[:slots],... with slots a whole number >= 1 (1 when not given).
+// Returns an error or "", and the slots in all.
+std::string check_hosts(const std::string& hosts, long long& slots) {
+  slots = 0;
   std::size_t pos = 0;
   while (pos <= hosts.size()) {
     std::size_t end = hosts.find(',', pos);
@@ -146,6 +148,7 @@ std::string check_hosts(const std::string& hosts) {
                          !parse_count(item.substr(colon + 1), kMaxRanks))) {
       return "-H: \"" + item + "\" is not HOST or HOST:SLOTS (SLOTS a whole number >= 1)";
     }
+    slots += colon == std::string::npos ? 1 : *parse_count(item.substr(colon + 1), kMaxRanks);
     pos = end + 1;
   }
   return "";
@@ -166,7 +169,14 @@ std::string finish(Options& o, const Raw& raw) {
     }
   }
   if (!o.hosts.empty()) {
-    if (std::string err = check_hosts(o.hosts); !err.empty()) return err;
+    long long slots = 0;
+    if (std::string err = check_hosts(o.hosts, slots); !err.empty()) return err;
+    // mpirun refuses this too, in 20 lines that name synkrun as the program.
+    if (o.np && *o.np > slots) {
+      return "-np " + std::to_string(*o.np) + " but -H " + o.hosts + " offers " +
+             std::to_string(slots) + (slots == 1 ? " slot" : " slots") +
+             " (a host without :SLOTS has 1)";
+    }
   }
   if (!raw.bind.empty()) {
     o.plan.bind = parse_bind_mode(raw.bind);

@@ -197,6 +197,8 @@ argument_errors)
   check_usage_error --timeout 1e10 -np 1 "$PROBE"
   check_usage_error -H localhost:abc -np 1 "$PROBE"
   check_usage_error -H -np 1 "$PROBE"
+  check_usage_error -H localhost:1 -np 2 "$PROBE"
+  grep -q 'offers 1 slot' "$work/err" || fail "-np beyond -H's slots message"
   check_usage_error --no-such-option "$PROBE"
   check_usage_error --bind socket "$PROBE"
   check_usage_error --topology "$FIXTURES/4numa-96pu-nogpu.xml" --dry-run "$PROBE"

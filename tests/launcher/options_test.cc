@@ -112,6 +112,8 @@ TEST(Options, ErrorsAreOneLine) {
     EXPECT_NE(error({"-H", h, "prog"}).find("is not HOST or HOST:SLOTS"), std::string::npos) << h;
   }
   EXPECT_EQ(ok({"-H", "a,b:2", "prog"}).hosts, "a,b:2");
+  EXPECT_EQ(ok({"-H", "a,b:2", "-np", "3", "prog"}).np, 3);
+  EXPECT_NE(error({"-H", "a,b:2", "-np", "4", "prog"}).find("offers 3 slots"), std::string::npos);
   EXPECT_NE(error({"-H", "-np", "2", "prog"}).find("needs a value (got the option -np)"),
             std::string::npos);
   EXPECT_NE(error({"--topology", "t.xml", "prog"}).find("goes with --dry-run"),
