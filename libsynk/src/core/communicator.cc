@@ -45,6 +45,12 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   state->backend = detail::make_backend(requested, state->ctx);
   state->backend_name = state->backend->name();
   state->requested = requested;
+  // Across nodes the calls are always compared first. Without it, a rank whose arguments were
+  // rejected left the call alone, and its next call was paired with the others' current one
+  // on the other node (an all_reduce of 4 floats of 1 gave 9 instead of 4, silently); the
+  // shm backend tells its node inside the call (reject), but MPI between the nodes cannot.
+  // One small all-gather per call, which is little next to crossing the network.
+  if (state->backend_name == "hier") state->check_calls = true;
   return state;
 }
 
