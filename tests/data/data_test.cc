@@ -122,6 +122,27 @@ TEST(Data, MasterValuesReachEveryRankOncePerNode) {
   ASSERT_EQ(picked.values.size(), 6u);
   EXPECT_EQ(picked.values[0], 27.5f);
   EXPECT_EQ(picked.values[3], 6.5f);
+
+  // A hand-made selection out of range is an error naming the row (it read past the segment:
+  // SIGSEGV for row 1000000, another mapping's bytes for rows 8-12 of 10).
+  auto take_error = [&](const RowSelection& s) {
+    try {
+      (void)d.take(s);
+    } catch (const synk::Error& e) {
+      EXPECT_EQ(e.code(), synk::ErrorCode::InvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(take_error(RowSelection{0, 0, 1, {1, 1000000}}),
+              HasSubstr("row 1000000 (position 1 of the selection) is out of range for data of "
+                        "10 rows"));
+  EXPECT_THAT(take_error(RowSelection{8, 5, 1, {}}), HasSubstr("row 10 (position 2"));
+  EXPECT_THAT(take_error(RowSelection{1, 4, 3, {}}), HasSubstr("row 10 (position 3"));
+  EXPECT_THAT(take_error(RowSelection{10, 1, 1, {}}), HasSubstr("row 10 (position 0"));
+  EXPECT_THAT(take_error(RowSelection{0, 2, ~std::size_t{0} / 2, {}}), HasSubstr("out of range"));
+  EXPECT_EQ(d.take(RowSelection{1, 3, 4, {}}).rows, 3u);  // rows 1, 5, 9: the last one fits
+  EXPECT_EQ(d.take(RowSelection{10, 0, 1, {}}).rows, 0u);  // nothing taken, nothing read
 }
 
 TEST(Data, SetValueWithTheWrongSizeFailsOnEveryRank) {

@@ -47,6 +47,10 @@ class Batch {
 };
 
 namespace detail {
+// Throws InvalidArgument naming the first row of sel at or past `rows` (a RowSelection can be
+// built by hand; one from Batch is checked already).
+void check_selection(const RowSelection& sel, std::size_t rows);
+
 // Copies rows sel[0], sel[1], ... of a row-major array at `base` (row_bytes each) one after
 // another to `out`. Random rows are latency-bound; see batch.cc for how it keeps the memory
 // system busy.
@@ -133,6 +137,7 @@ class Data {
   // The same into a buffer the caller reuses from batch to batch (no allocation once it is
   // large enough): a view into shared memory when the rows are contiguous, else into buffer.
   std::span<const T> take(const RowSelection& sel, std::vector<T>& buffer) const {
+    detail::check_selection(sel, rows());
     const std::size_t re = row_elems();
     if (sel.contiguous()) {
       return sel.size() ? row_span(sel.start, sel.start + sel.size()) : std::span<const T>();

@@ -67,6 +67,33 @@ RowSelection Batch::select(std::size_t rows) const {
   return s;
 }
 
+namespace detail {
+
+void check_selection(const RowSelection& sel, std::size_t rows) {
+  auto bad = [&](std::size_t row, std::size_t position) {
+    return Error(ErrorCode::InvalidArgument,
+                 "Data::take: row " + std::to_string(row) + " (position " +
+                     std::to_string(position) + " of the selection) is out of range for data of " +
+                     std::to_string(rows) + " rows");
+  };
+  if (!sel.indices.empty()) {
+    for (std::size_t i = 0; i < sel.indices.size(); ++i) {
+      if (sel.indices[i] >= rows) throw bad(sel.indices[i], i);
+    }
+    return;
+  }
+  if (sel.count == 0) return;
+  if (sel.start >= rows) throw bad(sel.start, 0);
+  // The last row, start + (count - 1) * step, without overflowing.
+  const std::size_t room = rows - 1 - sel.start;
+  if (sel.step != 0 && sel.count - 1 > room / sel.step) {
+    const std::size_t first_bad = room / sel.step + 1;
+    throw bad(sel.start + first_bad * sel.step, first_bad);
+  }
+}
+
+}  // namespace detail
+
 void Batch::check_indices(std::size_t rows) const {
   for (std::size_t i = 0; i < rows_->size(); ++i) {
     if ((*rows_)[i] >= rows) {
