@@ -177,6 +177,18 @@ TEST(Comm, MovedCommunicatorStillWorks) {
   c = std::move(b);
   EXPECT_EQ(c.size(), mpi_size());
   EXPECT_TRUE(synk_test::still_usable(c));
+  // The moved-from ones say so (they dereferenced null: SIGSEGV).
+  for (synk::Communicator* gone : {&a, &b}) {
+    try {
+      (void)gone->rank();
+      ADD_FAILURE() << "rank() of a moved-from Communicator returned";
+    } catch (const synk::Error& e) {
+      EXPECT_EQ(e.code(), synk::ErrorCode::InvalidUsage);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("moved from"));
+    }
+    std::vector<float> x(4, 1.0f);
+    EXPECT_THROW(gone->all_reduce(x), synk::Error);
+  }
 }
 
 // Every rank must agree on the backend, or their collectives would not meet.

@@ -131,6 +131,7 @@ class Communicator {
  private:
   friend const detail::CommContext& detail::context_of(const Communicator& comm);
   static void check_same_size(const char* op, std::size_t send, std::size_t recv);
+  detail::CommState& st() const;  // throws InvalidUsage after a move
   std::unique_ptr<detail::CommState> state_;
 };
 

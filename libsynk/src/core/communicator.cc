@@ -27,7 +27,7 @@ struct CommState {
   }
 };
 
-const CommContext& context_of(const Communicator& comm) { return comm.state_->ctx; }
+const CommContext& context_of(const Communicator& comm) { return comm.st().ctx; }
 
 }  // namespace detail
 
@@ -71,22 +71,31 @@ Communicator::Communicator(MPI_Comm comm, const CommOptions& options) {
   state_ = bootstrap(comm, options);
 }
 
+// A moved-from Communicator has no state: say so instead of dereferencing null.
+detail::CommState& Communicator::st() const {
+  if (!state_) {
+    throw Error(ErrorCode::InvalidUsage,
+                "Communicator: used after it was moved from (use the one it was moved to)");
+  }
+  return *state_;
+}
+
 Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
-int Communicator::rank() const { return state_->ctx.rank; }
-int Communicator::size() const { return state_->ctx.size; }
-int Communicator::local_rank() const { return state_->ctx.local_rank; }
-int Communicator::local_size() const { return state_->ctx.local_size; }
-int Communicator::node() const { return state_->ctx.node; }
-int Communicator::num_nodes() const { return state_->ctx.num_nodes; }
-const std::string& Communicator::backend() const { return state_->backend_name; }
-MPI_Comm Communicator::mpi_comm() const { return state_->ctx.comm; }
+int Communicator::rank() const { return st().ctx.rank; }
+int Communicator::size() const { return st().ctx.size; }
+int Communicator::local_rank() const { return st().ctx.local_rank; }
+int Communicator::local_size() const { return st().ctx.local_size; }
+int Communicator::node() const { return st().ctx.node; }
+int Communicator::num_nodes() const { return st().ctx.num_nodes; }
+const std::string& Communicator::backend() const { return st().backend_name; }
+MPI_Comm Communicator::mpi_comm() const { return st().ctx.comm; }
 
 Communicator Communicator::split(int color, int key) const {
   MPI_Comm part = MPI_COMM_NULL;
-  const int rc = MPI_Comm_split(state_->ctx.comm, color, key, &part);
+  const int rc = MPI_Comm_split(st().ctx.comm, color, key, &part);
   if (rc != MPI_SUCCESS) {
     throw Error(ErrorCode::Backend, "split: MPI_Comm_split(color " + std::to_string(color) +
                                         ", key " + std::to_string(key) + ") failed");
@@ -94,7 +103,7 @@ Communicator Communicator::split(int color, int key) const {
   CommOptions options;
   // The request, not the result: "hier" is no name make_backend takes, and a part that lies
   // on one node is better served by shm.
-  options.backend = state_->requested;
+  options.backend = st().requested;
   Communicator out(part, options);  // duplicates part
   MPI_Comm_free(&part);
   return out;
@@ -153,65 +162,65 @@ CollArgs args(Collective c, const void* send, void* recv, std::size_t count, Dat
 
 }  // namespace
 
-void Communicator::set_stream(::CUstream_st* stream) { state_->stream = stream; }
+void Communicator::set_stream(::CUstream_st* stream) { st().stream = stream; }
 
-::CUstream_st* Communicator::stream() const { return state_->stream; }
+::CUstream_st* Communicator::stream() const { return st().stream; }
 
 NodeBuffer Communicator::alloc(std::size_t bytes) {
   // Every rank must ask for as much (each maps the others' parts): checked on every rank, so a
   // disagreement is an error everywhere, not a segment of the wrong size on some.
   unsigned long long mine[2] = {bytes, ~static_cast<unsigned long long>(bytes)}, most[2] = {};
-  SYNK_CHECK_MPI(MPI_Allreduce(mine, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, state_->ctx.comm));
+  SYNK_CHECK_MPI(MPI_Allreduce(mine, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, st().ctx.comm));
   if (most[0] != bytes || most[1] != mine[1]) {
     throw Error(ErrorCode::InvalidUsage,
                 "alloc: the ranks asked for different sizes (this rank, " +
-                    std::to_string(state_->ctx.rank) + ", " + std::to_string(bytes) +
+                    std::to_string(st().ctx.rank) + ", " + std::to_string(bytes) +
                     " bytes; the largest " + std::to_string(most[0]) + ", the smallest " +
                     std::to_string(~most[1]) + ")");
   }
-  return state_->backend->alloc(bytes);
+  return st().backend->alloc(bytes);
 }
 
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DataType dtype,
                               ReduceOp op) {
-  run(*state_, args(Collective::all_reduce, send, recv, count, dtype, op));
+  run(st(), args(Collective::all_reduce, send, recv, count, dtype, op));
 }
 
 void Communicator::reduce(const void* send, void* recv, std::size_t count, DataType dtype,
                           ReduceOp op, int root) {
-  run(*state_, args(Collective::reduce, send, recv, count, dtype, op, root));
+  run(st(), args(Collective::reduce, send, recv, count, dtype, op, root));
 }
 
 void Communicator::broadcast(void* buf, std::size_t count, DataType dtype, int root) {
-  run(*state_, args(Collective::broadcast, buf, buf, count, dtype, ReduceOp::sum, root));
+  run(st(), args(Collective::broadcast, buf, buf, count, dtype, ReduceOp::sum, root));
 }
 
 void Communicator::all_gather(const void* send, void* recv, std::size_t count, DataType dtype) {
-  run(*state_, args(Collective::all_gather, send, recv, count, dtype));
+  run(st(), args(Collective::all_gather, send, recv, count, dtype));
 }
 
 void Communicator::gather(const void* send, void* recv, std::size_t count, DataType dtype,
                           int root) {
-  run(*state_, args(Collective::gather, send, recv, count, dtype, ReduceOp::sum, root));
+  run(st(), args(Collective::gather, send, recv, count, dtype, ReduceOp::sum, root));
 }
 
 void Communicator::gatherv(const void* send, std::size_t send_count, void* recv,
                            std::span<const std::size_t> recv_counts, DataType dtype, int root) {
   CollArgs a = args(Collective::gatherv, send, recv, send_count, dtype, ReduceOp::sum, root);
   a.recv_counts = recv_counts;
-  run(*state_, std::move(a));
+  run(st(), std::move(a));
 }
 
 void Communicator::scatter(const void* send, void* recv, std::size_t count, DataType dtype,
                            int root) {
-  run(*state_, args(Collective::scatter, send, recv, count, dtype, ReduceOp::sum, root));
+  run(st(), args(Collective::scatter, send, recv, count, dtype, ReduceOp::sum, root));
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
                                   DataType dtype, ReduceOp op) {
-  run(*state_, args(Collective::reduce_scatter, send, recv, recv_count, dtype, op));
+  run(st(), args(Collective::reduce_scatter, send, recv, recv_count, dtype, op));
 }
 
-void Communicator::barrier() { run(*state_, args(Collective::barrier, nullptr, nullptr, 0, DataType::uint8)); }
+void Communicator::barrier() { run(st(), args(Collective::barrier, nullptr, nullptr, 0, DataType::uint8)); }
 
 }  // namespace synk

@@ -23,12 +23,14 @@ void finalize_at_exit() {
 }  // namespace
 
 void ensure_mpi_initialized() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) return;
+  // MPI_Initialized stays true after MPI_Finalize, so this comes first (else the next MPI call,
+  // MPI_Comm_dup, aborted the process).
   if (mpi_is_finalized()) {
     throw Error(ErrorCode::InvalidUsage, "MPI has already been finalized; synk cannot start it again");
   }
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
   int provided = 0;
   SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
   std::atexit(finalize_at_exit);
