@@ -75,6 +75,17 @@ TEST(Shared, ReduceBroadcastScatterGetSet) {
   s.set_value(n - 1, {42, 43});
   const std::vector<float> last = s.get_value(n - 1);
   EXPECT_THAT(last, ElementsAre(42, 43));
+  // A rank out of range is an error on every rank, as in get_value (it did nothing, silently).
+  for (int bad : {n, -1}) {
+    try {
+      s.set_value(bad, {1, 2});
+      ADD_FAILURE() << "set_value(" << bad << ") returned";
+    } catch (const synk::Error& e) {
+      EXPECT_EQ(e.code(), synk::ErrorCode::InvalidArgument);
+      EXPECT_THAT(e.what(), HasSubstr("is out of range for"));
+    }
+  }
+  EXPECT_THAT(s.get_value(n - 1), ElementsAre(42, 43));  // unchanged, and still usable
 }
 
 // The batch's rows are split unevenly; each rank runs its share in slices; outputs collect by

@@ -117,6 +117,11 @@ class Shared {
   }
   // Rank `rank`'s value becomes `value` as given on rank 0.
   void set_value(int rank, const std::vector<T>& value, Shape shape = {}) {
+    if (rank < 0 || rank >= comm_->size()) {  // the same on every rank: all of them throw
+      throw Error(ErrorCode::InvalidArgument, "Shared '" + name_ + "' set_value: rank " +
+                                                  std::to_string(rank) + " is out of range for " +
+                                                  std::to_string(comm_->size()) + " ranks");
+    }
     std::vector<T> v = comm_->rank() == 0 ? value : std::vector<T>();
     Shared<T> carrier(*comm_, name_, std::move(v), comm_->rank() == 0 ? std::move(shape) : Shape{});
     carrier.broadcast(0);
