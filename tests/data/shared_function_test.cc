@@ -168,5 +168,37 @@ TEST(Function, ABodyThatThrowsOnOneRankIsAnErrorOnEveryRankNamingIt) {
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
+// A reduced output whose size differs by rank: each rank's reduce would be another call (an
+// error at the root only, the others out of step until a Timeout). Now an error on every rank
+// naming the output, and the next call works.
+TEST(Function, AReducedOutputOfDifferentSizesByRankIsAnErrorOnEveryRank) {
+  Communicator& comm = world();
+  if (comm.size() < 2) GTEST_SKIP() << "needs ranks that differ";
+  Data<float> x(comm, {4, 1});
+  x.set_value(comm.rank() == 0 ? std::vector<float>{1, 2, 3, 4} : std::vector<float>{});
+  Function<float> f(comm, "ragged", {Collect::gather, Collect::avg},
+                    [&](const SliceInputs<float>&) {
+                      const std::size_t n = static_cast<std::size_t>(comm.rank()) + 1;
+                      return Function<float>::Outputs{std::vector<float>(n, 1.0f),
+                                                      std::vector<float>(n, 2.0f)};
+                    });
+  const auto e = caught([&] { f({&x}); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(message(e), HasSubstr("Function 'ragged': output 1 has from 1 to " +
+                                    std::to_string(comm.size()) + " elements across the ranks"));
+  Function<float> even(comm, "even", {Collect::gather, Collect::sum},
+                       [&](const SliceInputs<float>&) {
+                         const std::size_t n = static_cast<std::size_t>(comm.rank()) + 1;
+                         return Function<float>::Outputs{std::vector<float>(n, 1.0f), {1.0f}};
+                       });
+  CallOptions o;
+  o.to_all = true;
+  const auto out = even({&x}, {}, o);  // a gathered output may differ in size: fine
+  const std::size_t n = static_cast<std::size_t>(comm.size());
+  EXPECT_EQ(out[0].size(), n * (n + 1) / 2);
+  EXPECT_THAT(out[1], ElementsAre(static_cast<float>(n)));
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 }  // namespace
 }  // namespace synk

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,7 @@ class Function {
     } catch (const std::exception& e) {
       failure = e.what();
     }
-    agree(failure);
+    agree(failure, acc);
     return collect(std::move(acc), o);
   }
 
@@ -151,11 +152,34 @@ class Function {
     }
   }
 
-  // Every rank learns whether the body failed anywhere, and which rank's message to report.
-  void agree(const std::string& failure) {
-    int first = failure.empty() ? comm_->size() : comm_->rank();
-    comm_->all_reduce(&first, &first, 1, DataType::int32, ReduceOp::min);
-    if (first == comm_->size()) return;
+  // Every rank learns whether the body failed anywhere, and which rank's message to report,
+  // and whether the outputs to reduce have the same size on every rank (else each rank's
+  // reduce would be a different call: an error at the root, and the ranks out of step).
+  // One all_reduce (min) of [first failing rank, sizes, negated sizes].
+  void agree(const std::string& failure, const Outputs& acc) {
+    const std::size_t m = collect_.size();
+    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+    std::vector<std::int64_t> w(1 + 2 * m, kNone);
+    w[0] = failure.empty() ? comm_->size() : comm_->rank();
+    for (std::size_t j = 0; failure.empty() && j < m && j < acc.size(); ++j) {
+      w[1 + j] = static_cast<std::int64_t>(acc[j].size());
+      w[1 + m + j] = -static_cast<std::int64_t>(acc[j].size());
+    }
+    comm_->all_reduce(w.data(), w.data(), w.size(), DataType::int64, ReduceOp::min);
+    const int first = static_cast<int>(w[0]);
+    if (first == comm_->size()) {
+      for (std::size_t j = 0; j < m; ++j) {
+        if (collect_[j] == Collect::gather || collect_[j] == Collect::none) continue;
+        if (w[1 + j] != -w[1 + m + j]) {
+          throw Error(ErrorCode::InvalidUsage,
+                      "Function '" + name_ + "': output " + std::to_string(j) + " has from " +
+                          std::to_string(w[1 + j]) + " to " + std::to_string(-w[1 + m + j]) +
+                          " elements across the ranks; an output that is reduced must have the "
+                          "same size on every rank");
+        }
+      }
+      return;
+    }
     std::vector<char> text(256, '\0');
     if (comm_->rank() == first) std::snprintf(text.data(), text.size(), "%s", failure.c_str());
     comm_->broadcast(text.data(), text.size(), DataType::int8, first);
