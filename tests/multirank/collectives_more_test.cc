@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <string>
+#include <span>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -181,6 +183,65 @@ TEST(ZeroCount, NullBuffersAreAccepted) {
   EXPECT_NO_THROW(comm.scatter(nullptr, nullptr, 0, t, last));
   const std::vector<std::size_t> zeros(static_cast<std::size_t>(comm.size()), 0);
   EXPECT_NO_THROW(comm.gatherv(nullptr, 0, nullptr, zeros, t, last));
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+// The typed helpers (the DataType from the element type), with exact values: rank r holds
+// r + 1 + i at position i.
+TEST(Typed, VectorsAndSpansForEveryCollective) {
+  synk::Communicator& comm = world();
+  const int me = comm.rank(), n = comm.size();
+  const std::size_t un = static_cast<std::size_t>(n);
+  auto mine = [&](std::size_t len) {
+    std::vector<std::int32_t> v(len);
+    for (std::size_t i = 0; i < len; ++i) v[i] = me + 1 + static_cast<std::int32_t>(i);
+    return v;
+  };
+  // Sum over ranks of r + 1 + i.
+  auto total = [&](std::size_t i) { return n * (n + 1) / 2 + n * static_cast<std::int32_t>(i); };
+
+  const std::vector<std::int32_t> send = mine(3);
+  std::vector<std::int32_t> recv(3);
+  comm.all_reduce(send, recv);
+  EXPECT_THAT(recv, ::testing::ElementsAre(total(0), total(1), total(2)));
+
+  std::vector<std::int32_t> buf = mine(3);
+  const int last = n - 1;
+  comm.reduce(buf, last, ReduceOp::max);
+  if (me == last) {
+    EXPECT_THAT(buf, ::testing::ElementsAre(n, n + 1, n + 2));
+  } else {
+    EXPECT_EQ(buf, mine(3));  // untouched off the root
+  }
+
+  std::vector<std::int32_t> two = mine(2);
+  for (const auto& all : {comm.all_gather(two), comm.all_gather(std::span<std::int32_t>(two))}) {
+    ASSERT_EQ(all.size(), 2 * un);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(all[2 * static_cast<std::size_t>(r)], r + 1);
+      EXPECT_EQ(all[2 * static_cast<std::size_t>(r) + 1], r + 2);
+    }
+  }
+
+  const std::vector<std::int32_t> g = comm.gather(two, last);
+  ASSERT_EQ(g.size(), me == last ? 2 * un : 0u);
+  for (std::size_t k = 0; k < g.size(); ++k) {
+    EXPECT_EQ(g[k], static_cast<std::int32_t>(k / 2) + 1 + static_cast<std::int32_t>(k % 2));
+  }
+
+  const std::vector<std::int32_t> rs = comm.reduce_scatter(mine(2 * un));
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0], total(2 * static_cast<std::size_t>(me)));
+  EXPECT_EQ(rs[1], total(2 * static_cast<std::size_t>(me) + 1));
+  if (n > 1) {
+    try {
+      (void)comm.reduce_scatter(mine(2 * un + 1));  // the same size on every rank: all throw
+      ADD_FAILURE() << "reduce_scatter of a send that does not split into the ranks returned";
+    } catch (const synk::Error& e) {
+      EXPECT_EQ(e.code(), synk::ErrorCode::InvalidArgument);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("not a multiple of the"));
+    }
+  }
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 

@@ -122,10 +122,61 @@ class Communicator {
     broadcast(std::span<T>(buf), root);
   }
   template <class T>
+  void all_reduce(const std::vector<T>& send, std::vector<T>& recv, ReduceOp op = ReduceOp::sum) {
+    all_reduce(std::span<const T>(send), std::span<T>(recv), op);
+  }
+  // In place: the reduction lands in buf at the root (the others' buf is left as it was).
+  template <class T>
+  void reduce(std::span<T> buf, int root, ReduceOp op = ReduceOp::sum) {
+    reduce(buf.data(), buf.data(), buf.size(), data_type_of<T>(), op, root);
+  }
+  template <class T>
+  void reduce(std::vector<T>& buf, int root, ReduceOp op = ReduceOp::sum) {
+    reduce(std::span<T>(buf), root, op);
+  }
+  // Every rank's send, in rank order, on every rank.
+  template <class T>
   std::vector<T> all_gather(std::span<const T> send) {
     std::vector<T> out(send.size() * static_cast<std::size_t>(size()));
     all_gather(send.data(), out.data(), send.size(), data_type_of<T>());
     return out;
+  }
+  template <class T>
+  std::vector<T> all_gather(std::span<T> send) {
+    return all_gather(std::span<const T>(send));
+  }
+  template <class T>
+  std::vector<T> all_gather(const std::vector<T>& send) {
+    return all_gather(std::span<const T>(send));
+  }
+  // Every rank's send, in rank order, at the root; empty on the others.
+  template <class T>
+  std::vector<T> gather(std::span<const T> send, int root) {
+    std::vector<T> out(rank() == root ? send.size() * static_cast<std::size_t>(size()) : 0);
+    gather(send.data(), out.data(), send.size(), data_type_of<T>(), root);
+    return out;
+  }
+  template <class T>
+  std::vector<T> gather(const std::vector<T>& send, int root) {
+    return gather(std::span<const T>(send), root);
+  }
+  // Block rank() of the reduction of every rank's send (size() blocks of equal size).
+  template <class T>
+  std::vector<T> reduce_scatter(std::span<const T> send, ReduceOp op = ReduceOp::sum) {
+    const std::size_t n = static_cast<std::size_t>(size());
+    if (send.size() % n != 0) {
+      throw Error(ErrorCode::InvalidArgument, "reduce_scatter: send has " +
+                                                  std::to_string(send.size()) +
+                                                  " elements, not a multiple of the " +
+                                                  std::to_string(n) + " ranks");
+    }
+    std::vector<T> out(send.size() / n);
+    reduce_scatter(send.data(), out.data(), out.size(), data_type_of<T>(), op);
+    return out;
+  }
+  template <class T>
+  std::vector<T> reduce_scatter(const std::vector<T>& send, ReduceOp op = ReduceOp::sum) {
+    return reduce_scatter(std::span<const T>(send), op);
   }
 
  private:
