@@ -57,8 +57,20 @@ int parse(int argc, char** argv, Options& o) {
   app.add_option("--batch", o.batch, "global batch size (over all ranks)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--lr", o.lr, "learning rate (default 0.1 for sgd, 0.001 for adam)")
-      ->check(CLI::PositiveNumber);
+  // Checked by hand: CLI::PositiveNumber took nan (5 epochs of nan loss, exit 0) and printed its
+  // bound as a 300-digit number, and CLI::Range lets nan through too.
+  app.add_option("--lr", o.lr, "learning rate, above 0 and at most 10 (default 0.1 for sgd, "
+                               "0.001 for adam)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const float v = std::strtof(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0' || !(v > 0.0f && v <= 10.0f)) {
+              return "the learning rate must be a number above 0 and at most 10, not " + text;
+            }
+            return "";
+          },
+          "(0, 10]"));
   app.add_option("--momentum", o.momentum, "momentum of sgd")
       ->check(CLI::Range(0.0f, 0.999f))
       ->capture_default_str();
@@ -70,6 +82,13 @@ int parse(int argc, char** argv, Options& o) {
       ->check(CLI::IsMember({"cosine", "constant"}))
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the initial parameters and the shuffles")
+      ->check(CLI::Validator(  // "-1" would wrap to 2^64 - 1
+          [](std::string& text) -> std::string {
+            const bool digits = !text.empty() && text.size() <= 19 &&
+                                text.find_first_not_of("0123456789") == std::string::npos;
+            return digits ? "" : "the seed must be a whole number from 0 to 10^19 - 1, not " + text;
+          },
+          "UINT"))
       ->capture_default_str();
   app.add_option("--backend", o.backend, "synk backend")
       ->check(CLI::IsMember({"auto", "mpi", "shm"}))

@@ -32,6 +32,11 @@ expect 2 "not expected: --bogus" --bogus
 expect 2 "epochs" --epochs 0
 expect 2 "batch" --batch x
 expect 2 "backend" --backend nccl2
+# nan passed CLI11's PositiveNumber (5 epochs of nan loss, exit 0); -1 wrapped as a seed
+for lr in nan -1 0 11 abc; do
+  expect 2 "the learning rate must be a number above 0 and at most 10, not $lr" --lr "$lr"
+done
+expect 2 "the seed must be a whole number" --seed -1
 expect 2 "$work/none/train-images-idx3-ubyte.gz: cannot open" --data "$work/none"
 
 # A data directory whose training images are cut short.
