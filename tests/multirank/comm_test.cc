@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -109,6 +110,24 @@ TEST_P(Split, ByParityReducesOnlyItsHalf) {
   std::vector<std::int32_t> r = {reversed.rank()};
   reversed.broadcast(r, 0);
   EXPECT_EQ(r[0], 0);
+
+  // A negative color on the last rank only: an error on every rank (the others hung in
+  // MPI_Comm_split). MPI_UNDEFINED leaves that rank out, with an error that says so.
+  auto code_of = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const synk::Error& e) {
+      return static_cast<int>(e.code());
+    }
+    return -1;
+  };
+  EXPECT_EQ(code_of([&] { (void)comm.split(me == n - 1 ? -2 : 0, me); }),
+            static_cast<int>(synk::ErrorCode::InvalidArgument));
+  const int out = code_of([&] {
+    synk::Communicator part = comm.split(me == n - 1 && n > 1 ? MPI_UNDEFINED : 0, me);
+    EXPECT_EQ(part.size(), n > 1 ? n - 1 : 1);
+  });
+  EXPECT_EQ(out, me == n - 1 && n > 1 ? static_cast<int>(synk::ErrorCode::InvalidUsage) : -1);
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 

@@ -94,11 +94,25 @@ const std::string& Communicator::backend() const { return st().backend_name; }
 MPI_Comm Communicator::mpi_comm() const { return st().ctx.comm; }
 
 Communicator Communicator::split(int color, int key) const {
+  // A negative color (but MPI_UNDEFINED) fails MPI_Comm_split on that rank alone, and the others
+  // waited in theirs forever: agree first, and fail on every rank.
+  int valid = color >= 0 || color == MPI_UNDEFINED ? 1 : 0;
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &valid, 1, MPI_INT, MPI_MIN, st().ctx.comm));
+  if (!valid) {
+    throw Error(ErrorCode::InvalidArgument,
+                "split: a color must be >= 0 or MPI_UNDEFINED; this rank's is " +
+                    std::to_string(color) + " (an error on every rank)");
+  }
   MPI_Comm part = MPI_COMM_NULL;
   const int rc = MPI_Comm_split(st().ctx.comm, color, key, &part);
   if (rc != MPI_SUCCESS) {
     throw Error(ErrorCode::Backend, "split: MPI_Comm_split(color " + std::to_string(color) +
                                         ", key " + std::to_string(key) + ") failed");
+  }
+  if (part == MPI_COMM_NULL) {
+    throw Error(ErrorCode::InvalidUsage,
+                "split: this rank's color is MPI_UNDEFINED, so it is in no part and gets no "
+                "Communicator (the others' split went on without it)");
   }
   CommOptions options;
   // The request, not the result: "hier" is no name make_backend takes, and a part that lies
