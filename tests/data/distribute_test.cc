@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../multirank/mpi_test.h"
@@ -69,6 +71,60 @@ TEST(Distribute, TheWalkthroughDrivenByTheMaster) {
   int total = 0;
   MPI_Allreduce(&calls_here, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(total, 3 * n);  // first call: 1 slice per rank; last call: 2 slices per rank
+}
+
+// Requests out of place are errors at once, on the rank that made them (they waited for ranks
+// that were not listening: a worker's forever, the master's until SYNK_TIMEOUT).
+TEST(Distribute, RequestsOutsideServeAndCloseAreErrorsAtOnce) {
+  Communicator& comm = world();
+  Shared<float> s(comm, "s", {1});
+  Function<float> f(comm, "f", {Collect::sum},
+                    [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+  Distributed<float> dist(comm);
+  dist.add(f);
+  dist.add(s);
+  auto expect_usage = [](const std::function<void()>& request, const std::string& text) {
+    const auto e = caught(request);
+    EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+    EXPECT_THAT(message(e), HasSubstr(text));
+  };
+  expect_usage([&] { dist.call("f", {}); },
+               comm.rank() == 0 ? "call comes after serve()" : "call is for the master");
+  if (dist.serve()) {
+    EXPECT_THAT(dist.call("f", {})[0], ElementsAre(static_cast<float>(comm.size())));
+    dist.close();
+    dist.close();  // a second close does nothing
+    expect_usage([&] { dist.all_reduce("s"); }, "all_reduce comes before close()");
+  } else {
+    expect_usage([&] { dist.call("f", {}); }, "call is for the master (rank 0)");
+    expect_usage([&] { dist.all_reduce("s"); }, "is for the master");
+  }
+  expect_usage([&] { dist.serve(); }, "serve() is called once");
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+// A name registered on some ranks only: serve() fails on every rank naming it (a request for
+// it left the master waiting for SYNK_TIMEOUT while the worker dropped the error).
+TEST(Distribute, DifferentRegistrationsAreAnErrorInServeOnEveryRank) {
+  Communicator& comm = world();
+  if (comm.size() < 2) GTEST_SKIP() << "needs ranks that differ";
+  const int odd = comm.size() - 1;
+  Function<float> f(comm, "f", {Collect::sum},
+                    [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+  Function<float> g(comm, "only_elsewhere", {Collect::sum},
+                    [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+  Shared<float> w(comm, "w", {1});
+  Distributed<float> dist(comm);
+  dist.add(f);
+  if (comm.rank() != odd) dist.add(g);
+  if (comm.rank() == odd) dist.add(w);
+  const auto e = caught([&] { dist.serve(); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(message(e), HasSubstr("every rank must add() the same Functions, Data and Shared "
+                                    "variables; rank " + std::to_string(odd) +
+                                    " has Shared 'w' that rank 0 has not; lacks Function "
+                                    "'only_elsewhere'"));
+  EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
 }  // namespace

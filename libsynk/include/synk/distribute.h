@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -57,15 +58,25 @@ class Distributed {
 
   bool is_master() const { return comm_->rank() == 0; }
 
-  // Collective: every rank calls it. On a worker: serves the master's requests, returns when
-  // the master calls close(); throws Error(Remote) naming a rank of this node that died. On the
-  // master: returns at once. Returns is_master().
+  // Collective: every rank calls it. First every rank checks that all registered the same
+  // Functions, Data and Shared names (else InvalidUsage on every rank naming the difference: a
+  // request for a name a worker lacked left the master waiting for SYNK_TIMEOUT). On a worker:
+  // serves the master's requests, returns when the master calls close(); throws Error(Remote)
+  // naming a rank of this node that died. On the master: returns at once. Returns is_master().
   bool serve() {
+    if (state_ != State::setup) {
+      throw Error(ErrorCode::InvalidUsage, "distribute: serve() is called once per Distributed");
+    }
     watch_.start(*comm_);
+    check_same_names();
+    state_ = State::serving;
     if (is_master()) return true;
     for (;;) {
       Message m = receive();
-      if (m.kind == Kind::close) return false;
+      if (m.kind == Kind::close) {
+        state_ = State::closed;
+        return false;
+      }
       try {
         execute(m);
       } catch (const Error& e) {
@@ -81,6 +92,7 @@ class Distributed {
   typename Function<T>::Outputs call(const std::string& name, const std::vector<std::string>& data,
                                      const std::vector<std::vector<T>>& inputs = {},
                                      const Batch& batch = Batch::all(), int num_slices = 1) {
+    check_driving("call");
     Message m;
     m.kind = Kind::call;
     m.name = name;
@@ -96,6 +108,7 @@ class Distributed {
   void reduce(const std::string& name, ReduceOp op = ReduceOp::avg) { shared_op(name, Kind::reduce, op); }
   void broadcast(const std::string& name) { shared_op(name, Kind::broadcast, ReduceOp::sum); }
   std::vector<T> gather(const std::string& name, int nd_up = 1) {
+    check_driving("gather");
     Message m;
     m.kind = Kind::gather;
     m.name = name;
@@ -107,9 +120,11 @@ class Distributed {
   // On the master: the workers leave serve(). After a rank died it does nothing: the workers
   // left serve() by themselves.
   void close() {
-    if (!failure_.empty()) return;
+    if (!failure_.empty() || state_ == State::closed) return;  // a second close does nothing
+    check_driving("close");
     Message m;
     m.kind = Kind::close;
+    state_ = State::closed;
     send(m);
   }
 
@@ -136,7 +151,83 @@ class Distributed {
     return *it->second;
   }
 
+  // Requests come from the master, between serve() and close(): anything else would wait for
+  // ranks that are not listening (a worker's request hung; the master's before serve() or after
+  // close() ran into SYNK_TIMEOUT).
+  void check_driving(const char* what) const {
+    std::string why;
+    if (!is_master()) {
+      why = "is for the master (rank 0); rank " + std::to_string(comm_->rank()) +
+            " serves its requests in serve()";
+    } else if (state_ == State::setup) {
+      why = "comes after serve() (which every rank calls, the master included)";
+    } else if (state_ == State::closed) {
+      why = "comes before close(): the workers have left serve()";
+    }
+    if (!why.empty()) throw Error(ErrorCode::InvalidUsage, std::string("distribute: ") + what + " " + why);
+  }
+
+  // The registered names, one per line, kind first, sorted (the maps are ordered).
+  std::string names() const {
+    std::string text;
+    for (const auto& f : functions_) text += "Function '" + f.first + "'\n";
+    for (const auto& d : data_) text += "Data '" + d.first + "'\n";
+    for (const auto& s : shared_) text += "Shared '" + s.first + "'\n";
+    return text;
+  }
+  static std::uint64_t fnv1a(const std::string& text) {
+    std::uint64_t h = 14695981039346656037ull;
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    return h;
+  }
+  // Collective. Every rank compares its names' hash with rank 0's; where any differs, the
+  // lowest such rank tells every rank what it has that rank 0 has not, and the other way.
+  void check_same_names() {
+    const std::string mine = names();
+    const int n = comm_->size();
+    std::vector<std::uint64_t> hashes(static_cast<std::size_t>(n));
+    const std::uint64_t h = fnv1a(mine);
+    comm_->all_gather(&h, hashes.data(), 1, DataType::uint64);
+    int odd = -1;
+    for (int r = 1; r < n && odd < 0; ++r) {
+      if (hashes[static_cast<std::size_t>(r)] != hashes[0]) odd = r;
+    }
+    if (odd < 0) return;
+    std::vector<char> zero_names(kPacket, '\0'), diff(kPacket, '\0');
+    if (comm_->rank() == 0) std::snprintf(zero_names.data(), zero_names.size(), "%s", mine.c_str());
+    comm_->broadcast(zero_names.data(), zero_names.size(), DataType::int8, 0);
+    if (comm_->rank() == odd) {
+      auto lines = [](const std::string& text) {
+        std::vector<std::string> out;
+        std::size_t pos = 0, nl;
+        while ((nl = text.find('\n', pos)) != std::string::npos) {
+          out.push_back(text.substr(pos, nl - pos));
+          pos = nl + 1;
+        }
+        return out;
+      };
+      const std::vector<std::string> theirs = lines(zero_names.data()), own = lines(mine);
+      std::string extra, missing;
+      for (const std::string& s : own) {
+        if (std::find(theirs.begin(), theirs.end(), s) == theirs.end()) extra += " " + s;
+      }
+      for (const std::string& s : theirs) {
+        if (std::find(own.begin(), own.end(), s) == own.end()) missing += " " + s;
+      }
+      const std::string text = (extra.empty() ? "" : "has" + extra + " that rank 0 has not") +
+                               (extra.empty() || missing.empty() ? "" : "; ") +
+                               (missing.empty() ? "" : "lacks" + missing);
+      std::snprintf(diff.data(), diff.size(), "%s", text.c_str());
+    }
+    comm_->broadcast(diff.data(), diff.size(), DataType::int8, odd);
+    failure_ = "the ranks registered different names";
+    throw Error(ErrorCode::InvalidUsage,
+                "distribute: serve(): every rank must add() the same Functions, Data and Shared "
+                "variables; rank " + std::to_string(odd) + " " + diff.data());
+  }
+
   void shared_op(const std::string& name, Kind k, ReduceOp op) {
+    check_driving(k == Kind::all_reduce ? "all_reduce" : k == Kind::reduce ? "reduce" : "broadcast");
     Message m;
     m.kind = k;
     m.name = name;
@@ -316,6 +407,8 @@ class Distributed {
     return {};
   }
 
+  enum class State { setup, serving, closed };
+  State state_ = State::setup;
   Communicator* comm_;
   detail::PeerWatch watch_;
   std::string failure_;  // why requests can no longer be driven ("rank 2 (pid 1234) died")
