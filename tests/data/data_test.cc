@@ -183,6 +183,23 @@ TEST(Data, LoaderFailureReachesEveryRank) {
   EXPECT_TRUE(still_usable(comm));
 }
 
+// A segment the node cannot create: every rank of the node says why (the others' message
+// ended in ": " with no reason).
+TEST(Data, ASegmentTooLargeToCreateIsAnErrorWithItsReasonOnEveryRank) {
+  Communicator& comm = world();
+  const auto e = caught([&] { Data<float> d(comm, {std::size_t{1} << 50, 1}); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::System);
+  const std::string text = message(e);
+  EXPECT_THAT(text, HasSubstr("Data: shared segment of 4503599627370496 bytes: "));
+  EXPECT_GT(text.size(), std::string("synk System: Data: shared segment of 4503599627370496 "
+                                     "bytes: on local rank 0: ").size())
+      << "no reason: " << text;
+  if (comm.local_rank() != 0) {
+    EXPECT_THAT(text, HasSubstr("on local rank 0: "));
+  }
+  EXPECT_TRUE(still_usable(comm));
+}
+
 TEST(Data, ResizeKeepsContentsWithinAndBeyondTheOversize) {
   Communicator& comm = world();
   Data<std::uint8_t> d(comm, {4, 2}, 1.5);  // room for 6 rows

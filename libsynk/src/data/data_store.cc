@@ -88,6 +88,14 @@ void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, s
   }
   SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, c.local_comm));
   bool ok = name[0] != '\0';
+  if (!ok) {
+    // Why the node's local rank 0 could not create it, for every rank's message (they said
+    // only "shared segment of N bytes: ").
+    char reason[256] = {};
+    if (c.local_rank == 0) std::snprintf(reason, sizeof reason, "%s", error.c_str());
+    SYNK_CHECK_MPI(MPI_Bcast(reason, sizeof reason, MPI_CHAR, 0, c.local_comm));
+    if (c.local_rank != 0) error = std::string("on local rank 0: ") + reason;
+  }
   if (ok && c.local_rank != 0) {
     try {
       fresh = shm::Segment::open(name, bytes);
