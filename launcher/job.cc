@@ -24,6 +24,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr double kKillGraceSeconds = 3.0;
+// After a forwarded SIGINT/SIGTERM/SIGHUP mpirun normally ends the job within a second or two;
+// one seen still up 19 minutes later (its ranks zombies) is killed, with its group, after this.
+// A second such signal kills at once, as a second Ctrl-C does to mpirun.
+constexpr double kSignalGraceSeconds = 10.0;
 
 void write_all(int fd, const char* data, std::size_t n) {
   while (n > 0) {
@@ -157,6 +161,7 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   Clock::time_point kill_at{}, drain_until{};
   bool kill_pending = false, draining = false;
+  std::string kill_reason;
   std::string line;
   bool child_done = false, pipe_open = true;
   int status = 0;
@@ -182,8 +187,22 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
       if (read(sigfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
         const int sig = static_cast<int>(si.ssi_signo);
         if (sig != SIGCHLD && !child_done) {
-          if (!result.forwarded_signal) result.forwarded_signal = sig;
-          kill(-child, sig);
+          const auto at = Clock::now();
+          if (!result.forwarded_signal) {
+            result.forwarded_signal = sig;
+            kill(-child, sig);
+            if (!kill_pending) {
+              kill_at = at + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(kSignalGraceSeconds));
+              kill_pending = true;
+              kill_reason = "after signal " + std::to_string(sig);
+            }
+          } else {
+            kill(-child, sig);
+            kill_at = at;  // the second one: no more waiting
+            kill_pending = true;
+            kill_reason = "after a second signal";
+          }
         }
       }
     }
@@ -219,8 +238,13 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
       kill_at = after + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(kKillGraceSeconds));
       kill_pending = true;
+      kill_reason.clear();  // the timeout's own message said it
     }
     if (kill_pending && !child_done && after >= kill_at) {
+      if (!kill_reason.empty()) {
+        std::fprintf(stderr, "synkrun: mpirun still running %s: killing the job (SIGKILL)\n",
+                     kill_reason.c_str());
+      }
       kill(-child, SIGKILL);
       kill_pending = false;
     }

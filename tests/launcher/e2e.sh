@@ -133,6 +133,43 @@ sigint)
     if alive "$(cat "$f")"; then fail "rank pid $(cat "$f") still alive"; fi
   done
   ;;
+stuck_mpirun)
+  # An mpirun that ignores the signal synkrun forwards (one was seen up 19 minutes after its
+  # ranks ended): killed with its group 10 s later, or at once on a second signal. A fake
+  # mpirun first on PATH (synkrun's choice) stands in for it.
+  mkdir "$work/bin"
+  cat >"$work/bin/mpirun" <<'FAKE'
+#!/bin/bash
+trap '' INT TERM HUP
+echo $$ > "$FAKE_MPIRUN_PID"
+while :; do sleep 0.2; done
+FAKE
+  chmod +x "$work/bin/mpirun"
+  for signals in 1 2; do
+    rm -f "$work/mpirun.pid"
+    start=$(now)
+    FAKE_MPIRUN_PID="$work/mpirun.pid" PATH="$work/bin:$PATH" env --default-signal=INT \
+      "$SYNKRUN" -np 1 "$PROBE" >"$work/out" 2>"$work/err" &
+    pid=$!
+    for _ in $(seq 100); do [ -s "$work/mpirun.pid" ] && break; sleep 0.1; done
+    [ -s "$work/mpirun.pid" ] || fail "the fake mpirun did not start"
+    kill -INT "$pid"
+    [ "$signals" = 2 ] && sleep 0.5 && kill -INT "$pid"
+    wait "$pid"
+    rc=$?
+    [ "$rc" = 130 ] || fail "exit code $rc after SIGINT, expected 130"
+    if [ "$signals" = 1 ]; then
+      elapsed_below "$start" 9 && fail "killed before the 10 s grace"
+      elapsed_below "$start" 20 || fail "not killed 10 s after the signal"
+      grep -q 'mpirun still running after signal 2: killing the job' "$work/err" || fail "message"
+    else
+      elapsed_below "$start" 5 || fail "a second SIGINT did not kill at once"
+      grep -q 'mpirun still running after a second signal: killing the job' "$work/err" ||
+        fail "message after the second signal"
+    fi
+    if alive "$(cat "$work/mpirun.pid")"; then fail "the fake mpirun is still alive"; fi
+  done
+  ;;
 oversubscribe)
   n=$(( $(nproc --all) + 1 ))
   "$SYNKRUN" -np "$n" --report-bindings "$PROBE" >"$work/out" 2>"$work/err" || fail "exit $?"
