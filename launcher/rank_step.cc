@@ -3,6 +3,8 @@
 #include "rank_step.h"
 
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -210,6 +212,12 @@ int run_rank_step(const Options& o) {
                  cpus.empty() ? "?" : cpus.c_str(), numa.c_str(),
                  me.shared ? " (cores shared with other ranks)" : "");
   }
+
+  // Open MPI puts each rank in a process group of its own, so a signal to mpirun's group does
+  // not reach it, and a rank whose mpirun (or orted) was killed lived on as an orphan. The
+  // kernel kills it with its parent instead (the setting survives the exec below).
+  const pid_t parent = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent) return 1;  // already gone
 
   std::vector<char*> argv;
   for (const std::string& a : o.program) argv.push_back(const_cast<char*>(a.c_str()));

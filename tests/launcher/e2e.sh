@@ -133,6 +133,28 @@ sigint)
     if alive "$(cat "$f")"; then fail "rank pid $(cat "$f") still alive"; fi
   done
   ;;
+mpirun_killed)
+  # Open MPI gives each rank a process group of its own: a rank whose mpirun was killed lived
+  # on as an orphan. The rank step asks the kernel to kill it with its parent.
+  mkdir "$work/pids"
+  PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" = 2 ] && break; sleep 0.1; done
+  [ "$(ls "$work/pids" | wc -l)" = 2 ] || fail "ranks did not start"
+  mpirun_pid=$(pgrep -P "$pid" | head -1)
+  [ -n "$mpirun_pid" ] || fail "no mpirun under synkrun"
+  kill -KILL "$mpirun_pid"
+  wait "$pid"
+  for _ in $(seq 50); do
+    left=0
+    for f in "$work"/pids/*; do alive "$(cat "$f")" && left=1; done
+    [ "$left" = 0 ] && break
+    sleep 0.1
+  done
+  for f in "$work"/pids/*; do
+    if alive "$(cat "$f")"; then kill -KILL "$(cat "$f")"; fail "rank pid $(cat "$f") outlived mpirun"; fi
+  done
+  ;;
 stuck_mpirun)
   # An mpirun that ignores the signal synkrun forwards (one was seen up 19 minutes after its
   # ranks ended): killed with its group 10 s later, or at once on a second signal. A fake
