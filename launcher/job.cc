@@ -11,6 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -171,7 +172,9 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
     const auto now = Clock::now();
     auto limit_to = [&](Clock::time_point t) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count();
-      const int m = static_cast<int>(std::max<long long>(0, ms) + 1);
+      // At most an hour a poll: past 2^31 ms (--timeout 3e6) the int went negative, which poll
+      // takes as no timeout at all.
+      const int m = static_cast<int>(std::clamp<long long>(ms, 0, 3600 * 1000) + 1);
       wait_ms = wait_ms < 0 ? m : std::min(wait_ms, m);
     };
     if (timeout_s > 0 && !result.timed_out) limit_to(deadline);
