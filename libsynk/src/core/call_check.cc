@@ -1,13 +1,19 @@
 // See call_check.h.
 #include "core/call_check.h"
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/backoff.h"
+#include "core/env.h"
 #include "core/mpi_check.h"
+#include "core/mpi_runtime.h"
 #include "core/validation.h"
 #include "synk/error.h"
 
@@ -30,6 +36,39 @@ std::string describe(const CallRecord& r) {
                        static_cast<ReduceOp>(r.op), static_cast<int>(r.root));
 }
 
+// Tests req until it completes: spins briefly, yields for up to 10 ms (a rank on another core
+// or node a little behind), then sleeps 50 us between tests. After
+// SYNK_TIMEOUT it calls abandon() (the request stays pending), notes the lost peer (so exiting
+// skips MPI_Finalize) and throws Timeout.
+template <class Abandon>
+void wait_polled(MPI_Request& req, Collective c, Abandon&& abandon) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto spin_until = start + std::chrono::microseconds(200);
+  const auto yield_until = start + std::chrono::milliseconds(10);
+  const auto limit = start + wait_duration(settings().timeout_s);
+  for (std::uint32_t i = 0;; ++i) {
+    int done = 0;
+    SYNK_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    const auto now = Clock::now();
+    if (now < spin_until) continue;
+    if (now >= limit) {
+      abandon();
+      note_peer_lost();
+      throw Error(ErrorCode::Timeout,
+                  std::string(to_string(c)) + ": waited " + seconds_text(settings().timeout_s) +
+                      " (SYNK_TIMEOUT) for every rank to reach this call (the calls are compared "
+                      "first); some rank has not");
+    }
+    if (now < yield_until) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
 }  // namespace
 
 void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
@@ -49,22 +88,33 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
     std::strncpy(mine.message, e.what(), sizeof mine.message - 1);
   }
 
-  std::vector<CallRecord> all(static_cast<std::size_t>(ctx.size));
-  SYNK_CHECK_MPI(
-      MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, ctx.comm));
+  // Polled rather than blocking: a rank that never arrives (stopped, or busy in a loop of its
+  // own) is a Timeout after SYNK_TIMEOUT, as in the shm backend's waits, not a hang. (With the
+  // hier backend this exchange comes first in every call, so it is where such a rank is met.)
+  auto sent = std::make_unique<CallRecord>(mine);
+  auto all = std::make_unique<std::vector<CallRecord>>(static_cast<std::size_t>(ctx.size));
+  MPI_Request req = MPI_REQUEST_NULL;
+  SYNK_CHECK_MPI(MPI_Iallgather(sent.get(), sizeof mine, MPI_BYTE, all->data(), sizeof mine,
+                                MPI_BYTE, ctx.comm, &req));
+  wait_polled(req, a.coll, [&] {
+    // The exchange is still pending: MPI may write to these later, so they are never freed.
+    (void)sent.release();
+    (void)all.release();
+  });
 
   if (local_error) throw *local_error;
+  const std::vector<CallRecord>& records = *all;
   for (int r = 0; r < ctx.size; ++r) {
-    if (all[static_cast<std::size_t>(r)].error_code >= 0) {
+    if (records[static_cast<std::size_t>(r)].error_code >= 0) {
       throw Error(ErrorCode::Remote, std::string(to_string(a.coll)) + ": rank " +
                                          std::to_string(r) + " rejected its arguments: " +
-                                         all[static_cast<std::size_t>(r)].message);
+                                         records[static_cast<std::size_t>(r)].message);
     }
   }
 
-  const CallRecord& first = all[0];
+  const CallRecord& first = records[0];
   for (int r = 1; r < ctx.size; ++r) {
-    const CallRecord& other = all[static_cast<std::size_t>(r)];
+    const CallRecord& other = records[static_cast<std::size_t>(r)];
     bool same = other.coll == first.coll && other.dtype == first.dtype;
     const auto c = static_cast<Collective>(first.coll);
     if (uses_op(c)) same = same && other.op == first.op;
@@ -84,10 +134,10 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
     if (ctx.rank == a.root) counts.assign(a.recv_counts.begin(), a.recv_counts.end());
     SYNK_CHECK_MPI(MPI_Bcast(counts.data(), ctx.size, MPI_UINT64_T, a.root, ctx.comm));
     for (int r = 0; r < ctx.size; ++r) {
-      if (counts[static_cast<std::size_t>(r)] != all[static_cast<std::size_t>(r)].count) {
+      if (counts[static_cast<std::size_t>(r)] != records[static_cast<std::size_t>(r)].count) {
         throw Error(ErrorCode::InvalidUsage,
                     "gatherv: rank " + std::to_string(r) + " sends " +
-                        std::to_string(all[static_cast<std::size_t>(r)].count) +
+                        std::to_string(records[static_cast<std::size_t>(r)].count) +
                         " elements but the root's recv_counts[" + std::to_string(r) + "] is " +
                         std::to_string(counts[static_cast<std::size_t>(r)]));
       }
