@@ -219,6 +219,29 @@ TEST_F(ShmRejects, NullBufferOnRankZeroOnly) {
   EXPECT_TRUE(synk_test::still_usable(*shm));
 }
 
+// A typed helper's own check failing on one rank only fails the call on every rank too (it
+// threw before the call on that rank alone, and the others waited).
+TEST_F(ShmRejects, TypedSizesWrongOnTheLastRankOnly) {
+  const int bad = shm->size() - 1;
+  const auto e = caught([&] {
+    std::span<const float> send(a.data(), shm->rank() == bad ? 5 : 6);
+    std::span<float> recv(b.data(), 6);
+    shm->all_reduce(send, recv);
+  });
+  EXPECT_SYNK_ERROR(e, shm->rank() == bad ? ErrorCode::InvalidArgument : ErrorCode::Remote);
+  EXPECT_THAT(synk_test::message(e), HasSubstr("all_reduce: send has 5 elements but recv has 6"));
+  if (shm->size() > 1) {  // every size is a multiple of 1
+    const auto f = caught([&] {
+      const std::size_t n = static_cast<std::size_t>(shm->size());
+      std::vector<float> send(shm->rank() == bad ? 2 * n + 1 : 2 * n, 1.0f);
+      (void)shm->reduce_scatter(send);
+    });
+    EXPECT_SYNK_ERROR(f, shm->rank() == bad ? ErrorCode::InvalidArgument : ErrorCode::Remote);
+    EXPECT_THAT(synk_test::message(f), HasSubstr("not a multiple of the"));
+  }
+  EXPECT_TRUE(synk_test::still_usable(*shm));
+}
+
 TEST(BadComm, NullMpiComm) {
   const auto e = caught([] { synk::Communicator c(MPI_COMM_NULL); });
   EXPECT_TRUE(e.has_value());

@@ -106,7 +106,7 @@ class Communicator {
   }
   template <class T>
   void all_reduce(std::span<const T> send, std::span<T> recv, ReduceOp op = ReduceOp::sum) {
-    check_same_size("all_reduce", send.size(), recv.size());
+    check_same_size("all_reduce", send.size(), recv.size(), data_type_of<T>());
     all_reduce(send.data(), recv.data(), send.size(), data_type_of<T>(), op);
   }
   template <class T>
@@ -165,10 +165,9 @@ class Communicator {
   std::vector<T> reduce_scatter(std::span<const T> send, ReduceOp op = ReduceOp::sum) {
     const std::size_t n = static_cast<std::size_t>(size());
     if (send.size() % n != 0) {
-      throw Error(ErrorCode::InvalidArgument, "reduce_scatter: send has " +
-                                                  std::to_string(send.size()) +
-                                                  " elements, not a multiple of the " +
-                                                  std::to_string(n) + " ranks");
+      reject_typed("reduce_scatter", send.size() / n, data_type_of<T>(),
+                   "send has " + std::to_string(send.size()) + " elements, not a multiple of the " +
+                       std::to_string(n) + " ranks");
     }
     std::vector<T> out(send.size() / n);
     reduce_scatter(send.data(), out.data(), out.size(), data_type_of<T>(), op);
@@ -181,7 +180,12 @@ class Communicator {
 
  private:
   friend const detail::CommContext& detail::context_of(const Communicator& comm);
-  static void check_same_size(const char* op, std::size_t send, std::size_t recv);
+  // Fails the call `op` of count elements of dtype on this rank because of `why`, taking part in
+  // it as a rejected argument does (so the other ranks fail too where the backend can tell
+  // them: shm, hier, SYNK_CHECK_CALLS=1). Always throws.
+  [[noreturn]] void reject_typed(const char* op, std::size_t count, DataType dtype,
+                                 const std::string& why);
+  void check_same_size(const char* op, std::size_t send, std::size_t recv, DataType dtype);
   detail::CommState& st() const;  // throws InvalidUsage after a move
   std::unique_ptr<detail::CommState> state_;
 };

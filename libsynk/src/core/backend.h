@@ -65,6 +65,9 @@ struct CollArgs {
   int root = 0;
   std::span<const std::size_t> recv_counts;
   void* stream = nullptr;  // cudaStream_t for device backends; null means the backend's own
+  // A typed helper's own argument check failed with this text: validate() throws it, so it
+  // fails the call on every rank the way any rejected argument does.
+  const std::string* typed_error = nullptr;
 };
 
 class Backend {

@@ -1,6 +1,8 @@
 // synk::Communicator: bootstrap, then validate-once-and-dispatch for every collective.
 #include "synk/communicator.h"
 
+#include <algorithm>
+
 #include "core/backend.h"
 #include "core/call_check.h"
 #include "core/env.h"
@@ -123,10 +125,12 @@ Communicator Communicator::split(int color, int key) const {
   return out;
 }
 
-void Communicator::check_same_size(const char* op, std::size_t send, std::size_t recv) {
+void Communicator::check_same_size(const char* op, std::size_t send, std::size_t recv,
+                                   DataType dtype) {
   if (send != recv) {
-    throw Error(ErrorCode::InvalidArgument, std::string(op) + ": send has " + std::to_string(send) +
-                                                " elements but recv has " + std::to_string(recv));
+    reject_typed(op, std::min(send, recv), dtype,
+                 "send has " + std::to_string(send) + " elements but recv has " +
+                     std::to_string(recv));
   }
 }
 
@@ -175,6 +179,16 @@ CollArgs args(Collective c, const void* send, void* recv, std::size_t count, Dat
 }
 
 }  // namespace
+
+void Communicator::reject_typed(const char* op, std::size_t count, DataType dtype,
+                                const std::string& why) {
+  const std::string name = op;
+  const Collective c = name == "reduce_scatter" ? Collective::reduce_scatter : Collective::all_reduce;
+  CollArgs a = args(c, nullptr, nullptr, count, dtype);
+  a.typed_error = &why;
+  run(st(), std::move(a));  // validate() throws why, after telling the other ranks
+  throw Error(ErrorCode::InvalidArgument, name + ": " + why);  // not reached
+}
 
 void Communicator::set_stream(::CUstream_st* stream) { st().stream = stream; }
 

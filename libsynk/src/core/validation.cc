@@ -91,6 +91,7 @@ BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx) {
 }
 
 void validate(const CollArgs& a, const CommContext& ctx) {
+  if (a.typed_error) fail(ErrorCode::InvalidArgument, a, *a.typed_error);
   if (!is_valid(a.dtype)) {
     fail(ErrorCode::InvalidArgument, a,
          "dtype " + std::to_string(static_cast<int>(a.dtype)) + " is not a synk::DataType");
