@@ -160,7 +160,7 @@ std::string membound_line(const std::vector<Row>& rows, Coll coll, int n, double
     char note[200];
     std::snprintf(note, sizeof note,
                   "# %s (shm): no memory-bandwidth bound: the largest row (%zu B) is under the "
-                  "last-level cache (%zu MiB); run up to -e 64M for one\n",
+                  "last-level cache (%zu MiB); larger rows get one\n",
                   to_string(coll), best->bytes, cache >> 20);
     return note;
   }

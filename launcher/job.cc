@@ -88,7 +88,9 @@ void FailureParser::feed_line(const std::string& line) {
   static const std::regex code(R"(Exit code:\s*(-?\d+))");
   static const std::regex noticed(
       R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
-  static const std::regex abort_rank(R"(MPI_ABORT was invoked on rank (\d+) in communicator)");
+  // Only MPI_COMM_WORLD's numbers are the job's ranks (in a split communicator they are not).
+  static const std::regex abort_rank(
+      R"(MPI_ABORT was invoked on rank (\d+) in communicator MPI_COMM_WORLD)");
   static const std::regex abort_code(R"(^\s*with errorcode (-?\d+))");
   std::smatch m;
   if (std::regex_search(line, m, abort_rank)) {

@@ -172,7 +172,7 @@ std::string finish(Options& o, const Raw& raw) {
     long long slots = 0;
     if (std::string err = check_hosts(o.hosts, slots); !err.empty()) return err;
     // mpirun refuses this too, in 20 lines that name synkrun as the program.
-    if (o.np && *o.np > slots) {
+    if (o.np && *o.np > slots && o.hostfile.empty()) {  // with a hostfile, -H only picks hosts
       return "-np " + std::to_string(*o.np) + " but -H " + o.hosts + " offers " +
              std::to_string(slots) + (slots == 1 ? " slot" : " slots") +
              " (a host without :SLOTS has 1)";

@@ -204,9 +204,8 @@ Plan make_plan(const NodeTopology& topo, int nranks, const PlanOptions& options)
     plan.notes.push_back(std::to_string(nranks) + " ranks need " + std::to_string(need) +
                          " GPUs, the node offers " + std::to_string(gpus.size()) +
                          ": ranks get no GPU");
-  } else if (options.gpus || k != 1) {
-    plan.notes.push_back(std::string("the node has no GPU: ") +
-                         (options.gpus ? "--gpus" : "--gpus-per-rank") + " has no effect");
+  } else if (k != 1) {  // (a --gpus list names GPUs that do not exist: usable_gpus refused it)
+    plan.notes.push_back("the node has no GPU: --gpus-per-rank has no effect");
   }
 
   switch (plan.mode) {

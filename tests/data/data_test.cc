@@ -197,6 +197,10 @@ TEST(Data, ASegmentTooLargeToCreateIsAnErrorWithItsReasonOnEveryRank) {
   if (comm.local_rank() != 0) {
     EXPECT_THAT(text, HasSubstr("on local rank 0: "));
   }
+  // Rows times the element size past 2^64: refused (it wrapped to a 1-byte segment).
+  const auto big = caught([&] { Data<float> d(comm, {std::size_t{1} << 62, 1}); });
+  EXPECT_SYNK_ERROR(big, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(big), HasSubstr("overflow the size"));
   EXPECT_TRUE(still_usable(comm));
 }
 

@@ -169,12 +169,12 @@ FAKE
   chmod +x "$work/bin/mpirun"
   for signals in 1 2; do
     rm -f "$work/mpirun.pid"
-    start=$(now)
     FAKE_MPIRUN_PID="$work/mpirun.pid" PATH="$work/bin:$PATH" env --default-signal=INT \
       "$SYNKRUN" -np 1 "$PROBE" >"$work/out" 2>"$work/err" &
     pid=$!
     for _ in $(seq 100); do [ -s "$work/mpirun.pid" ] && break; sleep 0.1; done
     [ -s "$work/mpirun.pid" ] || fail "the fake mpirun did not start"
+    start=$(now)
     kill -INT "$pid"
     [ "$signals" = 2 ] && sleep 0.5 && kill -INT "$pid"
     wait "$pid"

@@ -17,7 +17,11 @@ elapsed=$(( $(date +%s) - start ))
 echo "$out"
 echo "-- mpiexec exit code $rc after $elapsed s"
 for pid in $(sed -n 's/^stuck_rank: rank [0-9]* pid \([0-9]*\) stops$/\1/p' <<<"$out"); do
-  kill -KILL "$pid" 2>/dev/null && echo "-- killed the stopped rank (pid $pid) left behind"
+  # Only if that pid is still the stopped test rank (not a pid since reused).
+  if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = stuck_rank_test ] &&
+     awk '{ exit !($3 == "T") }' "/proc/$pid/stat" 2>/dev/null; then
+    kill -KILL "$pid" && echo "-- killed the stopped rank (pid $pid) left behind"
+  fi
 done
 
 [ "$elapsed" -lt 30 ] || fail "the job did not end after the Timeout: killed after $elapsed s"

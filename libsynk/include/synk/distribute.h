@@ -120,6 +120,7 @@ class Distributed {
   // On the master: the workers leave serve(). After a rank died it does nothing: the workers
   // left serve() by themselves.
   void close() {
+    if (!is_master()) check_driving("close");  // throws: workers leave serve() by themselves
     if (!failure_.empty() || state_ == State::closed) return;  // a second close does nothing
     check_driving("close");
     Message m;
@@ -156,7 +157,9 @@ class Distributed {
   // close() ran into SYNK_TIMEOUT).
   void check_driving(const char* what) const {
     std::string why;
-    if (!is_master()) {
+    if (!failure_.empty() && state_ == State::setup) {
+      why = "cannot follow a serve() that failed (" + failure_ + ")";
+    } else if (!is_master()) {
       why = "is for the master (rank 0); rank " + std::to_string(comm_->rank()) +
             " serves its requests in serve()";
     } else if (state_ == State::setup) {
@@ -193,9 +196,12 @@ class Distributed {
       if (hashes[static_cast<std::size_t>(r)] != hashes[0]) odd = r;
     }
     if (odd < 0) return;
-    std::vector<char> zero_names(kPacket, '\0'), diff(kPacket, '\0');
-    if (comm_->rank() == 0) std::snprintf(zero_names.data(), zero_names.size(), "%s", mine.c_str());
-    comm_->broadcast(zero_names.data(), zero_names.size(), DataType::int8, 0);
+    // Rank 0's whole list (its length first), then the odd rank's verdict.
+    std::uint64_t length = comm_->rank() == 0 ? mine.size() : 0;
+    comm_->broadcast(&length, 1, DataType::uint64, 0);
+    std::vector<char> zero_names(length + 1, '\0'), diff(kPacket, '\0');
+    if (comm_->rank() == 0) std::memcpy(zero_names.data(), mine.data(), length);
+    comm_->broadcast(zero_names.data(), length, DataType::int8, 0);
     if (comm_->rank() == odd) {
       auto lines = [](const std::string& text) {
         std::vector<std::string> out;

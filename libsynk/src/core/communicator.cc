@@ -98,12 +98,14 @@ MPI_Comm Communicator::mpi_comm() const { return st().ctx.comm; }
 Communicator Communicator::split(int color, int key) const {
   // A negative color (but MPI_UNDEFINED) fails MPI_Comm_split on that rank alone, and the others
   // waited in theirs forever: agree first, and fail on every rank.
-  int valid = color >= 0 || color == MPI_UNDEFINED ? 1 : 0;
-  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &valid, 1, MPI_INT, MPI_MIN, st().ctx.comm));
-  if (!valid) {
+  const int size = st().ctx.size;
+  int first_bad = color >= 0 || color == MPI_UNDEFINED ? size : st().ctx.rank;
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, st().ctx.comm));
+  if (first_bad < size) {
     throw Error(ErrorCode::InvalidArgument,
-                "split: a color must be >= 0 or MPI_UNDEFINED; this rank's is " +
-                    std::to_string(color) + " (an error on every rank)");
+                "split: rank " + std::to_string(first_bad) +
+                    " passed a negative color (a color is >= 0 or MPI_UNDEFINED)" +
+                    (first_bad == st().ctx.rank ? ": " + std::to_string(color) : ""));
   }
   MPI_Comm part = MPI_COMM_NULL;
   const int rc = MPI_Comm_split(st().ctx.comm, color, key, &part);

@@ -73,7 +73,16 @@ unsigned char* DataStore::writable_bytes() { return static_cast<unsigned char*>(
 
 void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, std::size_t keep_bytes) {
   const CommContext& c = *impl_->ctx;
-  const std::size_t bytes = std::max<std::size_t>(capacity_rows * row_elems_ * elem_size_, 1);
+  std::size_t elems = 0, raw = 0;
+  if (__builtin_mul_overflow(capacity_rows, row_elems_, &elems) ||
+      __builtin_mul_overflow(elems, elem_size_, &raw)) {
+    // (checked_product covers rows * row_elems, not the element size or the oversize: 2^62
+    // floats wrapped to a 1-byte segment)
+    throw Error(ErrorCode::InvalidArgument,
+                "Data: " + std::to_string(capacity_rows) + " rows of " + std::to_string(row_elems_) +
+                    " elements of " + std::to_string(elem_size_) + " bytes overflow the size");
+  }
+  const std::size_t bytes = std::max<std::size_t>(raw, 1);
   shm::Segment fresh;
   char name[64] = {};
   std::string error;
