@@ -7,13 +7,13 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/backoff.h"
 #include "core/env.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "core/poll_request.h"
 #include "core/validation.h"
 #include "synk/error.h"
 
@@ -34,39 +34,6 @@ struct CallRecord {
 std::string describe(const CallRecord& r) {
   return describe_call(static_cast<Collective>(r.coll), r.count, static_cast<DataType>(r.dtype),
                        static_cast<ReduceOp>(r.op), static_cast<int>(r.root));
-}
-
-// Tests req until it completes: spins briefly, yields for up to 10 ms (a rank on another core
-// or node a little behind), then sleeps 50 us between tests. After
-// SYNK_TIMEOUT it calls abandon() (the request stays pending), notes the lost peer (so exiting
-// skips MPI_Finalize) and throws Timeout.
-template <class Abandon>
-void wait_polled(MPI_Request& req, Collective c, Abandon&& abandon) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const auto spin_until = start + std::chrono::microseconds(200);
-  const auto yield_until = start + std::chrono::milliseconds(10);
-  const auto limit = start + wait_duration(settings().timeout_s);
-  for (std::uint32_t i = 0;; ++i) {
-    int done = 0;
-    SYNK_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    const auto now = Clock::now();
-    if (now < spin_until) continue;
-    if (now >= limit) {
-      abandon();
-      note_peer_lost();
-      throw Error(ErrorCode::Timeout,
-                  std::string(to_string(c)) + ": waited " + seconds_text(settings().timeout_s) +
-                      " (SYNK_TIMEOUT) for every rank to reach this call (the calls are compared "
-                      "first); some rank has not");
-    }
-    if (now < yield_until) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
 }
 
 }  // namespace
@@ -96,11 +63,25 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   MPI_Request req = MPI_REQUEST_NULL;
   SYNK_CHECK_MPI(MPI_Iallgather(sent.get(), sizeof mine, MPI_BYTE, all->data(), sizeof mine,
                                 MPI_BYTE, ctx.comm, &req));
-  wait_polled(req, a.coll, [&] {
-    // The exchange is still pending: MPI may write to these later, so they are never freed.
-    (void)sent.release();
-    (void)all.release();
-  });
+  // Spin briefly, then yield for up to 10 ms (a rank on another core or node a little behind).
+  const auto limit = std::chrono::steady_clock::now() + wait_duration(settings().timeout_s);
+  poll_request(
+      req, "MPI_Test(the call comparison's MPI_Iallgather)", std::chrono::microseconds(200),
+      std::chrono::milliseconds(10),
+      [&] {
+        if (std::chrono::steady_clock::now() < limit) return;
+        note_peer_lost();
+        throw Error(ErrorCode::Timeout,
+                    std::string(to_string(a.coll)) + ": waited " +
+                        seconds_text(settings().timeout_s) +
+                        " (SYNK_TIMEOUT) for every rank to reach this call (the calls are "
+                        "compared first); some rank has not");
+      },
+      [&] {
+        // The exchange is still pending: MPI may write to these later, so they are never freed.
+        (void)sent.release();
+        (void)all.release();
+      });
 
   if (local_error) throw *local_error;
   const std::vector<CallRecord>& records = *all;

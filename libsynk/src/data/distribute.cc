@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/backoff.h"
@@ -18,6 +17,7 @@
 #include "core/liveness.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "core/poll_request.h"
 #include "synk/error.h"
 
 namespace synk::detail {
@@ -69,44 +69,29 @@ void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, 
   MPI_Request req = MPI_REQUEST_NULL;
   SYNK_CHECK_MPI(
       MPI_Ibcast(packet.data(), static_cast<int>(bytes), MPI_BYTE, 0, comm.mpi_comm(), &req));
-  const auto start = Clock::now();
-  const auto spin_until = start + std::chrono::microseconds(500);
-  const auto limit = start + wait_duration(settings().timeout_s);
-  auto next_check = start + std::chrono::milliseconds(10);
-  for (;;) {
-    int done = 0;
-    const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      keep_forever(std::move(packet));
-      throw_mpi_error(rc, "MPI_Test(the request packet's MPI_Ibcast)");
-    }
-    if (done) return;
-    const auto now = Clock::now();
-    if (now < spin_until) continue;
-    // MPI cannot tell a dead peer from a slow one (a broadcast to a killed rank was seen never
-    // to complete), so the wait looks for itself, every 10 ms: rarely enough to cost nothing.
-    if (now >= next_check) {
-      next_check = now + std::chrono::milliseconds(10);
-      const std::string deaths = watch.deaths();
-      if (!deaths.empty()) {
-        keep_forever(std::move(packet));
-        throw Error(ErrorCode::Remote, "distribute: " + deaths + "; rank " +
-                                           std::to_string(comm.rank()) + " was waiting for " +
-                                           (comm.rank() == 0 ? "the request to reach the workers"
-                                                             : "the master's next request"));
-      }
-      if (deadline && now >= limit) {
-        keep_forever(std::move(packet));
-        note_peer_lost();  // a worker that never answers would hold up MPI_Finalize too
-        throw Error(ErrorCode::Timeout,
-                    "distribute: rank 0 waited " + seconds_text(settings().timeout_s) +
-                        " (SYNK_TIMEOUT) for its request to reach the workers");
-      }
-    }
-    // An idle worker sleeps between tests: it costs little CPU and is never timed out, however
-    // long the master's serial part takes.
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  const auto limit = Clock::now() + wait_duration(settings().timeout_s);
+  // A broadcast to a killed rank was seen never to complete: every 10 ms the wait looks for
+  // dead ranks itself. An idle worker sleeps between tests (no yielding phase): it costs
+  // little CPU and is never timed out, however long the master's serial part takes.
+  poll_request(
+      req, "MPI_Test(the request packet's MPI_Ibcast)", std::chrono::microseconds(500),
+      std::chrono::microseconds(0),
+      [&] {
+        const std::string deaths = watch.deaths();
+        if (!deaths.empty()) {
+          throw Error(ErrorCode::Remote, "distribute: " + deaths + "; rank " +
+                                             std::to_string(comm.rank()) + " was waiting for " +
+                                             (comm.rank() == 0 ? "the request to reach the workers"
+                                                               : "the master's next request"));
+        }
+        if (deadline && Clock::now() >= limit) {
+          note_peer_lost();  // a worker that never answers would hold up MPI_Finalize too
+          throw Error(ErrorCode::Timeout,
+                      "distribute: rank 0 waited " + seconds_text(settings().timeout_s) +
+                          " (SYNK_TIMEOUT) for its request to reach the workers");
+        }
+      },
+      [&] { keep_forever(std::move(packet)); });
 }
 
 }  // namespace synk::detail
