@@ -74,6 +74,10 @@ class BlockedSignals {
   sigset_t set_, old_;
 };
 
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
 int status_to_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -160,8 +164,7 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
   }
 
   const auto start = Clock::now();
-  const auto deadline =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  const auto deadline = start + seconds(timeout_s);
   Clock::time_point kill_at{}, drain_until{};
   bool kill_pending = false, draining = false;
   std::string kill_reason;
@@ -192,19 +195,16 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
       if (read(sigfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
         const int sig = static_cast<int>(si.ssi_signo);
         if (sig != SIGCHLD && !child_done) {
-          const auto at = Clock::now();
+          kill(-child, sig);
           if (!result.forwarded_signal) {
             result.forwarded_signal = sig;
-            kill(-child, sig);
             if (!kill_pending) {
-              kill_at = at + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(kSignalGraceSeconds));
+              kill_at = Clock::now() + seconds(kSignalGraceSeconds);
               kill_pending = true;
               kill_reason = "after signal " + std::to_string(sig);
             }
           } else {
-            kill(-child, sig);
-            kill_at = at;  // the second one: no more waiting
+            kill_at = Clock::now();  // the second one: no more waiting
             kill_pending = true;
             kill_reason = "after a second signal";
           }
@@ -240,8 +240,7 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
       result.timed_out = true;
       std::fprintf(stderr, "synkrun: timeout after %g s: stopping every rank\n", timeout_s);
       kill(-child, SIGTERM);
-      kill_at = after + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(kKillGraceSeconds));
+      kill_at = after + seconds(kKillGraceSeconds);
       kill_pending = true;
       kill_reason.clear();  // the timeout's own message said it
     }

@@ -99,7 +99,8 @@ std::string find_mpirun() {
 
 // Finds PROGRAM as mpirun does: a name with a slash as it is; without one on PATH, then in the
 // current directory (which execvp on the ranks would not look in: that one is passed on as an
-// absolute path). Returns "" or why it cannot run here, with the exit code the shell would give.
+// absolute path). Returns "" or why it cannot run here, with the exit code the shell would give
+// (program is changed only on success).
 std::string resolve_program(std::string& program, int& code) {
   std::string path = program;
   if (program.find('/') == std::string::npos) {
@@ -167,11 +168,9 @@ int launch(Options& o, const char* argv0) {
   const bool multi_node = !o.hosts.empty() || !o.hostfile.empty();
   if (!o.program.empty()) {
     int code = 0;
-    const std::string original = o.program[0];
     if (std::string err = resolve_program(o.program[0], code); !err.empty()) {
       if (o.dry_run || multi_node) {
         // Planning for elsewhere, or the other hosts may have it: say so, start anyway.
-        o.program[0] = original;
         std::fprintf(stderr, "synkrun: note: %s here\n", err.c_str());
       } else {
         std::fprintf(stderr, "synkrun: error: %s\n", err.c_str());

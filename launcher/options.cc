@@ -143,12 +143,12 @@ std::string check_hosts(const std::string& hosts, long long& slots) {
     if (end == std::string::npos) end = hosts.size();
     const std::string item = hosts.substr(pos, end - pos);
     const std::size_t colon = item.find(':');
-    const std::string name = item.substr(0, colon);
-    if (name.empty() || (colon != std::string::npos &&
-                         !parse_count(item.substr(colon + 1), kMaxRanks))) {
+    const std::optional<int> n =
+        colon == std::string::npos ? 1 : parse_count(item.substr(colon + 1), kMaxRanks);
+    if (colon == 0 || item.empty() || !n) {
       return "-H: \"" + item + "\" is not HOST or HOST:SLOTS (SLOTS a whole number >= 1)";
     }
-    slots += colon == std::string::npos ? 1 : *parse_count(item.substr(colon + 1), kMaxRanks);
+    slots += *n;
     pos = end + 1;
   }
   return "";
