@@ -47,8 +47,9 @@ Baseline:
 Probes (shm rows only):
   '# copy probe' (once): each rank's share of memory bandwidth, every rank copying 64 MiB at
   once; each table's '# memory-bandwidth bound' line compares its largest shm row up to 64 MiB
-  with it (only a row at least the size of the last-level cache: smaller ones run in cache). '# handoff probe' (before and after each table, 2 or more ranks on the first node):
-  rank 0 rewrites 1 MiB that the next rank on its node read just before, then that rank reads
+  with it (only a row at least the size of the last-level cache: smaller ones run in cache).
+  '# handoff probe' (before and after each table, 2 or more ranks on the first node): rank 0
+  rewrites 1 MiB that the next rank on its node read just before, then that rank reads
   it (medians of 7 tries). The rewrite is what a shm writer pays to take its slot's lines back
   from the reader: when it is 5-10x its usual time, lines cross between these cores slowly,
   the shm rows run on streaming stores (with SYNK_SHM_STREAM=auto), and an MPI baseline whose

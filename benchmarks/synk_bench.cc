@@ -298,12 +298,10 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     out(what + "\n" + handoff_line(handoff_before, "before the table") + table_header());
   }
   std::uint64_t total_wrong = 0;
-  bool any_row = false;
   for (std::size_t s : steps) {
     CallArgs a{coll,      make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root, send.get(),
                recv.get()};
     if (a.layout.count == 0) continue;
-    any_row = true;
     for (Bench& b : benches) {
       fill_buffers(a, w.rank, w.size);
       const double predicted = b.seconds_per_byte * static_cast<double>(a.layout.bytes);
@@ -349,6 +347,8 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   }
   const Handoff handoff_after = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
   total_wrong += (handoff_before.wrong ? 1 : 0) + (handoff_after.wrong ? 1 : 0);
+  const bool any_row =
+      std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.coll == coll; });
   if (w.root() && !any_row) {
     const std::size_t per_rank = is_blocked(coll) ? static_cast<std::size_t>(w.size) : 1;
     out("# note: no row: every size from " + std::to_string(o.min_bytes) + " to " +
