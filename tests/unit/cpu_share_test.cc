@@ -3,13 +3,12 @@
 #include "backends/shm/cpu_share.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "temp_tree.h"
 
 namespace synk::shm {
 namespace {
@@ -59,20 +58,7 @@ TEST(CpuShare, CpuMaxTextIsALimitOrNone) {
   EXPECT_DOUBLE_EQ(cpu_max_limit("50000 0"), 0.0);
 }
 
-class CgroupTree : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/synk_cgroup_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
-  void write(const std::string& rel, const std::string& text) {
-    std::filesystem::create_directories(std::filesystem::path(root_ + rel).parent_path());
-    std::ofstream(root_ + rel) << text;
-  }
-  std::string root_;
-};
+class CgroupTree : public synk::testing::TempTree {};
 
 // The tightest limit on the way up from the process's own group applies.
 TEST_F(CgroupTree, TheTightestLimitFromTheGroupUpToTheRootApplies) {

@@ -35,7 +35,8 @@ class PeerWatch {
   std::string deaths() const;
 
  private:
-  std::vector<long long> pids_;  // per rank; 0: not watched (this rank, or another node)
+  // Per rank; 0: not watched (this rank, another node, another PID namespace).
+  std::vector<long long> pids_;
 };
 
 // Broadcasts the first `bytes` bytes of `packet` from rank 0 (MPI_Ibcast) and polls it: spins

@@ -2,6 +2,7 @@
 #include "core/liveness.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <fstream>
@@ -20,6 +21,11 @@ bool process_alive(long long pid) {
     }
   }
   return true;
+}
+
+std::uint64_t pid_namespace_id() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
 }
 
 }  // namespace synk::detail

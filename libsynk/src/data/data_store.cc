@@ -1,12 +1,12 @@
 // DataStore: the node-shared memory behind Data<T>. Local rank 0 of each node creates the
-// segment (same rules as the shm backend: O_EXCL, 0600, random name, unlinked once every local
-// rank has mapped it); rank 0's values reach each node once, through the node leaders.
+// segment and every local rank maps it, as the shm backend's (backends/shm/segment_share.h);
+// rank 0's values reach each node once, through the node leaders.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
-#include "backends/shm/segment.h"
+#include "backends/shm/segment_share.h"
 #include "core/backend.h"
 #include "core/mpi_check.h"
 #include "synk/data.h"
@@ -83,40 +83,17 @@ void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, s
                     " elements of " + std::to_string(elem_size_) + " bytes overflow the size");
   }
   const std::size_t bytes = std::max<std::size_t>(raw, 1);
-  shm::Segment fresh;
-  char name[64] = {};
-  std::string error;
-  if (c.local_rank == 0) {
-    try {
-      fresh = shm::Segment::create(bytes);
-      if (keep_bytes) std::memcpy(fresh.data(), keep, keep_bytes);
-      std::snprintf(name, sizeof name, "%s", fresh.name().c_str());
-    } catch (const Error& e) {
-      error = e.what();
-    }
+  shm::SharedSegment fresh = shm::try_share_segment(c.local_comm, bytes);
+  // A rank that did its part but whose node failed hears it from agree (Remote).
+  std::string error = fresh.error;
+  if (!fresh.created && c.local_rank != 0) error = "on local rank 0: " + error;
+  // The old rows, before agree: no rank reads the new segment before local rank 0 is past it.
+  if (fresh.ok && c.local_rank == 0 && keep_bytes) {
+    std::memcpy(fresh.segment.data(), keep, keep_bytes);
   }
-  SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, c.local_comm));
-  bool ok = name[0] != '\0';
-  if (!ok) {
-    // Why the node's local rank 0 could not create it, for every rank's message (they said
-    // only "shared segment of N bytes: ").
-    char reason[256] = {};
-    if (c.local_rank == 0) std::snprintf(reason, sizeof reason, "%s", error.c_str());
-    SYNK_CHECK_MPI(MPI_Bcast(reason, sizeof reason, MPI_CHAR, 0, c.local_comm));
-    if (c.local_rank != 0) error = std::string("on local rank 0: ") + reason;
-  }
-  if (ok && c.local_rank != 0) {
-    try {
-      fresh = shm::Segment::open(name, bytes);
-    } catch (const Error& e) {
-      error = e.what();
-      ok = false;
-    }
-  }
-  SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));  // every local rank has mapped it (or failed)
-  fresh.unlink();
-  agree(c, ok, "Data: shared segment of " + std::to_string(bytes) + " bytes", error);
-  impl_->segment = std::move(fresh);
+  agree(c, fresh.ok || error.empty(), "Data: shared segment of " + std::to_string(bytes) + " bytes",
+        error);
+  impl_->segment = std::move(fresh.segment);
   capacity_rows_ = capacity_rows;
 }
 

@@ -2,10 +2,8 @@
 // the watch on this node's ranks that lets its waits end in an error when a rank dies.
 #include "synk/distribute.h"
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -36,17 +34,17 @@ void keep_forever(std::vector<unsigned char>&& packet) {
 }  // namespace
 
 void PeerWatch::start(Communicator& comm) {
-  const std::int64_t mine[2] = {static_cast<std::int64_t>(getpid()), comm.node()};
-  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(comm.size()));
-  comm.all_gather(mine, all.data(), 2, DataType::int64);
+  const std::int64_t mine[3] = {static_cast<std::int64_t>(getpid()), comm.node(),
+                                static_cast<std::int64_t>(pid_namespace_id())};
+  std::vector<std::int64_t> all(3 * static_cast<std::size_t>(comm.size()));
+  comm.all_gather(mine, all.data(), 3, DataType::int64);
   pids_.assign(static_cast<std::size_t>(comm.size()), 0);
   for (int r = 0; r < comm.size(); ++r) {
-    const std::int64_t pid = all[2 * static_cast<std::size_t>(r)];
-    const bool here = all[2 * static_cast<std::size_t>(r) + 1] == comm.node() && r != comm.rank();
-    // A peer whose pid this process cannot see (another pid namespace on the same node) is not
-    // watched: its absence would read as a death.
-    if (here && pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) {
-      pids_[static_cast<std::size_t>(r)] = pid;
+    const std::int64_t* theirs = &all[3 * static_cast<std::size_t>(r)];
+    // A peer in another PID namespace on this node (a container of its own) is not watched:
+    // its pid is nobody here, or another process, so its absence would read as a death.
+    if (theirs[1] == comm.node() && r != comm.rank() && theirs[2] == mine[2] && theirs[0] > 0) {
+      pids_[static_cast<std::size_t>(r)] = theirs[0];
     }
   }
 }

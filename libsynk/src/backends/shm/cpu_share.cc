@@ -30,13 +30,6 @@ bool augment(std::span<const cpu_set_t> masks, int r, std::vector<int>& owner,
   return false;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return in ? s.str() : std::string();
-}
-
 double tighter(double a, double b) {
   if (a <= 0) return b;
   if (b <= 0) return a;
@@ -56,6 +49,13 @@ double tightest_up(const std::string& base, std::string path, LimitIn&& limit_in
 }
 
 }  // namespace
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return in ? s.str() : std::string();
+}
 
 bool each_rank_has_a_cpu(std::span<const cpu_set_t> masks) {
   if (masks.size() > static_cast<std::size_t>(CPU_SETSIZE)) return false;
@@ -96,16 +96,16 @@ double cgroup_cpu_limit(const std::string& self_cgroup, const std::string& root)
     const std::string path = line.substr(second + 1);
     if (line.rfind("0::", 0) == 0) {  // v2
       limit = tighter(limit, tightest_up(root, path, [](const std::string& dir) {
-                        return cpu_max_limit(read_text(dir + "/cpu.max"));
+                        return cpu_max_limit(read_file_text(dir + "/cpu.max"));
                       }));
     } else if (controllers.find(",cpu,") != std::string::npos) {
       // v1, where the hierarchy is mounted under either name; in a container the mount's top
       // is the container's own group.
       const auto quota_in = [](const std::string& dir) {
-        const std::string quota = read_text(dir + "/cpu.cfs_quota_us");
+        const std::string quota = read_file_text(dir + "/cpu.cfs_quota_us");
         if (quota.empty()) return 0.0;
         return cpu_max_limit(quota.substr(0, quota.find('\n')) + " " +
-                             read_text(dir + "/cpu.cfs_period_us"));
+                             read_file_text(dir + "/cpu.cfs_period_us"));
       };
       for (const char* mount : {"/cpu", "/cpu,cpuacct"})
         limit = tighter(limit, tightest_up(root + mount, path, quota_in));
@@ -115,7 +115,7 @@ double cgroup_cpu_limit(const std::string& self_cgroup, const std::string& root)
 }
 
 double cgroup_cpu_limit() {
-  return cgroup_cpu_limit(read_text("/proc/self/cgroup"), "/sys/fs/cgroup");
+  return cgroup_cpu_limit(read_file_text("/proc/self/cgroup"), "/sys/fs/cgroup");
 }
 
 }  // namespace synk::shm

@@ -31,4 +31,7 @@ double cpu_max_limit(const std::string& text);
 double cgroup_cpu_limit(const std::string& self_cgroup, const std::string& root);
 double cgroup_cpu_limit();  // this process's, from /proc/self/cgroup and /sys/fs/cgroup
 
+// A whole file's text (of /proc, /sys), or "" where it cannot be read.
+std::string read_file_text(const std::string& path);
+
 }  // namespace synk::shm

@@ -2,7 +2,9 @@
 #include "backends/shm/shm_backend.h"
 
 #include <string>
+#include <utility>
 
+#include "backends/shm/segment_share.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
@@ -23,43 +25,16 @@ std::string message_of(const Error& e) {
 }  // namespace
 
 shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what) {
-  int rank = 0;
-  SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-  shm::Segment segment;
-  // Rank 0 creates; a failure there must reach every rank, not leave them waiting, and every
-  // rank says why: the name travels, or rank 0's error after a '!'.
-  char name[512] = {};
-  std::string error;
-  if (rank == 0) {
-    try {
-      segment = shm::Segment::create(bytes);
-      std::snprintf(name, sizeof name, "%s", segment.name().c_str());
-    } catch (const Error& e) {
-      std::snprintf(name, sizeof name, "!%s", message_of(e).c_str());
-    }
-  }
-  SYNK_CHECK_MPI(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm));
-  if (name[0] == '!') {
+  shm::SharedSegment s = shm::try_share_segment(comm, bytes);
+  if (!s.created) {
     throw Error(ErrorCode::System,
-                std::string("shm backend: rank 0 could not create the ") + what + ": " + (name + 1));
+                std::string("shm backend: rank 0 could not create the ") + what + ": " + s.error);
   }
-  int ok = 1;
-  if (rank != 0) {
-    try {
-      segment = shm::Segment::open(name, bytes);
-    } catch (const Error& e) {
-      error = e.what();
-      ok = 0;
-    }
-  }
-  int all_ok = 0;
-  SYNK_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
-  segment.unlink();  // every rank has mapped it (or failed): the name is no longer needed
-  if (!all_ok) {
+  if (!s.ok) {
     throw Error(ErrorCode::System, std::string("shm backend: a rank could not map the ") + what +
-                                       " " + name + (error.empty() ? std::string() : ": " + error));
+                                       (s.error.empty() ? std::string() : ": " + s.error));
   }
-  return segment;
+  return std::move(s.segment);
 }
 
 ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job) {

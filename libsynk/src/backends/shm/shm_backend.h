@@ -1,5 +1,5 @@
-// ShmBackend: the ranks of one node, through one POSIX shared-memory segment set up over MPI
-// (local rank 0 creates it, the name travels by MPI_Bcast, it is unlinked once all have mapped).
+// ShmBackend: the ranks of one node, through one shared-memory segment set up over MPI (local
+// rank 0 creates it and every rank maps it: segment_share.h).
 #pragma once
 
 #include <memory>
@@ -10,21 +10,20 @@
 
 namespace synk::detail {
 
-// One node's shared-memory group: the segment (unlinked already) and the Group on it.
+// One node's shared-memory group: the segment (nameless already) and the Group on it.
 struct ShmNode {
   shm::Segment segment;
   std::unique_ptr<shm::Group> group;
 };
-// Sets up the group of the ranks of `comm` (all on one node): rank 0 creates the segment, the
-// name travels by MPI_Bcast, every rank maps it, then it is unlinked. Collective over comm and
-// over `job`, every rank of the job (comm's ranks, or more when SYNK_SIMULATE_NODES splits a
-// machine into several groups): the job's ranks on this machine all compete for its CPUs, which
-// decides how a waiting rank waits (GroupConfig::machine_ranks). A failure on any rank is an
-// error on every rank.
+// Sets up the group of the ranks of `comm` (all on one node): rank 0 creates the segment and
+// every rank maps it (share_segment). Collective over comm and over `job`, every rank of the
+// job (comm's ranks, or more when SYNK_SIMULATE_NODES splits a machine into several groups):
+// the job's ranks on this machine all compete for its CPUs, which decides how a waiting rank
+// waits (GroupConfig::machine_ranks). A failure on any rank is an error on every rank.
 ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job);
-// A new segment of `bytes` that every rank of `comm` (one node) has mapped, already unlinked:
-// rank 0 creates it, the name travels by MPI_Bcast. Collective; a failure on any rank is an
-// error on every rank. `what` names it in errors and the log.
+// A new segment of `bytes` that every rank of `comm` (one node) has mapped, with no name left
+// (try_share_segment). Collective; a failure on any rank is an error on every rank. `what`
+// names it in errors.
 shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what);
 
 class ShmBackend final : public Backend {

@@ -58,6 +58,7 @@ struct alignas(kLine) RankBlock {
   // last step posted is in its entries: Entry::step.)
   alignas(kLine) std::atomic<std::uint64_t> done;
   alignas(kLine) std::atomic<std::int64_t> pid;
+  std::atomic<std::uint64_t> pid_namespace;  // detail::pid_namespace_id(), stored before pid
   alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
   // This call's send buffer in the owner's address space, for cross-memory attach (shm_cma.cc),
   // and the owner's verdict on it (the probe, then each call's copy result).

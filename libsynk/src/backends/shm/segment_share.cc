@@ -1,0 +1,157 @@
+// See segment_share.h.
+#include "backends/shm/segment_share.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "backends/shm/cpu_share.h"
+#include "core/logging.h"
+#include "core/mpi_check.h"
+#include "synk/error.h"
+
+namespace synk::shm {
+
+namespace {
+
+// What rank 0 sends: where the segment is, or why there is none.
+struct Offer {
+  enum : std::int32_t { none = 0, anonymous = 1, named = 2 };
+  std::int32_t kind = none;
+  std::int32_t unused = 0;
+  SegmentHandle handle;
+  char name[256] = {};
+  char error[512] = {};
+};
+
+// An Error's text without its "synk <Code>: " prefix, which whoever throws it again adds.
+std::string message_of(const Error& e) {
+  std::string text = e.what();
+  const auto colon = text.find(": ");
+  if (text.rfind("synk ", 0) == 0 && colon != std::string::npos) text = text.substr(colon + 2);
+  return text;
+}
+
+// A number of bytes, or 0 for none ("max", empty).
+std::uint64_t bytes_in(const std::string& text) {
+  std::uint64_t v = 0;
+  return std::sscanf(text.c_str(), "%" SCNu64, &v) == 1 ? v : 0;
+}
+
+// One round: rank 0 makes a segment of `kind` (Offer::anonymous or named) and every rank maps it.
+SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_t kind) {
+  SharedSegment out;
+  Offer offer;
+  if (rank == 0) {
+    try {
+      if (kind == Offer::anonymous) {
+        out.segment = Segment::create_anonymous(bytes);
+        offer.handle = out.segment.handle();
+      } else {
+        out.segment = Segment::create(bytes);
+      }
+      offer.kind = kind;
+      std::snprintf(offer.name, sizeof offer.name, "%s", out.segment.name().c_str());
+    } catch (const Error& e) {
+      std::snprintf(offer.error, sizeof offer.error, "%s", message_of(e).c_str());
+    }
+  }
+  SYNK_CHECK_MPI(MPI_Bcast(&offer, sizeof offer, MPI_BYTE, 0, comm));
+  if (offer.kind == Offer::none) {
+    out.error = offer.error;
+    return out;  // the same on every rank: no collective follows
+  }
+  out.created = true;
+  int mapped = 1;
+  if (rank != 0) {
+    try {
+      out.segment = offer.kind == Offer::anonymous ? Segment::open_anonymous(offer.handle, bytes)
+                                                   : Segment::open(offer.name, bytes);
+    } catch (const Error& e) {
+      out.error = message_of(e);
+      mapped = 0;
+    }
+  }
+  int all = 0;
+  SYNK_CHECK_MPI(MPI_Allreduce(&mapped, &all, 1, MPI_INT, MPI_MIN, comm));
+  // Every rank has mapped it (or failed): the descriptor, or the name, is no longer needed.
+  out.segment.close_handle();
+  out.segment.unlink();
+  out.ok = all != 0;
+  if (!out.ok) out.segment = Segment();
+  return out;
+}
+
+}  // namespace
+
+SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes, SegmentKind kind) {
+  int rank = 0;
+  SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  // Rank 0 decides, for all: the ranks could read different limits at different moments.
+  int anonymous = 0;
+  if (rank == 0) anonymous = kind == SegmentKind::any && bytes <= anonymous_segment_limit();
+  SYNK_CHECK_MPI(MPI_Bcast(&anonymous, 1, MPI_INT, 0, comm));
+  if (anonymous) {
+    SharedSegment s = share_once(comm, rank, bytes, Offer::anonymous);
+    if (s.ok) return s;
+    // A rank that cannot open another's descriptor (another PID namespace, no /proc), or a
+    // kernel without memfd: the named kind works there.
+    SYNK_LOG_AT(info, "shm: an anonymous segment of " << bytes << " bytes could not be shared ("
+                                                      << (s.error.empty() ? "on another rank"
+                                                                          : s.error)
+                                                      << "); using a named one");
+  }
+  return share_once(comm, rank, bytes, Offer::named);
+}
+
+std::uint64_t anonymous_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room) {
+  std::uint64_t available = 0;
+  std::istringstream lines(meminfo);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("MemAvailable:", 0) == 0) available = bytes_in(line.substr(13)) * 1024;
+  }
+  return std::min(available, cgroup_room) / 2;
+}
+
+std::uint64_t cgroup_memory_room(const std::string& self_cgroup, const std::string& root) {
+  std::uint64_t room = UINT64_MAX;
+  // A limit minus the usage, where the directory has a limit (v2's "max" is none; v1's "none"
+  // is a number near 2^63, which leaves room enough); a parent's limit binds its children
+  // too, so every group up to the top counts.
+  const auto take = [&](const std::string& dir, const char* limit_file, const char* usage_file) {
+    const std::uint64_t limit = bytes_in(read_file_text(dir + "/" + limit_file));
+    if (!limit) return;
+    const std::uint64_t used = bytes_in(read_file_text(dir + "/" + usage_file));
+    room = std::min(room, limit > used ? limit - used : 0);
+  };
+  std::istringstream lines(self_cgroup);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t colon = line.find(':'), second = line.find(':', colon + 1);
+    if (colon == std::string::npos || second == std::string::npos) continue;
+    std::string controllers(1, ',');  // ",cpu,memory,": find ",memory," among them
+    controllers.append(line, colon + 1, second - colon - 1).push_back(',');
+    std::string path = line.substr(second + 1);
+    const bool v2 = line.rfind("0::", 0) == 0;
+    if (!v2 && controllers.find(",memory,") == std::string::npos) continue;
+    const std::string base = v2 ? root : root + "/memory";
+    for (;;) {
+      if (v2) {
+        take(base + path, "memory.max", "memory.current");
+      } else {
+        take(base + path, "memory.limit_in_bytes", "memory.usage_in_bytes");
+      }
+      if (path.empty() || path == "/") break;
+      path.resize(path.rfind('/'));
+    }
+  }
+  return room;
+}
+
+std::uint64_t anonymous_segment_limit() {
+  const std::uint64_t room = cgroup_memory_room(read_file_text("/proc/self/cgroup"), "/sys/fs/cgroup");
+  return anonymous_segment_limit(read_file_text("/proc/meminfo"), room);
+}
+
+}  // namespace synk::shm

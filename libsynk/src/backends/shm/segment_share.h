@@ -1,0 +1,46 @@
+// One segment for the ranks of a node: rank 0 of the communicator creates it and every rank maps
+// it, anonymous where that works (nothing in /dev/shm at any moment, so a rank killed during the
+// set-up, or a job aborted then, leaves nothing behind), named otherwise (segment.h).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backends/shm/segment.h"
+
+namespace synk::shm {
+
+struct SharedSegment {
+  Segment segment;        // mapped on this rank when ok
+  bool ok = false;        // every rank mapped it
+  bool created = false;   // rank 0 made it; if not, `error` is rank 0's reason, on every rank
+  std::string error;      // why this rank failed; empty on a rank that did its part
+};
+
+enum class SegmentKind {
+  any,    // anonymous, or named where an anonymous one cannot be shared (or is too large)
+  named,  // named only (tests of that path)
+};
+
+// Collective over `comm`, whose ranks are on one node. Never throws for a failure to create or
+// map (the result says, on every rank, so that callers can agree on an error); MPI errors throw.
+SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes,
+                                SegmentKind kind = SegmentKind::any);
+
+// The largest anonymous segment made: half of the memory the process may still take (the
+// kernel's MemAvailable, or less under a cgroup memory limit). Why a limit: a memfd has none of
+// its own, so reserving a segment larger than memory would not fail as /dev/shm's size makes a
+// named one fail ("cannot reserve"), but run the machine out of memory. Larger segments are
+// named, and /dev/shm's size decides.
+std::uint64_t anonymous_segment_limit();
+// The same from the text of /proc/meminfo and the room the cgroups leave (cgroup_memory_room).
+std::uint64_t anonymous_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room);
+// The least room (limit minus usage) of a process's memory cgroup and its ancestors, or
+// UINT64_MAX for no limit, with `self_cgroup` the text of /proc/<pid>/cgroup and `root` where the
+// cgroup file systems are mounted (v2 memory.max and memory.current; v1 memory.limit_in_bytes
+// and memory.usage_in_bytes under root/memory).
+std::uint64_t cgroup_memory_room(const std::string& self_cgroup, const std::string& root);
+
+}  // namespace synk::shm

@@ -1,0 +1,157 @@
+// Anonymous segments (segment.h) with real processes: another process maps one only through
+// its creator's descriptor, and a creator killed before anyone mapped it leaves nothing in
+// /dev/shm (a named segment's name stayed until every rank had mapped it).
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "backends/shm/segment.h"
+#include "synk/error.h"
+
+namespace synk::shm::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::set<std::string> synk_names_in_dev_shm() {
+  std::set<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (const dirent* e = readdir(d)) {
+      if (std::strncmp(e->d_name, kSegmentPrefix, std::strlen(kSegmentPrefix)) == 0) {
+        names.insert(e->d_name);
+      }
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+// Runs fn in a child process; its return value is the child's exit code.
+template <class Fn>
+int in_child(Fn&& fn) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(fn());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(ShmAnonymousSegment, HasNoNameInDevShmAndModeSixHundred) {
+  const auto before = synk_names_in_dev_shm();
+  Segment s = Segment::create_anonymous(8192);
+  EXPECT_THAT(s.name(), StartsWith(std::string("memfd:") + kSegmentPrefix));
+  EXPECT_EQ(s.name().size(), std::string("memfd:").size() + std::strlen(kSegmentPrefix) + 24);
+  EXPECT_EQ(synk_names_in_dev_shm(), before);
+  const SegmentHandle h = s.handle();
+  EXPECT_EQ(h.pid, getpid());
+  struct stat st {};
+  ASSERT_EQ(fstat(static_cast<int>(h.fd), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(static_cast<std::size_t>(st.st_size), 8192u);
+  EXPECT_EQ(static_cast<const unsigned char*>(s.data())[8191], 0);  // zero-filled
+}
+
+TEST(ShmAnonymousSegment, AnotherProcessMapsItThroughTheHandleAndSharesItsMemory) {
+  Segment s = Segment::create_anonymous(1 << 20);
+  auto* words = static_cast<volatile std::uint64_t*>(s.data());
+  words[0] = 0x5eed;
+  const SegmentHandle h = s.handle();
+  // The child is another process: it opens /proc/<our pid>/fd/<fd>, as a rank would.
+  EXPECT_EQ(in_child([&] {
+              try {
+                Segment mine = Segment::open_anonymous(h, 1 << 20);
+                auto* w = static_cast<volatile std::uint64_t*>(mine.data());
+                if (w[0] != 0x5eed) return 2;
+                w[(1 << 17) - 1] = 0xfeed;  // the last word
+                return mine.name() == s.name() ? 0 : 3;
+              } catch (const Error&) {
+                return 1;
+              }
+            }),
+            0);
+  EXPECT_EQ(words[(1 << 17) - 1], 0xfeedu);
+  // Once the creator closes its descriptor (every rank mapped it), nobody can reach it.
+  s.close_handle();
+  EXPECT_EQ(in_child([&] {
+              try {
+                Segment late = Segment::open_anonymous(h, 1 << 20);
+                return 1;
+              } catch (const Error& e) {
+                return e.code() == ErrorCode::System ? 0 : 2;
+              }
+            }),
+            0);
+}
+
+TEST(ShmAnonymousSegment, AHandleThatLeadsToAnotherFileOrSizeIsRefused) {
+  Segment s = Segment::create_anonymous(8192);
+  SegmentHandle other_file = s.handle();
+  other_file.ino += 1;  // as if the pid had been reused by a process with another file there
+  try {
+    Segment::open_anonymous(other_file, 8192);
+    ADD_FAILURE() << "another file was used";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
+    EXPECT_THAT(e.what(), HasSubstr("is not the segment its creator made"));
+  }
+  try {
+    Segment::open_anonymous(s.handle(), 4096);
+    ADD_FAILURE() << "a segment of another size was used";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
+    EXPECT_THAT(e.what(), HasSubstr("8192 bytes"));
+  }
+  SegmentHandle gone = s.handle();
+  gone.fd = 100000;
+  try {
+    Segment::open_anonymous(gone, 8192);
+    ADD_FAILURE() << "no error for a descriptor that is not open";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::System);
+    EXPECT_THAT(e.what(), HasSubstr("/fd/100000"));
+  }
+}
+
+// The crash that used to leave a segment behind: the creator dies after creating it, before
+// the others have mapped it (a named segment is unlinked only after that).
+TEST(ShmAnonymousSegment, ACreatorKilledBeforeTheOthersMapItLeavesNothing) {
+  const auto before = synk_names_in_dev_shm();
+  int handle_pipe[2];
+  ASSERT_EQ(pipe(handle_pipe), 0);
+  const pid_t creator = fork();
+  if (creator == 0) {
+    close(handle_pipe[0]);
+    Segment s = Segment::create_anonymous(1 << 20);
+    const SegmentHandle h = s.handle();
+    if (write(handle_pipe[1], &h, sizeof h) != static_cast<ssize_t>(sizeof h)) _exit(1);
+    pause();
+    _exit(0);
+  }
+  close(handle_pipe[1]);
+  SegmentHandle h;
+  ASSERT_EQ(read(handle_pipe[0], &h, sizeof h), static_cast<ssize_t>(sizeof h));
+  close(handle_pipe[0]);
+  EXPECT_EQ(synk_names_in_dev_shm(), before);  // never a name, even while it exists
+  ASSERT_EQ(kill(creator, SIGKILL), 0);
+  ASSERT_EQ(waitpid(creator, nullptr, 0), creator);
+  EXPECT_EQ(synk_names_in_dev_shm(), before);
+  try {
+    Segment::open_anonymous(h, 1 << 20);
+    ADD_FAILURE() << "the dead creator's segment was still reachable";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::System) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace synk::shm::testing
