@@ -40,8 +40,9 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
   cfg.root_reduces_bytes = options.root_reduces_bytes;
   cfg.spin_us = options.spin_us;
   cfg.machine_ranks = options.machine_ranks;
-  Segment segment = Segment::create(Group::segment_bytes(size, cfg.slot_bytes));
-  segment.unlink();  // children inherit the mapping across fork; the name is not needed
+  // Children inherit the mapping across fork: no descriptor (or name) is needed.
+  Segment segment = Segment::create_anonymous(Group::segment_bytes(size, cfg.slot_bytes));
+  segment.close_handle();
 
   const std::size_t table_bytes = sizeof(SharedResult) * static_cast<std::size_t>(size);
   void* table = mmap(nullptr, table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

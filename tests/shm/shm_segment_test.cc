@@ -1,7 +1,6 @@
 // Anonymous segments (segment.h) with real processes: another process maps one only through
 // its creator's descriptor, and a creator killed before anyone mapped it leaves nothing in
 // /dev/shm (a named segment's name stayed until every rank had mapped it).
-#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,8 +12,10 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "backends/shm/segment.h"
+#include "fork_harness.h"
 #include "synk/error.h"
 
 namespace synk::shm::testing {
@@ -24,16 +25,8 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 std::set<std::string> synk_names_in_dev_shm() {
-  std::set<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (const dirent* e = readdir(d)) {
-      if (std::strncmp(e->d_name, kSegmentPrefix, std::strlen(kSegmentPrefix)) == 0) {
-        names.insert(e->d_name);
-      }
-    }
-    closedir(d);
-  }
-  return names;
+  const std::vector<std::string> names = synk_segments();
+  return {names.begin(), names.end()};
 }
 
 // Runs fn in a child process; its return value is the child's exit code.
