@@ -1,6 +1,7 @@
 // A fork-per-rank harness for shm::Group (after gloo's MultiProcTest): the parent makes one
-// segment, forks one process per rank, each runs the test body on its own Group, and reports
-// an exit code and a message through a shared result table. Ranks can be killed mid-call.
+// anonymous segment, forks one process per rank, each runs the test body on its own Group,
+// and reports an exit code and a message through a shared result table. Ranks can be killed
+// mid-call.
 #pragma once
 
 #include <functional>
