@@ -34,6 +34,9 @@ fi
 
 # Anonymous segments (memfd:synk-...) never had a name there; named ones (/synk-...) must be gone.
 names=$(grep -o 'synk-[0-9a-f]\{24\}' <<<"$out" | sort -u)
+if [ "${SYNK_SHM_SEGMENTS:-auto}" = named ]; then
+  grep -q '/synk-[0-9a-f]\{24\}' <<<"$out" || fail "SYNK_SHM_SEGMENTS=named, but no named segment in the log"
+fi
 [ "$(wc -w <<<"$names")" -ge 2 ] || fail "expected the shm group's and the Data's segment names"
 for n in $names; do
   [ ! -e "/dev/shm/$n" ] || fail "segment $n was left in /dev/shm"

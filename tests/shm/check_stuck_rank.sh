@@ -32,6 +32,9 @@ got=$(grep -c "stuck_rank: rank [0-9]* ok after" <<<"$out")
 
 # Anonymous segments (memfd:synk-...) never had a name there; named ones (/synk-...) must be gone.
 names=$(grep -o 'synk-[0-9a-f]\{24\}' <<<"$out" | sort -u)
+if [ "${SYNK_SHM_SEGMENTS:-auto}" = named ]; then
+  grep -q '/synk-[0-9a-f]\{24\}' <<<"$out" || fail "SYNK_SHM_SEGMENTS=named, but no named segment in the log"
+fi
 [ -n "$names" ] || fail "no shm segment name in the log (SYNK_LOG=info)"
 for n in $names; do
   [ ! -e "/dev/shm/$n" ] || fail "segment $n was left in /dev/shm"

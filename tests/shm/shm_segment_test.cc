@@ -122,12 +122,16 @@ TEST(ShmAnonymousSegment, ACreatorKilledBeforeTheOthersMapItLeavesNothing) {
   int handle_pipe[2];
   ASSERT_EQ(pipe(handle_pipe), 0);
   const pid_t creator = fork();
-  if (creator == 0) {
+  if (creator == 0) {  // never returns into the test: it writes the handle, or nothing
     close(handle_pipe[0]);
-    Segment s = Segment::create_anonymous(1 << 20);
-    const SegmentHandle h = s.handle();
-    if (write(handle_pipe[1], &h, sizeof h) != static_cast<ssize_t>(sizeof h)) _exit(1);
-    pause();
+    try {
+      Segment s = Segment::create_anonymous(1 << 20);
+      const SegmentHandle h = s.handle();
+      if (write(handle_pipe[1], &h, sizeof h) != static_cast<ssize_t>(sizeof h)) _exit(1);
+      pause();
+    } catch (...) {
+      _exit(2);
+    }
     _exit(0);
   }
   close(handle_pipe[1]);

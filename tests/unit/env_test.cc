@@ -68,6 +68,8 @@ TEST(Env, ValidValues) {
   }
   EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "0"}}).shm_spin_us, 0);
   EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "10000"}}).shm_spin_us, 10000);
+  EXPECT_EQ(parse({}).shm_segments, "auto");
+  EXPECT_EQ(parse({{"SYNK_SHM_SEGMENTS", "named"}}).shm_segments, "named");
 }
 
 TEST(Env, BadValuesAreClearErrors) {
@@ -89,6 +91,7 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_SHM_SPIN_US", "-1");
   expect_rejected("SYNK_SHM_SPIN_US", "1ms");
   expect_rejected("SYNK_SHM_SPIN_US", "60000001");
+  expect_rejected("SYNK_SHM_SEGMENTS", "anonymous");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // anonymous (a memfd has no size limit of its own, so reserving one beyond memory would not
 // fail but exhaust the machine).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <string>
@@ -21,6 +22,17 @@ TEST(SegmentLimit, HalfOfTheAvailableMemoryOrOfTheCgroupsRoom) {
   // No MemAvailable line (or no /proc): nothing may be anonymous; the named kind remains.
   EXPECT_EQ(anonymous_segment_limit("MemTotal: 1000 kB\n", UINT64_MAX), 0u);
   EXPECT_EQ(anonymous_segment_limit("", UINT64_MAX), 0u);
+}
+
+// All shared memory together (Shmem: earlier segments, tmpfs files) stays within half the
+// machine, as /dev/shm's default size keeps named segments: a run of segments, each under half
+// of what is available, cannot take it all.
+TEST(SegmentLimit, SharedMemoryInAllStaysWithinHalfTheMachine) {
+  const std::string meminfo = "MemTotal: 1000 kB\nMemAvailable: 800 kB\nShmem: 400 kB\n";
+  EXPECT_EQ(anonymous_segment_limit(meminfo, UINT64_MAX), 100u * 1024);
+  EXPECT_EQ(anonymous_segment_limit("MemTotal: 1000 kB\nMemAvailable: 800 kB\nShmem: 600 kB\n",
+                                    UINT64_MAX),
+            0u);
 }
 
 class MemoryCgroupTree : public synk::testing::TempTree {};
@@ -54,10 +66,11 @@ TEST_F(MemoryCgroupTree, V1IsReadWhereTheMemoryControllerIsOnV1) {
   EXPECT_EQ(cgroup_memory_room("3:cpu,cpuacct:/process_api\n", root_), UINT64_MAX);
 }
 
-TEST(SegmentLimit, ThisMachinesLimitIsSomeMemoryButNotAll) {
-  const std::uint64_t limit = anonymous_segment_limit();
-  EXPECT_GT(limit, std::uint64_t{64} << 20);
-  EXPECT_LT(limit, std::uint64_t{1} << 50);
+TEST(SegmentLimit, ThisMachinesLimitIsAtMostHalfItsMemory) {
+  long long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  ASSERT_GT(pages, 0);
+  EXPECT_LE(anonymous_segment_limit(), static_cast<std::uint64_t>(pages) *
+                                           static_cast<std::uint64_t>(page) / 2);
 }
 
 }  // namespace

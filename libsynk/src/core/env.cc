@@ -83,6 +83,11 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
       bad("SYNK_SHM_STREAM", v, "auto, always or never");
     s.shm_stream = m;
   }
+  if (const char* v = get("SYNK_SHM_SEGMENTS"); v && *v) {
+    const std::string_view m(v);
+    if (m != "auto" && m != "named") bad("SYNK_SHM_SEGMENTS", v, "auto or named");
+    s.shm_segments = m;
+  }
   if (const char* v = get("SYNK_CONTEXTS"); v && *v) {
     parse_contexts(v);  // the syntax now; the device numbers once a backend knows the devices
     s.contexts = v;

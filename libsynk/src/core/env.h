@@ -27,6 +27,9 @@ struct Settings {
   // SYNK_SHM_STREAM: how large shm calls write shared memory: auto (each rank times both ways
   // and keeps the faster, shm/store_tuner.h), always (non-temporal stores), never (ordinary).
   std::string shm_stream = "auto";
+  // SYNK_SHM_SEGMENTS: auto (anonymous where the node's ranks can share one, else named) or
+  // named (POSIX segments in /dev/shm only), backends/shm/segment_share.h.
+  std::string shm_segments = "auto";
   std::string contexts;            // SYNK_CONTEXTS: "name->cudaN;..." (checked by parse_contexts)
   // Set by synkrun for the NCCL backend's device choice (see backends/nccl).
   std::string gpu;                 // SYNK_GPU: the rank's GPU index(es), "2" or "2,3"; empty: none

@@ -8,6 +8,7 @@
 
 #include "backends/shm/segment_share.h"
 #include "core/backend.h"
+#include "core/logging.h"
 #include "core/mpi_check.h"
 #include "synk/data.h"
 #include "synk/error.h"
@@ -95,6 +96,7 @@ void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, s
         error);
   impl_->segment = std::move(fresh.segment);
   capacity_rows_ = capacity_rows;
+  SYNK_LOG_AT(info, "Data: segment " << impl_->segment.name() << ", " << bytes << " bytes");
 }
 
 void DataStore::set_value(const void* values, std::size_t bytes) {

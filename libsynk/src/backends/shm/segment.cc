@@ -56,8 +56,8 @@ void* map(int fd, std::size_t bytes, const std::string& name) {
 // Sizes the new file `fd` and reserves its pages now: where /dev/shm (or the memory cgroup) is
 // too small, this is an error naming the size instead of a SIGBUS at the first touch of a
 // missing page. A file system without fallocate keeps the sparse file.
-// The caller closes `fd` if this throws.
-void reserve(int fd, std::size_t bytes, const std::string& name) {
+// The caller closes `fd` if this throws. `short_of` says what may be too small.
+void reserve(int fd, std::size_t bytes, const std::string& name, const char* short_of) {
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     const int err = errno;
     sys_error("ftruncate", name + ", " + std::to_string(bytes) + " bytes", err);
@@ -67,8 +67,7 @@ void reserve(int fd, std::size_t bytes, const std::string& name) {
     const int err = errno;
     throw Error(ErrorCode::System,
                 "cannot reserve " + std::to_string(bytes) + " bytes of shared memory for " +
-                    name + " (fallocate: " + std::strerror(err) +
-                    "); /dev/shm may be too small (df -h /dev/shm)");
+                    name + " (fallocate: " + std::strerror(err) + "); " + short_of);
   }
 }
 
@@ -104,7 +103,7 @@ Segment Segment::create(std::size_t bytes) {
     }
     try {
       try {
-        reserve(fd, bytes, name);
+        reserve(fd, bytes, name, "/dev/shm may be too small (df -h /dev/shm)");
       } catch (...) {
         close(fd);
         throw;
@@ -130,7 +129,7 @@ Segment Segment::create_anonymous(std::size_t bytes) {
     // through /proc anyway, but the mode says the same as a named segment's.
     if (fchmod(fd, 0600) != 0) sys_error("fchmod", name, errno);
     if (fstat(fd, &st) != 0) sys_error("fstat", name, errno);
-    reserve(fd, bytes, name);
+    reserve(fd, bytes, name, "the memory available (or the cgroup's limit) may be too small");
     p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) sys_error("mmap", name, errno);
   } catch (...) {
@@ -146,9 +145,18 @@ Segment Segment::create_anonymous(std::size_t bytes) {
 
 Segment Segment::open_anonymous(const SegmentHandle& h, std::size_t bytes) {
   const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) sys_error("open", path, errno);
+  // What is behind the descriptor is checked before it is opened (opening a terminal or a FIFO
+  // another process happens to hold there would do something), and again once it is open.
+  const auto refuse = [&] {
+    throw Error(ErrorCode::InvalidUsage, path + " is not the segment its creator made (another "
+                                                "file behind that pid and descriptor): refusing "
+                                                "to use it");
+  };
   struct stat st {};
+  if (stat(path.c_str(), &st) != 0) sys_error("stat", path, errno);
+  if (st.st_dev != h.dev || st.st_ino != h.ino) refuse();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) sys_error("open", path, errno);
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
@@ -156,9 +164,7 @@ Segment Segment::open_anonymous(const SegmentHandle& h, std::size_t bytes) {
   }
   if (st.st_dev != h.dev || st.st_ino != h.ino) {
     close(fd);
-    throw Error(ErrorCode::InvalidUsage, path + " is not the segment its creator made (another "
-                                                "file behind that pid and descriptor): refusing "
-                                                "to use it");
+    refuse();
   }
   check_owner(fd, st, path, bytes);
   // What /proc/<pid>/maps calls it, for messages.

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "backends/shm/cpu_share.h"
+#include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "synk/error.h"
@@ -91,28 +92,39 @@ SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes, SegmentKind ki
   SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   // Rank 0 decides, for all: the ranks could read different limits at different moments.
   int anonymous = 0;
-  if (rank == 0) anonymous = kind == SegmentKind::any && bytes <= anonymous_segment_limit();
-  SYNK_CHECK_MPI(MPI_Bcast(&anonymous, 1, MPI_INT, 0, comm));
-  if (anonymous) {
-    SharedSegment s = share_once(comm, rank, bytes, Offer::anonymous);
-    if (s.ok) return s;
-    // A rank that cannot open another's descriptor (another PID namespace, no /proc), or a
-    // kernel without memfd: the named kind works there.
-    SYNK_LOG_AT(info, "shm: an anonymous segment of " << bytes << " bytes could not be shared ("
-                                                      << (s.error.empty() ? "on another rank"
-                                                                          : s.error)
-                                                      << "); using a named one");
+  if (rank == 0) {
+    anonymous = kind == SegmentKind::any && detail::settings().shm_segments == "auto" &&
+                bytes <= anonymous_segment_limit();
   }
-  return share_once(comm, rank, bytes, Offer::named);
+  SYNK_CHECK_MPI(MPI_Bcast(&anonymous, 1, MPI_INT, 0, comm));
+  if (!anonymous) return share_once(comm, rank, bytes, Offer::named);
+  SharedSegment s = share_once(comm, rank, bytes, Offer::anonymous);
+  if (s.ok) return s;
+  // A rank that cannot open another's descriptor (a /proc that does not show rank 0, as in a
+  // PID namespace with a /proc of its own; a process that is not dumpable), or a kernel without
+  // memfd: the named kind works there.
+  const std::string why = s.error.empty() ? "on another rank" : s.error;
+  SYNK_LOG_AT(info, "shm: an anonymous segment of " << bytes << " bytes could not be shared ("
+                                                    << why << "); using a named one");
+  SharedSegment named = share_once(comm, rank, bytes, Offer::named);
+  // Both failed: say why the first did too, it may be the one to mend.
+  if (!named.ok && !s.error.empty()) named.error += " (an anonymous one failed too: " + s.error + ")";
+  return named;
 }
 
 std::uint64_t anonymous_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room) {
-  std::uint64_t available = 0;
+  std::uint64_t available = 0, total = 0, shmem = 0;
   std::istringstream lines(meminfo);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("MemAvailable:", 0) == 0) available = bytes_in(line.substr(13)) * 1024;
+    if (line.rfind("MemTotal:", 0) == 0) total = bytes_in(line.substr(9)) * 1024;
+    if (line.rfind("Shmem:", 0) == 0) shmem = bytes_in(line.substr(6)) * 1024;
   }
-  return std::min(available, cgroup_room) / 2;
+  // Half of what is still available, and all shared memory together (memfds count in Shmem)
+  // within half the machine, as /dev/shm's default size holds named segments: one segment
+  // after another cannot take it all either.
+  const std::uint64_t shared_room = total / 2 > shmem ? total / 2 - shmem : 0;
+  return std::min({available / 2, cgroup_room / 2, shared_room});
 }
 
 std::uint64_t cgroup_memory_room(const std::string& self_cgroup, const std::string& root) {

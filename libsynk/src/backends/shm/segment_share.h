@@ -20,8 +20,9 @@ struct SharedSegment {
 };
 
 enum class SegmentKind {
-  any,    // anonymous, or named where an anonymous one cannot be shared (or is too large)
-  named,  // named only (tests of that path)
+  any,    // anonymous, or named where an anonymous one cannot be shared, is too large, or
+          // SYNK_SHM_SEGMENTS=named asks for named ones
+  named,  // named only
 };
 
 // Collective over `comm`, whose ranks are on one node. Never throws for a failure to create or
@@ -30,10 +31,11 @@ SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes,
                                 SegmentKind kind = SegmentKind::any);
 
 // The largest anonymous segment made: half of the memory the process may still take (the
-// kernel's MemAvailable, or less under a cgroup memory limit). Why a limit: a memfd has none of
-// its own, so reserving a segment larger than memory would not fail as /dev/shm's size makes a
-// named one fail ("cannot reserve"), but run the machine out of memory. Larger segments are
-// named, and /dev/shm's size decides.
+// kernel's MemAvailable, or less under a cgroup memory limit), and no more than leaves all shared
+// memory (Shmem: memfds, tmpfs) within half the machine's, as /dev/shm's default size bounds
+// named segments. Why a limit: a memfd has none of its own, so reserving a segment larger than
+// memory would not fail as /dev/shm's size makes a named one fail ("cannot reserve"), but run
+// the machine out of memory. Larger segments are named, and /dev/shm's size decides.
 std::uint64_t anonymous_segment_limit();
 // The same from the text of /proc/meminfo and the room the cgroups leave (cgroup_memory_room).
 std::uint64_t anonymous_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room);

@@ -250,7 +250,8 @@ bool Group::peer_alive(int peer) const {
   // In another PID namespace its pid is not its pid here (a rank in a container of its own,
   // sharing this node's memory: "rank 0 (pid 17381) died" came after a 10 ms wait for a live
   // rank). Only the deadline can tell there either.
-  if (b.pid_namespace.load(std::memory_order_relaxed) != pid_namespace_) return true;
+  const std::uint64_t theirs = b.pid_namespace.load(std::memory_order_relaxed);
+  if (theirs != 0 && pid_namespace_ != 0 && theirs != pid_namespace_) return true;
   return detail::process_alive(pid);
 }
 
