@@ -34,7 +34,8 @@ int main() {
     std::vector<float> values;
     if (me == 0) values = {1, 2, 3, 4, 5, 6, 7, 8};
     d.set_value(values);
-    if (d.data()[7] != 8.0f) return say(who + " FAILED: the Data segment holds the wrong values\n"), 1;
+    if (d.data()[7] != 8.0f)
+      return say(who + " FAILED: the Data segment holds the wrong values\n"), 1;
     // Every rank waits well past the 10 ms after which a waiting rank checks that the ranks it
     // waits for are alive, for a rank busy elsewhere (rank 0, then the last rank).
     for (int busy : {0, n - 1}) {

@@ -108,7 +108,8 @@ SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes, SegmentKind ki
                                                     << why << "); using a named one");
   SharedSegment named = share_once(comm, rank, bytes, Offer::named);
   // Both failed: say why the first did too, it may be the one to mend.
-  if (!named.ok && !s.error.empty()) named.error += " (an anonymous one failed too: " + s.error + ")";
+  if (!named.ok && !s.error.empty())
+    named.error += " (an anonymous one failed too: " + s.error + ")";
   return named;
 }
 
@@ -162,7 +163,8 @@ std::uint64_t cgroup_memory_room(const std::string& self_cgroup, const std::stri
 }
 
 std::uint64_t anonymous_segment_limit() {
-  const std::uint64_t room = cgroup_memory_room(read_file_text("/proc/self/cgroup"), "/sys/fs/cgroup");
+  const std::uint64_t room =
+      cgroup_memory_room(read_file_text("/proc/self/cgroup"), "/sys/fs/cgroup");
   return anonymous_segment_limit(read_file_text("/proc/meminfo"), room);
 }
 

@@ -13,10 +13,10 @@
 namespace synk::shm {
 
 struct SharedSegment {
-  Segment segment;        // mapped on this rank when ok
-  bool ok = false;        // every rank mapped it
-  bool created = false;   // rank 0 made it; if not, `error` is rank 0's reason, on every rank
-  std::string error;      // why this rank failed; empty on a rank that did its part
+  Segment segment;       // mapped on this rank when ok
+  bool ok = false;       // every rank mapped it
+  bool created = false;  // rank 0 made it; if not, `error` is rank 0's reason, on every rank
+  std::string error;     // why this rank failed; empty on a rank that did its part
 };
 
 enum class SegmentKind {
