@@ -118,7 +118,8 @@ class Data {
   std::size_t row_elems() const { return store_.row_elems(); }
   std::size_t size() const { return rows() * row_elems(); }
   const T* data() const { return reinterpret_cast<const T*>(store_.bytes()); }
-  // The name the node's segment had in /dev/shm (already unlinked), for logs and tests.
+  // The node segment's name, for logs and tests: "memfd:synk-..." (anonymous, never in
+  // /dev/shm) or "/synk-..." (named, unlinked once every local rank mapped it).
   const std::string& segment_name() const { return store_.segment_name(); }
   std::span<const T> row_span(std::size_t begin, std::size_t end) const {
     return {data() + begin * row_elems(), (end - begin) * row_elems()};
