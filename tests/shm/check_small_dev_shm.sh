@@ -22,7 +22,8 @@ unshare --mount bash -c '
   shift 2
   for exe in $exes; do
     echo "-- $(basename "$exe") on $ranks ranks, /dev/shm 1 MiB"
-    SYNK_BACKEND=shm "$@" --mca btl_vader_backing_directory /tmp -np "$ranks" "$exe" ||
+    SYNK_BACKEND=shm timeout -k 5 100 "$@" --mca btl_vader_backing_directory /tmp \
+      -np "$ranks" "$exe" ||
       { echo "FAIL: $(basename "$exe") failed with a 1 MiB /dev/shm"; exit 1; }
   done
   echo "PASS: every binary ran with a 1 MiB /dev/shm"

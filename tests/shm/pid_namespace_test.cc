@@ -3,8 +3,8 @@
 // with the last rank in a new PID namespace. Its descriptors cannot be reached through /proc
 // there, so the shm segment and the Data segment fall back to named ones; and a peer's pid
 // means nothing across the namespaces, so a rank that waits while another is busy must not
-// take it for dead (it did: "rank 0 (pid 17381) died" after a 10 ms wait). Its own main: the
-// verdict is one line per rank.
+// take it for dead (it did: "rank 0 (pid 17381) died" after a 10 ms wait), in a collective or
+// in a worker's serve(). Its own main: the verdict is one line per rank.
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "synk/distribute.h"
 #include "synk/synk.h"
 
 namespace {
@@ -45,6 +46,25 @@ int main() {
       if (x[999] != static_cast<float>(n * (n + 1) / 2)) {
         return say(who + " FAILED: all_reduce gave " + std::to_string(x[999]) + "\n"), 1;
       }
+    }
+    // Master-driven: the workers wait in serve() while the master is busy, checking every
+    // 10 ms that the ranks of their node are alive (Distributed's watch).
+    synk::Function<float> count(comm, "count", {synk::Collect::sum},
+                                [](const synk::SliceInputs<float>& in) {
+                                  return synk::Function<float>::Outputs{
+                                      {static_cast<float>(in.rows)}};
+                                });
+    synk::Distributed<float> dist(comm);
+    dist.add(count);
+    dist.add("d", d);
+    dist.serve();  // a worker's returns when the master closes
+    if (me == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      const auto rows = dist.call("count", {"d"});
+      if (rows.empty() || rows[0].size() != 1 || rows[0][0] != 4.0f) {
+        return say(who + " FAILED: the master-driven call did not count the 4 rows once\n"), 1;
+      }
+      dist.close();
     }
     say(who + " ok (Data segment " + d.segment_name() + ")\n");
   } catch (const std::exception& e) {

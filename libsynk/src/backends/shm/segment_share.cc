@@ -107,9 +107,11 @@ SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes, SegmentKind ki
   SYNK_LOG_AT(info, "shm: an anonymous segment of " << bytes << " bytes could not be shared ("
                                                     << why << "); using a named one");
   SharedSegment named = share_once(comm, rank, bytes, Offer::named);
-  // Both failed: say why the first did too, it may be the one to mend.
-  if (!named.ok && !s.error.empty())
-    named.error += " (an anonymous one failed too: " + s.error + ")";
+  // Where this rank has a reason for the named one's failure, the anonymous one's goes with
+  // it: it may be the one to mend. (A rank that did its part keeps an empty error.)
+  if (!named.ok && !named.error.empty()) {
+    named.error += " (an anonymous one failed before: " + why + ")";
+  }
   return named;
 }
 

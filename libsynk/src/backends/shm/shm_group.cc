@@ -2,10 +2,12 @@
 // steps, checks and waits are in shm_sync.cc; the collectives in shm_collectives.cc.
 #include "backends/shm/shm_group.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -63,6 +65,7 @@ Group::Group(void* base, const GroupConfig& config)
           MADV_POPULATE_WRITE);
   RankBlock& mine = block_at(blocks_, cfg_.rank);
   pid_namespace_ = detail::pid_namespace_id();
+  watched_.assign(static_cast<std::size_t>(cfg_.size), Watch::unknown);
   mine.pid_namespace.store(pid_namespace_, std::memory_order_relaxed);
   mine.pid.store(getpid(), std::memory_order_release);
   const bool known = sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) == 0;
@@ -250,8 +253,17 @@ bool Group::peer_alive(int peer) const {
   // In another PID namespace its pid is not its pid here (a rank in a container of its own,
   // sharing this node's memory: "rank 0 (pid 17381) died" came after a 10 ms wait for a live
   // rank). Only the deadline can tell there either.
-  const std::uint64_t theirs = b.pid_namespace.load(std::memory_order_relaxed);
-  if (theirs != 0 && pid_namespace_ != 0 && theirs != pid_namespace_) return true;
+  // Where either namespace is unknown (no /proc), a peer is watched only if its pid was
+  // visible here when first looked at, as Distributed's watch does.
+  auto& watch = watched_[static_cast<std::size_t>(peer)];
+  if (watch == Watch::unknown) {
+    const std::uint64_t theirs = b.pid_namespace.load(std::memory_order_relaxed);
+    const bool same = theirs != 0 && pid_namespace_ != 0
+                          ? theirs == pid_namespace_
+                          : kill(pid, 0) == 0 || errno == EPERM;
+    watch = same ? Watch::yes : Watch::no;
+  }
+  if (watch == Watch::no) return true;
   return detail::process_alive(pid);
 }
 

@@ -301,6 +301,9 @@ class Group {
   int cma_errno_ = 0;         // this call's first failed copy (0: none), reported by finish_cma
   int cma_failed_peer_ = -1;
   std::uint64_t pid_namespace_ = 0;  // this process's (peer_alive)
+  // Whether peer_alive looks at each peer's pid, decided the first time it is needed.
+  enum class Watch : std::uint8_t { unknown, yes, no };
+  mutable std::vector<Watch> watched_;
   std::uint64_t cma_probe_word_ = 0;
   StoreTuner store_tuner_;
   bool stream_ = false;  // this call's copies into the slots use non-temporal stores
