@@ -1,6 +1,7 @@
 // Anonymous segments (segment.h) with real processes: another process maps one only through
 // its creator's descriptor, and a creator killed before anyone mapped it leaves nothing in
 // /dev/shm (a named segment's name stayed until every rank had mapped it).
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 #include <set>
 #include <string>
@@ -52,6 +54,20 @@ TEST(ShmAnonymousSegment, HasNoNameInDevShmAndModeSixHundred) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(static_cast<std::size_t>(st.st_size), 8192u);
   EXPECT_EQ(static_cast<const unsigned char*>(s.data())[8191], 0);  // zero-filled
+}
+
+// Nobody can shrink it under the ranks (a SIGBUS at their next touch of a lost page), nor grow it.
+TEST(ShmAnonymousSegment, ItsSizeIsSealed) {
+  Segment s = Segment::create_anonymous(8192);
+  const int fd = static_cast<int>(s.handle().fd);
+  EXPECT_NE(ftruncate(fd, 4096), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(fd, 16384), 0);
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 8192);
+  EXPECT_EQ(fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 }
 
 TEST(ShmAnonymousSegment, AnotherProcessMapsItThroughTheHandleAndSharesItsMemory) {

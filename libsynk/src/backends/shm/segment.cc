@@ -120,7 +120,7 @@ Segment Segment::create(std::size_t bytes) {
 Segment Segment::create_anonymous(std::size_t bytes) {
   std::string name = "memfd:";
   name += random_name();
-  const int fd = memfd_create(name.c_str() + 6, MFD_CLOEXEC);
+  const int fd = memfd_create(name.c_str() + 6, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) sys_error("memfd_create", name, errno);
   struct stat st {};
   void* p = nullptr;
@@ -130,6 +130,11 @@ Segment Segment::create_anonymous(std::size_t bytes) {
     if (fchmod(fd, 0600) != 0) sys_error("fchmod", name, errno);
     if (fstat(fd, &st) != 0) sys_error("fstat", name, errno);
     reserve(fd, bytes, name, "the memory available (or the cgroup's limit) may be too small");
+    // Its size is fixed from here on, for every process that opens it: a segment shrunk under
+    // the ranks would be a SIGBUS at their next touch of a lost page.
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      sys_error("fcntl(F_ADD_SEALS)", name, errno);
+    }
     p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) sys_error("mmap", name, errno);
   } catch (...) {
