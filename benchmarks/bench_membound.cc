@@ -168,8 +168,8 @@ std::string membound_line(const std::vector<Row>& rows, Coll coll, int n, double
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "# %s (shm): memory-bandwidth bound at %zu B: %.1f us (the busiest rank reads and "
-                "writes %.0f MB of its buffers at %.2f GB/s, the copy probe with all %d ranks "
-                "copying); reached %.0f%%\n",
+                "writes %.0f MB of its buffers at %.2f GB/s, the fastest copy probe so far with "
+                "all %d ranks copying); reached %.0f%%\n",
                 to_string(coll), best->bytes, bound_s * 1e6,
                 shm_traffic_bytes(coll, best->bytes, n) / 1e6, copy_bw / 1e9, n,
                 100.0 * bound_s / (best->time_us * 1e-6));
