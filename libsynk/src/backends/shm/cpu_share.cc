@@ -36,16 +36,14 @@ double tighter(double a, double b) {
   return a < b ? a : b;
 }
 
-// The tightest of limit_in(dir) over a group's directory, base + path, and every ancestor's
-// up to the hierarchy's top, base: a parent's limit binds its children too.
+// The tightest of limit_in(dir) over a group's directory and its ancestors'.
 template <class LimitIn>
-double tightest_up(const std::string& base, std::string path, LimitIn&& limit_in) {
+double tightest_up(const std::string& base, const std::string& path, LimitIn&& limit_in) {
   double limit = 0;
-  for (;;) {
-    limit = tighter(limit, limit_in(base + path));
-    if (path.empty() || path == "/") return limit;
-    path.resize(path.rfind('/'));
-  }
+  for_each_cgroup_up(base, path, [&](const std::string& dir) {
+    limit = tighter(limit, limit_in(dir));
+  });
+  return limit;
 }
 
 }  // namespace
@@ -55,6 +53,31 @@ std::string read_file_text(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return in ? s.str() : std::string();
+}
+
+std::vector<CgroupLine> cgroup_lines(const std::string& self_cgroup) {
+  std::vector<CgroupLine> out;
+  std::istringstream lines(self_cgroup);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t colon = line.find(':'), second = line.find(':', colon + 1);
+    if (colon == std::string::npos || second == std::string::npos) continue;
+    CgroupLine l;
+    l.v2 = line.rfind("0::", 0) == 0;
+    l.controllers.assign(1, ',');
+    l.controllers.append(line, colon + 1, second - colon - 1).push_back(',');
+    l.path = line.substr(second + 1);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+void for_each_cgroup_up(const std::string& base, std::string path,
+                        const std::function<void(const std::string& dir)>& visit) {
+  for (;;) {
+    visit(base + path);
+    if (path.empty() || path == "/") return;
+    path.resize(path.rfind('/'));
+  }
 }
 
 bool each_rank_has_a_cpu(std::span<const cpu_set_t> masks) {
@@ -87,18 +110,13 @@ double cpu_max_limit(const std::string& text) {
 
 double cgroup_cpu_limit(const std::string& self_cgroup, const std::string& root) {
   double limit = 0;
-  std::istringstream lines(self_cgroup);
-  for (std::string line; std::getline(lines, line);) {
-    const std::size_t colon = line.find(':'), second = line.find(':', colon + 1);
-    if (colon == std::string::npos || second == std::string::npos) continue;
-    std::string controllers(1, ',');  // ",cpu,cpuacct,": find ",cpu," among them
-    controllers.append(line, colon + 1, second - colon - 1).push_back(',');
-    const std::string path = line.substr(second + 1);
-    if (line.rfind("0::", 0) == 0) {  // v2
+  for (const CgroupLine& l : cgroup_lines(self_cgroup)) {
+    const std::string& path = l.path;
+    if (l.v2) {
       limit = tighter(limit, tightest_up(root, path, [](const std::string& dir) {
                         return cpu_max_limit(read_file_text(dir + "/cpu.max"));
                       }));
-    } else if (controllers.find(",cpu,") != std::string::npos) {
+    } else if (l.controllers.find(",cpu,") != std::string::npos) {
       // v1, where the hierarchy is mounted under either name; in a container the mount's top
       // is the container's own group.
       const auto quota_in = [](const std::string& dir) {

@@ -7,8 +7,10 @@
 
 #include <sched.h>
 
+#include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace synk::shm {
 
@@ -33,5 +35,17 @@ double cgroup_cpu_limit();  // this process's, from /proc/self/cgroup and /sys/f
 
 // A whole file's text (of /proc, /sys), or "" where it cannot be read.
 std::string read_file_text(const std::string& path);
+
+// One line of /proc/<pid>/cgroup: the v2 group ("0::/path"), or a v1 hierarchy's.
+struct CgroupLine {
+  bool v2 = false;
+  std::string controllers;  // v1's, as ",cpu,cpuacct,": find ",cpu," among them
+  std::string path;
+};
+std::vector<CgroupLine> cgroup_lines(const std::string& self_cgroup);
+// visit(dir) for a group's directory, base + path, and every ancestor's up to the hierarchy's
+// top, base: a parent's limit binds its children too.
+void for_each_cgroup_up(const std::string& base, std::string path,
+                        const std::function<void(const std::string& dir)>& visit);
 
 }  // namespace synk::shm

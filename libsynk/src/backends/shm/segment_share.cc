@@ -141,25 +141,13 @@ std::uint64_t cgroup_memory_room(const std::string& self_cgroup, const std::stri
     const std::uint64_t used = bytes_in(read_file_text(dir + "/" + usage_file));
     room = std::min(room, limit > used ? limit - used : 0);
   };
-  std::istringstream lines(self_cgroup);
-  for (std::string line; std::getline(lines, line);) {
-    const std::size_t colon = line.find(':'), second = line.find(':', colon + 1);
-    if (colon == std::string::npos || second == std::string::npos) continue;
-    std::string controllers(1, ',');  // ",cpu,memory,": find ",memory," among them
-    controllers.append(line, colon + 1, second - colon - 1).push_back(',');
-    std::string path = line.substr(second + 1);
-    const bool v2 = line.rfind("0::", 0) == 0;
-    if (!v2 && controllers.find(",memory,") == std::string::npos) continue;
-    const std::string base = v2 ? root : root + "/memory";
-    for (;;) {
-      if (v2) {
-        take(base + path, "memory.max", "memory.current");
-      } else {
-        take(base + path, "memory.limit_in_bytes", "memory.usage_in_bytes");
-      }
-      if (path.empty() || path == "/") break;
-      path.resize(path.rfind('/'));
-    }
+  for (const CgroupLine& l : cgroup_lines(self_cgroup)) {
+    if (!l.v2 && l.controllers.find(",memory,") == std::string::npos) continue;
+    const char* limit_file = l.v2 ? "memory.max" : "memory.limit_in_bytes";
+    const char* usage_file = l.v2 ? "memory.current" : "memory.usage_in_bytes";
+    for_each_cgroup_up(l.v2 ? root : root + "/memory", l.path, [&](const std::string& dir) {
+      take(dir, limit_file, usage_file);
+    });
   }
   return room;
 }
