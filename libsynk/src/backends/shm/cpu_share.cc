@@ -40,9 +40,8 @@ double tighter(double a, double b) {
 template <class LimitIn>
 double tightest_up(const std::string& base, const std::string& path, LimitIn&& limit_in) {
   double limit = 0;
-  for_each_cgroup_up(base, path, [&](const std::string& dir) {
-    limit = tighter(limit, limit_in(dir));
-  });
+  for_each_cgroup_up(base, path,
+                     [&](const std::string& dir) { limit = tighter(limit, limit_in(dir)); });
   return limit;
 }
 

@@ -145,9 +145,8 @@ std::uint64_t cgroup_memory_room(const std::string& self_cgroup, const std::stri
     if (!l.v2 && l.controllers.find(",memory,") == std::string::npos) continue;
     const char* limit_file = l.v2 ? "memory.max" : "memory.limit_in_bytes";
     const char* usage_file = l.v2 ? "memory.current" : "memory.usage_in_bytes";
-    for_each_cgroup_up(l.v2 ? root : root + "/memory", l.path, [&](const std::string& dir) {
-      take(dir, limit_file, usage_file);
-    });
+    for_each_cgroup_up(l.v2 ? root : root + "/memory", l.path,
+                       [&](const std::string& dir) { take(dir, limit_file, usage_file); });
   }
   return room;
 }
