@@ -9,6 +9,7 @@
 
 #include "backends/shm/cpu_share.h"
 #include "core/env.h"
+#include "core/error_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "synk/error.h"
@@ -26,14 +27,6 @@ struct Offer {
   char name[256] = {};
   char error[512] = {};
 };
-
-// An Error's text without its "synk <Code>: " prefix, which whoever throws it again adds.
-std::string message_of(const Error& e) {
-  std::string text = e.what();
-  const auto colon = text.find(": ");
-  if (text.rfind("synk ", 0) == 0 && colon != std::string::npos) text = text.substr(colon + 2);
-  return text;
-}
 
 // A number of bytes, or 0 for none ("max", empty).
 std::uint64_t bytes_in(const std::string& text) {
@@ -56,7 +49,7 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
       offer.kind = kind;
       std::snprintf(offer.name, sizeof offer.name, "%s", out.segment.name().c_str());
     } catch (const Error& e) {
-      std::snprintf(offer.error, sizeof offer.error, "%s", message_of(e).c_str());
+      std::snprintf(offer.error, sizeof offer.error, "%s", detail::message_of(e).c_str());
     }
   }
   SYNK_CHECK_MPI(MPI_Bcast(&offer, sizeof offer, MPI_BYTE, 0, comm));
@@ -71,7 +64,7 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
       out.segment = offer.kind == Offer::anonymous ? Segment::open_anonymous(offer.handle, bytes)
                                                    : Segment::open(offer.name, bytes);
     } catch (const Error& e) {
-      out.error = message_of(e);
+      out.error = detail::message_of(e);
       mapped = 0;
     }
   }

@@ -6,23 +6,12 @@
 
 #include "backends/shm/segment_share.h"
 #include "core/env.h"
+#include "core/error_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "synk/error.h"
 
 namespace synk::detail {
-
-namespace {
-
-// An Error's text without its "synk <Code>: " prefix, which whoever throws it again adds.
-std::string message_of(const Error& e) {
-  std::string text = e.what();
-  const auto colon = text.find(": ");
-  if (text.rfind("synk ", 0) == 0 && colon != std::string::npos) text = text.substr(colon + 2);
-  return text;
-}
-
-}  // namespace
 
 shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what) {
   shm::SharedSegment s = shm::try_share_segment(comm, bytes);
