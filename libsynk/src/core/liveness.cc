@@ -28,4 +28,10 @@ std::uint64_t pid_namespace_id() {
   return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
 }
 
+bool pid_watchable(long long pid, std::uint64_t peer_namespace, std::uint64_t own_namespace) {
+  if (pid <= 0) return false;
+  if (peer_namespace != 0 && own_namespace != 0) return peer_namespace == own_namespace;
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
 }  // namespace synk::detail

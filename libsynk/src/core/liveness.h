@@ -14,4 +14,9 @@ bool process_alive(long long pid);
 // a container of its own on the same node has a pid that is nobody, or another process, here.
 std::uint64_t pid_namespace_id();
 
+// Whether a peer's `pid` may be watched from here (process_alive), given the peer's and this
+// process's pid_namespace_id(): only in the same namespace, and where either is unknown (0),
+// only if that pid is visible here now (otherwise its absence would read as a death).
+bool pid_watchable(long long pid, std::uint64_t peer_namespace, std::uint64_t own_namespace);
+
 }  // namespace synk::detail

@@ -2,10 +2,8 @@
 // the watch on this node's ranks that lets its waits end in an error when a rank dies.
 #include "synk/distribute.h"
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -44,14 +42,12 @@ void PeerWatch::start(Communicator& comm) {
   for (int r = 0; r < comm.size(); ++r) {
     const std::int64_t* theirs = &all[3 * static_cast<std::size_t>(r)];
     // A peer in another PID namespace on this node (a container of its own) is not watched:
-    // its pid is nobody here, or another process, so its absence would read as a death. Where
-    // the namespaces cannot be read (id 0), a pid this process cannot see is not watched.
-    if (theirs[1] != comm.node() || r == comm.rank() || theirs[0] <= 0) continue;
-    const bool same_namespace =
-        mine[2] != 0 && theirs[2] != 0
-            ? theirs[2] == mine[2]
-            : kill(static_cast<pid_t>(theirs[0]), 0) == 0 || errno == EPERM;
-    if (same_namespace) pids_[static_cast<std::size_t>(r)] = theirs[0];
+    // its pid is nobody here, or another process, so its absence would read as a death.
+    if (theirs[1] != comm.node() || r == comm.rank()) continue;
+    if (pid_watchable(theirs[0], static_cast<std::uint64_t>(theirs[2]),
+                      static_cast<std::uint64_t>(mine[2]))) {
+      pids_[static_cast<std::size_t>(r)] = theirs[0];
+    }
   }
 }
 

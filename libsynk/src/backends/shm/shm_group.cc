@@ -2,12 +2,10 @@
 // steps, checks and waits are in shm_sync.cc; the collectives in shm_collectives.cc.
 #include "backends/shm/shm_group.h"
 
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -252,16 +250,11 @@ bool Group::peer_alive(int peer) const {
   if (pid <= 0) return true;  // not started yet: only the deadline can tell
   // In another PID namespace its pid is not its pid here (a rank in a container of its own,
   // sharing this node's memory: "rank 0 (pid 17381) died" came after a 10 ms wait for a live
-  // rank). Only the deadline can tell there either.
-  // Where either namespace is unknown (no /proc), a peer is watched only if its pid was
-  // visible here when first looked at, as Distributed's watch does.
+  // rank). Only the deadline can tell there either. Decided once, when first needed.
   auto& watch = watched_[static_cast<std::size_t>(peer)];
   if (watch == Watch::unknown) {
     const std::uint64_t theirs = b.pid_namespace.load(std::memory_order_relaxed);
-    const bool same = theirs != 0 && pid_namespace_ != 0
-                          ? theirs == pid_namespace_
-                          : kill(pid, 0) == 0 || errno == EPERM;
-    watch = same ? Watch::yes : Watch::no;
+    watch = detail::pid_watchable(pid, theirs, pid_namespace_) ? Watch::yes : Watch::no;
   }
   if (watch == Watch::no) return true;
   return detail::process_alive(pid);
