@@ -8,23 +8,15 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "synk/distribute.h"
 #include "synk/synk.h"
+#include "verdict_line.h"
 
-namespace {
-
-int say(const std::string& text) {
-  std::fputs(text.c_str(), stdout);
-  std::fflush(stdout);
-  return 0;
-}
-
-}  // namespace
+using synk_test::say;
 
 int main() {
   synk::Communicator comm;

@@ -9,22 +9,18 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "synk/synk.h"
+#include "verdict_line.h"
 
 namespace {
 
 constexpr int kStuck = 1;
 
-int say(const std::string& text) {
-  std::fputs(text.c_str(), stdout);
-  std::fflush(stdout);
-  return 0;
-}
+using synk_test::say;
 
 }  // namespace
 
