@@ -146,16 +146,35 @@ double shm_traffic_bytes(Coll coll, std::size_t bytes, int n) {
   return 0;
 }
 
-std::string membound_line(const std::vector<Row>& rows, Coll coll, int n, double copy_bw) {
+namespace {
+
+// The row a table's bound is for: its largest shm row up to 64 MiB, or null.
+const Row* membound_row(const std::vector<Row>& rows, Coll coll) {
   const Row* best = nullptr;
   for (const Row& r : rows) {
     if (r.coll != coll || r.backend != "shm" || r.bytes > (std::size_t{64} << 20)) continue;
     if (!best || r.bytes > best->bytes) best = &r;
   }
-  if (!best || copy_bw <= 0) return "";
-  // A row that fits in the caches is not bound by memory (-e 1M gave "reached 167%").
+  return best;
+}
+
+// A row that fits in the caches is not bound by memory (-e 1M gave "reached 167%").
+std::size_t cache_bytes() {
   const std::size_t llc = shm::last_level_cache_bytes();
-  const std::size_t cache = llc ? llc : std::size_t{32} << 20;
+  return llc ? llc : std::size_t{32} << 20;
+}
+
+}  // namespace
+
+bool has_membound(const std::vector<Row>& rows, Coll coll) {
+  const Row* best = membound_row(rows, coll);
+  return best && best->bytes >= cache_bytes();
+}
+
+std::string membound_line(const std::vector<Row>& rows, Coll coll, int n, double copy_bw) {
+  const Row* best = membound_row(rows, coll);
+  if (!best || copy_bw <= 0) return "";
+  const std::size_t cache = cache_bytes();
   if (best->bytes < cache) {
     char note[200];
     std::snprintf(note, sizeof note,

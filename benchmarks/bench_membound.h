@@ -41,6 +41,10 @@ std::string handoff_line(const Handoff& h, const char* when);
 // row's size) on n ranks: the memory traffic no algorithm avoids.
 double shm_traffic_bytes(Coll coll, std::size_t bytes, int n);
 
+// Whether membound_line gives coll's table a bound: its largest shm row up to 64 MiB is at
+// least the last-level cache.
+bool has_membound(const std::vector<Row>& rows, Coll coll);
+
 // "# allreduce (shm): memory bound at 67108864 B ..." for the largest shm row of coll up to
 // 64 MiB, or "" when there is none.
 std::string membound_line(const std::vector<Row>& rows, Coll coll, int n, double copy_bw);

@@ -45,11 +45,11 @@ Baseline:
   their reductions show '-'.
 
 Probes (shm rows only):
-  '# copy probe' (at the start and after each table): each rank's share of memory bandwidth,
-  every rank copying 64 MiB at once; each table's '# memory-bandwidth bound' line compares
-  its largest shm row up to 64 MiB with the fastest probe so far (only a row at least the size
-  of the last-level cache: smaller ones run in cache). One probe taken while the host runs
-  slowly would make the bound too easy.
+  '# copy probe' (at the start, and after each table with a bound): each rank's share of
+  memory bandwidth, every rank copying 64 MiB at once; each table's '# memory-bandwidth bound'
+  line compares its largest shm row up to 64 MiB with the fastest probe so far (only a row at
+  least the size of the last-level cache: smaller ones run in cache). One probe taken while
+  the host runs slowly would make the bound too easy.
   '# handoff probe' (before and after each table, 2 or more ranks on the first node): rank 0
   rewrites 1 MiB that the next rank on its node read just before, then that rank reads
   it (medians of 7 tries). The rewrite is what a shm writer pays to take its slot's lines back

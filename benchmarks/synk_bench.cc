@@ -352,7 +352,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   // ran slowly made it too easy (15.2 GB/s once, against 23-34 in other runs here, and the
   // 64 MiB rows "reached" 66-117% of it).
   double probe_after = 0;
-  if (shm && copy_bw > 0) {
+  if (shm && copy_bw > 0 && has_membound(rows, coll)) {
     probe_after = probe_copy_bandwidth(MPI_COMM_WORLD);
     copy_bw = std::max(copy_bw, probe_after);
   }
