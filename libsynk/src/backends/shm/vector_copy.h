@@ -2,7 +2,7 @@
 // and more: a 256-bit vector loop instead of glibc's `rep movsb`.
 //
 // Why. glibc 2.36 copies 2 KiB up to about the L2 size with `rep movsb` on CPUs with fast
-// short rep mov (FSRM), this machine's AMD EPYC (Zen 3) among them. Reading lines another core
+// short rep mov (FSRM), this machine's AMD EPYC (Zen 4) among them. Reading lines another core
 // had just written, that copy ran at a third of its speed for seconds at a time, while a vector
 // loop kept its pace: two processes passing 64 KiB through a shared buffer (one copying in, the
 // other out, on one L3) took 5.1-6.8 us a step with memcpy in most launches and 1.8-3.9 in the
