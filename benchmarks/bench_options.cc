@@ -192,7 +192,8 @@ Options parse_options(int argc, char** argv) {
                  "Place every send and recv buffer this many bytes past the start of a 4 KiB "
                  "page (0-4095, a multiple of 8); default: where aligned_alloc(64) puts it (for "
                  "large buffers with glibc, 64 bytes in). Copies between a buffer and synk's "
-                 "shared memory run at different speeds at different offsets (README, shm)")
+                 "shared memory run at different speeds at different offsets "
+                 "(docs/shm-backend.md, Page offsets)")
       ->type_name("BYTES");
   app.add_option("-R,--node-buffers", node_buffers,
                  "1: every send and recv buffer comes from synk's Communicator::alloc (a node "

@@ -13,9 +13,10 @@ namespace synk {
 // rank's part of one shared-memory segment that every rank of the node has mapped (the idea of
 // NCCL's user buffer registration and of MPI_Win_allocate_shared): an all_gather or a large
 // all_reduce (or reduce, on 3+ ranks) whose send buffer lies in it lets the other ranks read it
-// where it is, instead of this rank first copying it into synk's slots (README: when it still
-// copies). Such a call returns only once every rank has finished reading it, so the buffer may be
-// changed as soon as it returns. On the other backends it is ordinary page-aligned memory.
+// where it is, instead of this rank first copying it into synk's slots (docs/shm-backend.md:
+// when it still copies). Such a call returns only once every rank has finished reading it, so
+// the buffer may be changed as soon as it returns. On the other backends it is ordinary
+// page-aligned memory.
 //
 // The memory stays valid while this object or its Communicator lives, whichever is longer
 // (another rank may still read this rank's part in a later call of the communicator); a
