@@ -125,6 +125,24 @@ TEST(Data, MasterValuesReachEveryRankOncePerNode) {
   ASSERT_EQ(picked.values.size(), 6u);
   EXPECT_EQ(picked.values[0], 27.5f);
   EXPECT_EQ(picked.values[3], 6.5f);
+  // A copy of copied rows views its own copy: the original may be gone when it is read (it
+  // viewed the original's buffer, read after free).
+  std::vector<BatchRows<float>> kept;
+  {
+    BatchRows<float> temporary = d.take(RowSelection{0, 0, 1, {9, 2}});
+    kept.push_back(temporary);
+    BatchRows<float> assigned;
+    assigned = temporary;
+    kept.push_back(assigned);
+  }
+  for (const BatchRows<float>& k : kept) {
+    EXPECT_EQ(k.values.data(), k.owned.data());
+    ASSERT_EQ(k.values.size(), 6u);
+    EXPECT_EQ(k.values[0], 27.5f);
+    EXPECT_EQ(k.values[5], 8.5f);
+  }
+  const BatchRows<float> view_copy = mine;  // a view into shared memory stays one
+  EXPECT_EQ(view_copy.values.data(), mine.values.data());
 
   // A hand-made selection out of range is an error naming the row (it read past the segment:
   // SIGSEGV for row 1000000, another mapping's bytes for rows 8-12 of 10).
@@ -182,8 +200,39 @@ TEST(Data, LoaderFailureReachesEveryRank) {
     });
   });
   EXPECT_SYNK_ERROR(e, fails_here ? ErrorCode::System : ErrorCode::Remote);
-  EXPECT_THAT(message(e), HasSubstr(fails_here ? "bad file" : "failed on another rank"));
+  // Every rank names the node whose loader failed, and its reason (the others named their own
+  // node, without the reason).
+  int failing_rank = 0, mine = fails_here ? comm.rank() : comm.size();
+  MPI_Allreduce(&mine, &failing_rank, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  const std::string node = std::to_string(comm.num_nodes() - 1);
+  EXPECT_THAT(message(e), HasSubstr(fails_here ? "the loader (node " + node + "): bad file"
+                                               : "the loader: failed on rank " +
+                                                     std::to_string(failing_rank) + " (node " +
+                                                     node + "): bad file"));
   EXPECT_TRUE(still_usable(comm));
+}
+
+// No rank of a node may still be reading the rows (through a view from take) when set_value
+// or load overwrites them: rank 0 wrote at once, while the others still read the old rows.
+TEST(Data, SetValueAndLoadWaitForTheNodeBeforeOverwriting) {
+  Communicator& comm = world();
+  Data<int> d(comm, {4});
+  d.set_value(comm.rank() == 0 ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{});
+  const BatchRows<int> view = d.take(Batch::all(), 0, 1);
+  ASSERT_EQ(view.values.data(), d.data());
+  auto read_slowly = [&](std::vector<int> expected) {
+    if (comm.local_rank() == 0) return;  // the writers go straight on
+    usleep(200 * 1000);
+    EXPECT_EQ(std::vector<int>(view.values.begin(), view.values.end()), expected)
+        << "the rows changed while this rank still read them";
+  };
+  read_slowly({1, 2, 3, 4});
+  d.set_value(comm.rank() == 0 ? std::vector<int>{5, 6, 7, 8} : std::vector<int>{});
+  EXPECT_EQ(std::vector<int>(view.values.begin(), view.values.end()), (std::vector<int>{5, 6, 7, 8}));
+  read_slowly({5, 6, 7, 8});
+  d.load([](int* p) { std::iota(p, p + 4, 9); });
+  EXPECT_EQ(std::vector<int>(view.values.begin(), view.values.end()),
+            (std::vector<int>{9, 10, 11, 12}));
 }
 
 // A segment the node cannot create: every rank of the node says why (the others' message
@@ -222,6 +271,19 @@ TEST(Data, ResizeKeepsContentsWithinAndBeyondTheOversize) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(d.data()[i], i + 1);
   EXPECT_THROW(d.resize(30, 2.5), Error);
   EXPECT_THROW(Data<float>(comm, {3}, 0.5), Error);
+  // A resize that fails leaves the data as it was (the old segment was freed first: rows()
+  // still said 20 over a null data()). Too large to create, and past a size_t with the
+  // oversize (a double's conversion, undefined behaviour before).
+  const auto too_large = caught([&] { d.resize(std::size_t{1} << 61, 1.0); });
+  EXPECT_SYNK_ERROR(too_large, ErrorCode::System);
+  const auto overflow = caught([&] { d.resize(~std::size_t{0} / 2 + 2, 2.0); });
+  EXPECT_SYNK_ERROR(overflow, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(overflow), HasSubstr("overflow the size"));
+  EXPECT_EQ(d.rows(), 20u);
+  ASSERT_NE(d.data(), nullptr);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(d.data()[i], i + 1);
+  d.resize(24);  // and it still grows
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(d.data()[i], i + 1);
   d.free();
   EXPECT_EQ(d.rows(), 0u);
 }

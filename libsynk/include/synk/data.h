@@ -93,6 +93,30 @@ struct BatchRows {
   std::span<const T> values;
   std::size_t rows = 0;
   std::vector<T> owned;  // the copy, when one was needed
+
+  BatchRows() = default;
+  // A copy of rows held in `owned` views its own copy of them, not the original's (which may
+  // be gone by the time the copy is read).
+  BatchRows(const BatchRows& o) : values(o.values), rows(o.rows), owned(o.owned) { repoint(o); }
+  BatchRows& operator=(const BatchRows& o) {
+    if (this != &o) {
+      values = o.values;
+      rows = o.rows;
+      owned = o.owned;
+      repoint(o);
+    }
+    return *this;
+  }
+  // A move keeps the vector's buffer, and so the view.
+  BatchRows(BatchRows&&) noexcept = default;
+  BatchRows& operator=(BatchRows&&) noexcept = default;
+
+ private:
+  void repoint(const BatchRows& o) {
+    if (!o.owned.empty() && o.values.data() == o.owned.data()) {
+      values = std::span<const T>(owned.data(), o.values.size());
+    }
+  }
 };
 
 template <class T>

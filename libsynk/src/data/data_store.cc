@@ -3,6 +3,7 @@
 // rank 0's values reach each node once, through the node leaders.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -40,14 +41,37 @@ void check_oversize(double oversize) {
   }
 }
 
-// Every rank learns whether any rank failed, so nobody is left waiting.
-void agree(const CommContext& ctx, bool ok, const std::string& what, const std::string& error) {
-  int mine = ok ? 1 : 0, all = 0;
-  SYNK_CHECK_MPI(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, ctx.comm));
-  if (!all) {
-    throw Error(ok ? ErrorCode::Remote : ErrorCode::System,
-                what + (ok ? ": failed on another rank" : ": " + error));
+// Every rank learns whether any rank failed, so nobody is left waiting. A rank that failed
+// gives its own reason; the others name the first rank that failed, its node and its reason
+// (each used to name its own node, and no reason: "the loader (node 0): failed on another
+// rank" when node 1's loader had failed).
+void agree(const CommContext& ctx, bool ok, const std::string& what, const std::string& error,
+           const std::string& own_where = "") {
+  int size = 0;
+  SYNK_CHECK_MPI(MPI_Comm_size(ctx.comm, &size));
+  int mine = ok ? size : ctx.rank, first = size;
+  SYNK_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, ctx.comm));
+  if (first == size) return;
+  char text[256] = {};
+  int node = ctx.node;
+  if (ctx.rank == first) std::snprintf(text, sizeof text, "%s", error.c_str());
+  SYNK_CHECK_MPI(MPI_Bcast(text, sizeof text, MPI_CHAR, first, ctx.comm));
+  SYNK_CHECK_MPI(MPI_Bcast(&node, 1, MPI_INT, first, ctx.comm));
+  if (!ok) throw Error(ErrorCode::System, what + own_where + ": " + error);
+  throw Error(ErrorCode::Remote, what + ": failed on rank " + std::to_string(first) + " (node " +
+                                     std::to_string(node) + "): " + text);
+}
+
+// Rows for `rows` with room to grow by `oversize` (in [1, 2]); refused where that many rows
+// do not fit in a size_t (the conversion from double would be undefined).
+std::size_t capacity_for(std::size_t rows, double oversize) {
+  const double want = std::ceil(static_cast<double>(rows) * oversize);
+  if (!(want < 18446744073709551616.0)) {  // 2^64
+    throw Error(ErrorCode::InvalidArgument,
+                "Data: " + std::to_string(rows) + " rows with oversize " +
+                    std::to_string(oversize) + " overflow the size");
   }
+  return static_cast<std::size_t>(want);
 }
 
 }  // namespace
@@ -60,7 +84,7 @@ DataStore::DataStore(const Communicator& comm, std::vector<std::size_t> shape,
   impl_->ctx = &context_of(comm);
   row_elems_ = checked_product(shape_, 1);
   checked_product(shape_, 0);
-  allocate(static_cast<std::size_t>(std::ceil(static_cast<double>(shape_[0]) * oversize)), nullptr, 0);
+  allocate(capacity_for(shape_[0], oversize), nullptr, 0);
 }
 
 DataStore::~DataStore() = default;
@@ -109,6 +133,9 @@ void DataStore::set_value(const void* values, std::size_t bytes) {
                 "Data::set_value: rank 0 passed " + std::to_string(given / elem_size_) +
                     " elements, the data holds " + std::to_string(expected / elem_size_));
   }
+  // No rank of the node may still be reading the old rows (a view from take()) when they are
+  // overwritten: each gets here only once it is done with them.
+  SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));
   if (c.rank == 0 && expected) std::memcpy(writable_bytes(), values, expected);
   if (c.leader_comm != MPI_COMM_NULL && c.num_nodes > 1) {
     constexpr std::size_t kChunk = std::size_t{1} << 30;
@@ -124,15 +151,20 @@ void DataStore::load(const std::function<void(void*)>& loader) {
   const CommContext& c = *impl_->ctx;
   bool ok = true;
   std::string error;
+  SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));  // as in set_value: nobody reads the old rows now
   if (c.local_rank == 0) {
     try {
       loader(writable_bytes());
     } catch (const std::exception& e) {
       ok = false;
       error = e.what();
+    } catch (...) {
+      ok = false;
+      error = "an exception that is not a std::exception";
     }
   }
-  agree(c, ok, "Data::load: the loader (node " + std::to_string(c.node) + ")", error);
+  agree(c, ok, "Data::load: the loader", error.empty() && !ok ? "(no message)" : error,
+        " (node " + std::to_string(c.node) + ")");
 }
 
 void DataStore::resize(std::size_t rows, double oversize) {
@@ -142,9 +174,10 @@ void DataStore::resize(std::size_t rows, double oversize) {
     return;
   }
   const std::size_t keep = std::min(rows, shape_[0]) * row_elems_ * elem_size_;
-  shm::Segment old = std::move(impl_->segment);
-  allocate(static_cast<std::size_t>(std::ceil(static_cast<double>(rows) * oversize)),
-           static_cast<const unsigned char*>(old.data()), keep);
+  // The old segment stays until the new one is in place: a resize that fails (too large, no
+  // memory) leaves the data as it was. (It was moved out first, and freed by the failure:
+  // rows() still said the old count over a null data().)
+  allocate(capacity_for(rows, oversize), bytes(), keep);
   shape_[0] = rows;
 }
 
