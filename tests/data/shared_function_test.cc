@@ -17,6 +17,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using synk_test::caught;
 using synk_test::message;
 using synk_test::world;
@@ -86,6 +87,36 @@ TEST(Shared, ReduceBroadcastScatterGetSet) {
     }
   }
   EXPECT_THAT(s.get_value(n - 1), ElementsAre(42, 43));  // unchanged, and still usable
+}
+
+// A value that does not fill its shape, given on rank 0 to broadcast or set_value: rank 0 threw
+// alone and the others waited in the broadcast (on shm until SYNK_TIMEOUT, or they paired it
+// with rank 0's next call). Now an error on every rank, nothing changed, and the next call works.
+TEST(Shared, ABadShapeOnRankZeroIsAnErrorOnEveryRank) {
+  Communicator& comm = world();
+  const int r = comm.rank(), n = comm.size();
+  Shared<int> s(comm, "s", {r, r});
+  const auto bad_broadcast = caught([&] { s.broadcast({1, 2, 3}, {2, 2}); });
+  EXPECT_SYNK_ERROR(bad_broadcast, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(bad_broadcast),
+              HasSubstr(r == 0 ? "Shared 's': broadcast: 3 values do not fill the shape"
+                               : "Shared 's': rank 0's value does not fill its shape"));
+  EXPECT_THAT(s.value(), ElementsAre(r, r));
+  const auto bad_set = caught([&] { s.set_value(n - 1, {1, 2, 3}, {2, 2}); });
+  EXPECT_SYNK_ERROR(bad_set, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(bad_set),
+              HasSubstr(r == 0 ? "Shared 's': set_value: 3 values do not fill the shape"
+                               : "Shared 's': rank 0's value does not fill its shape"));
+  const auto too_many_dims = caught([&] { s.broadcast({1}, std::vector<std::size_t>(9, 1)); });
+  EXPECT_SYNK_ERROR(too_many_dims, ErrorCode::InvalidArgument);
+  if (r == 0) {
+    EXPECT_THAT(message(too_many_dims), HasSubstr("a shape of 9 dimensions (at most 8)"));
+  }
+  EXPECT_THAT(s.value(), ElementsAre(r, r));
+  EXPECT_THAT(s.get_value(n - 1), ElementsAre(n - 1, n - 1));
+  s.broadcast({7, 8, 9, 10}, {2, 2});
+  EXPECT_THAT(s.value(), ElementsAre(7, 8, 9, 10));
+  EXPECT_EQ(s.shape(), (std::vector<std::size_t>{2, 2}));
 }
 
 // The batch's rows are split unevenly; each rank runs its share in slices; outputs collect by
@@ -165,6 +196,51 @@ TEST(Function, ABodyThatThrowsOnOneRankIsAnErrorOnEveryRankNamingIt) {
   EXPECT_SYNK_ERROR(e, comm.rank() == bad ? ErrorCode::InvalidUsage : ErrorCode::Remote);
   EXPECT_THAT(message(e), HasSubstr("Function 'fragile': rank " + std::to_string(bad) +
                                     " failed: out of memory in layer 3"));
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+// A body that throws something with no message, or not a std::exception: the rank went on as if
+// nothing failed (an empty message meant success) or let it escape, and the others waited.
+// Every rank now fails, and each failing rank keeps its own error's code.
+TEST(Function, EveryKindOfFailureInABodyIsAnErrorOnEveryRank) {
+  Communicator& comm = world();
+  Data<float> x(comm, {4, 1});
+  x.set_value(comm.rank() == 0 ? std::vector<float>{1, 2, 3, 4} : std::vector<float>{});
+  const int bad = comm.size() - 1;
+  const std::string who = "rank " + std::to_string(bad) + " failed: ";
+  for (int kind = 0; kind < 2; ++kind) {
+    Function<float> f(comm, "fragile", {Collect::sum}, [&](const SliceInputs<float>&) {
+      if (comm.rank() == bad) {
+        if (kind == 0) throw std::runtime_error("");
+        throw 42;
+      }
+      return Function<float>::Outputs{{1.0f}};
+    });
+    const auto e = caught([&] { f({&x}); });
+    EXPECT_SYNK_ERROR(e, comm.rank() == bad ? ErrorCode::InvalidUsage : ErrorCode::Remote);
+    EXPECT_THAT(message(e), HasSubstr(who + (kind == 0 ? "(an exception with no message)"
+                                                       : "an exception that is not a std::exception")));
+    EXPECT_TRUE(synk_test::still_usable(comm));
+  }
+  // A synk::Error keeps its code where it was thrown: an index out of range is InvalidArgument
+  // (it became InvalidUsage), on every rank here since every rank's share is out of range.
+  Function<float> g(comm, "indexed", {Collect::sum}, [](const SliceInputs<float>& in) {
+    return Function<float>::Outputs{{static_cast<float>(in.rows)}};
+  });
+  CallOptions o;
+  o.batch = Batch::indices(std::vector<std::size_t>(static_cast<std::size_t>(comm.size()), 99));
+  const auto e = caught([&] { g({&x}, {}, o); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(e), HasSubstr("Function 'indexed': rank " + std::to_string(comm.rank()) +
+                                    " failed: "));
+  EXPECT_THAT(message(e), HasSubstr("99"));
+  EXPECT_THAT(message(e), Not(HasSubstr("failed: synk ")));
+  // local() checks num_slices as a call does (0 returned nothing; -1 ran the body 2^64-1 times).
+  for (int slices : {0, -1}) {
+    const auto l = caught([&] { g.local({&x}, {}, Batch::all(), slices); });
+    EXPECT_SYNK_ERROR(l, ErrorCode::InvalidArgument);
+    EXPECT_THAT(message(l), HasSubstr("num_slices " + std::to_string(slices) + " (at least 1)"));
+  }
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 

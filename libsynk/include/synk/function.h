@@ -48,20 +48,25 @@ class Function {
 
   // SPMD call: every rank calls with the same arguments. Returns the collected outputs at the
   // root (on every rank with to_all); other ranks get their own accumulated outputs. An
-  // exception in the body on any rank becomes a synk::Error on every rank naming that rank.
+  // exception in the body on any rank becomes a synk::Error on every rank: on a rank whose body
+  // failed, its own (a synk::Error keeps its code; any other exception is InvalidUsage), and on
+  // the others Remote, naming the first rank that failed.
   Outputs operator()(const std::vector<const Data<T>*>& data,
                      const std::vector<std::vector<Out>>& inputs = {}, const CallOptions& o = {}) {
-    if (o.num_slices < 1) {
-      throw Error(ErrorCode::InvalidArgument,
-                  "Function '" + name_ + "': num_slices " + std::to_string(o.num_slices));
-    }
+    check_slices(o.num_slices);
     Outputs acc;
-    std::string failure;
+    Failure failure;
     try {
       acc = run_slices(data, inputs, o.batch.for_rank(rows_of(data), comm_->rank(), comm_->size()),
                        o.num_slices);
+    } catch (const Error& e) {
+      // A synk error keeps its code on this rank (an index out of range is InvalidArgument);
+      // what() already says "synk <code>: ", so only the message after it travels.
+      failure = {true, e.code(), strip_code(e.what())};
     } catch (const std::exception& e) {
-      failure = e.what();
+      failure = {true, ErrorCode::InvalidUsage, e.what()};
+    } catch (...) {
+      failure = {true, ErrorCode::InvalidUsage, "an exception that is not a std::exception"};
     }
     agree(failure, acc);
     return collect(std::move(acc), o);
@@ -71,10 +76,32 @@ class Function {
   Outputs local(const std::vector<const Data<T>*>& data,
                 const std::vector<std::vector<Out>>& inputs = {}, const Batch& batch = Batch::all(),
                 int num_slices = 1) {
+    check_slices(num_slices);
     return run_slices(data, inputs, batch.select(rows_of(data)), num_slices);
   }
 
  private:
+  // Whether the body failed on this rank, and how. (An empty message used to count as no
+  // failure: that rank went on to the reductions alone, and the others waited.)
+  struct Failure {
+    bool failed = false;
+    ErrorCode code = ErrorCode::InvalidUsage;
+    std::string text;
+  };
+
+  void check_slices(int num_slices) const {
+    if (num_slices < 1) {
+      throw Error(ErrorCode::InvalidArgument, "Function '" + name_ + "': num_slices " +
+                                                  std::to_string(num_slices) + " (at least 1)");
+    }
+  }
+
+  static std::string strip_code(const char* what) {
+    const std::string s = what;
+    const std::size_t colon = s.find(": ");
+    return s.rfind("synk ", 0) == 0 && colon != std::string::npos ? s.substr(colon + 2) : s;
+  }
+
   std::size_t rows_of(const std::vector<const Data<T>*>& data) const {
     if (data.empty()) return 0;
     for (const Data<T>* d : data) {
@@ -156,12 +183,12 @@ class Function {
   // and whether the outputs to reduce have the same size on every rank (else each rank's
   // reduce would be a different call: an error at the root, and the ranks out of step).
   // One all_reduce (min) of [first failing rank, sizes, negated sizes].
-  void agree(const std::string& failure, const Outputs& acc) {
+  void agree(const Failure& failure, const Outputs& acc) {
     const std::size_t m = collect_.size();
     constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
     std::vector<std::int64_t> w(1 + 2 * m, kNone);
-    w[0] = failure.empty() ? comm_->size() : comm_->rank();
-    for (std::size_t j = 0; failure.empty() && j < m && j < acc.size(); ++j) {
+    w[0] = failure.failed ? comm_->rank() : comm_->size();
+    for (std::size_t j = 0; !failure.failed && j < m && j < acc.size(); ++j) {
       w[1 + j] = static_cast<std::int64_t>(acc[j].size());
       w[1 + m + j] = -static_cast<std::int64_t>(acc[j].size());
     }
@@ -181,9 +208,19 @@ class Function {
       return;
     }
     std::vector<char> text(256, '\0');
-    if (comm_->rank() == first) std::snprintf(text.data(), text.size(), "%s", failure.c_str());
+    if (comm_->rank() == first) {
+      std::snprintf(text.data(), text.size(), "%s",
+                    failure.text.empty() ? "(an exception with no message)" : failure.text.c_str());
+    }
     comm_->broadcast(text.data(), text.size(), DataType::int8, first);
-    throw Error(comm_->rank() == first ? ErrorCode::InvalidUsage : ErrorCode::Remote,
+    // A rank whose body failed reports its own failure, with its own code; the others name the
+    // first rank that failed.
+    if (failure.failed) {
+      throw Error(failure.code,
+                  "Function '" + name_ + "': rank " + std::to_string(comm_->rank()) + " failed: " +
+                      (failure.text.empty() ? "(an exception with no message)" : failure.text));
+    }
+    throw Error(ErrorCode::Remote,
                 "Function '" + name_ + "': rank " + std::to_string(first) + " failed: " +
                     text.data());
   }

@@ -38,18 +38,13 @@ class Shared {
   }
 
   // The root's value (and shape) on every rank.
-  void broadcast(int root = 0) {
-    std::vector<std::uint64_t> dims = encode(shape_);
-    comm_->broadcast(dims.data(), dims.size(), DataType::uint64, root);
-    Shape s = decode(dims);
-    value_.resize(elems(s));
-    shape_ = std::move(s);
-    comm_->broadcast(value_.data(), value_.size(), data_type_of<T>(), root);
-  }
-  // `value` (as given on rank 0) on every rank.
+  void broadcast(int root = 0) { broadcast_checked(root, {}); }
+  // `value` (as given on rank 0) on every rank. A value that does not fill its shape is an
+  // error on every rank, and nothing changes.
   void broadcast(const std::vector<T>& value, Shape shape = {}) {
-    if (comm_->rank() == 0) set_local(value, std::move(shape));
-    broadcast(0);
+    std::string rejected;
+    if (comm_->rank() == 0) rejected = try_set_local("broadcast", value, std::move(shape));
+    broadcast_checked(0, rejected);
   }
 
   // Every rank's value becomes the reduction over the ranks (default avg).
@@ -122,9 +117,10 @@ class Shared {
                                                   std::to_string(rank) + " is out of range for " +
                                                   std::to_string(comm_->size()) + " ranks");
     }
-    std::vector<T> v = comm_->rank() == 0 ? value : std::vector<T>();
-    Shared<T> carrier(*comm_, name_, std::move(v), comm_->rank() == 0 ? std::move(shape) : Shape{});
-    carrier.broadcast(0);
+    Shared<T> carrier(*comm_, name_);
+    std::string rejected;
+    if (comm_->rank() == 0) rejected = carrier.try_set_local("set_value", value, std::move(shape));
+    carrier.broadcast_checked(0, rejected);
     if (comm_->rank() == rank) {
       value_ = std::move(carrier.value_);
       shape_ = std::move(carrier.shape_);
@@ -149,11 +145,49 @@ class Shared {
   static std::size_t elems(const Shape& s) {
     return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>());
   }
-  void check_shape(const char* what, std::size_t n, const Shape& s) const {
-    if (s.size() > kMaxDims || elems(s) != n) {
-      throw Error(ErrorCode::InvalidArgument, "Shared '" + name_ + "': " + what + ": " +
-                                                  std::to_string(n) + " values do not fill the shape");
+  // Rank 0's value for a broadcast: set_local, but a rejected value is returned as the error's
+  // text instead of thrown, so that every rank can throw (rank 0 threw alone, and the others
+  // waited in the broadcast).
+  std::string try_set_local(const char* what, const std::vector<T>& value, Shape shape) {
+    if (shape.empty()) shape = {value.size()};
+    std::string e = shape_error(what, value.size(), shape);
+    if (e.empty()) {
+      value_ = value;
+      shape_ = std::move(shape);
     }
+    return e;
+  }
+  // broadcast(root), where the root's value was rejected if `root_error` is not empty (on the
+  // root): then every rank throws, and no value changes.
+  void broadcast_checked(int root, const std::string& root_error) {
+    static constexpr std::uint64_t kRejected = ~std::uint64_t{0};
+    std::vector<std::uint64_t> dims = encode(shape_);
+    if (comm_->rank() == root && !root_error.empty()) dims[0] = kRejected;
+    comm_->broadcast(dims.data(), dims.size(), DataType::uint64, root);
+    if (dims[0] == kRejected) {
+      throw Error(ErrorCode::InvalidArgument,
+                  comm_->rank() == root ? root_error
+                                        : "Shared '" + name_ + "': rank " + std::to_string(root) +
+                                              "'s value does not fill its shape");
+    }
+    Shape s = decode(dims);
+    value_.resize(elems(s));
+    shape_ = std::move(s);
+    comm_->broadcast(value_.data(), value_.size(), data_type_of<T>(), root);
+  }
+  // Why n values cannot have shape s, or empty where they can.
+  std::string shape_error(const char* what, std::size_t n, const Shape& s) const {
+    const std::string head = "Shared '" + name_ + "': " + what + ": ";
+    if (s.size() > kMaxDims) {
+      return head + "a shape of " + std::to_string(s.size()) + " dimensions (at most " +
+             std::to_string(kMaxDims) + ")";
+    }
+    if (elems(s) != n) return head + std::to_string(n) + " values do not fill the shape";
+    return {};
+  }
+  void check_shape(const char* what, std::size_t n, const Shape& s) const {
+    const std::string e = shape_error(what, n, s);
+    if (!e.empty()) throw Error(ErrorCode::InvalidArgument, e);
   }
   // [ndim, d0, d1, ..., 0 padding] so every rank's record has one size.
   static std::vector<std::uint64_t> encode(const Shape& s) {
