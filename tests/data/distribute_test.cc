@@ -73,6 +73,36 @@ TEST(Distribute, TheWalkthroughDrivenByTheMaster) {
   EXPECT_EQ(total, 3 * n);  // first call: 1 slice per rank; last call: 2 slices per rank
 }
 
+// The master's program fails and unwinds past its Distributed without close(): the workers
+// waited in serve() for a request forever (and the master then in MPI_Finalize for them). Its
+// destructor closes, so the workers' serve() returns and every rank goes on.
+TEST(Distribute, AMasterThatUnwindsWithoutCloseReleasesTheWorkers) {
+  Communicator& comm = world();
+  Function<float> f(comm, "f", {Collect::sum},
+                    [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+  bool served = false;
+  const auto e = caught([&] {
+    try {
+      Distributed<float> dist(comm);
+      dist.add(f);
+      if (dist.serve()) {
+        EXPECT_THAT(dist.call("f", {})[0], ElementsAre(static_cast<float>(comm.size())));
+        throw std::runtime_error("the master's loop failed");
+      }
+      served = true;
+    } catch (const std::runtime_error& error) {
+      throw Error(ErrorCode::InvalidUsage, error.what());
+    }
+  });
+  if (comm.rank() == 0) {
+    EXPECT_THAT(message(e), HasSubstr("the master's loop failed"));
+  } else {
+    EXPECT_FALSE(e.has_value());
+    EXPECT_TRUE(served);
+  }
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 // Requests out of place are errors at once, on the rank that made them (they waited for ranks
 // that were not listening: a worker's forever, the master's until SYNK_TIMEOUT).
 TEST(Distribute, RequestsOutsideServeAndCloseAreErrorsAtOnce) {

@@ -52,6 +52,19 @@ template <class T>
 class Distributed {
  public:
   explicit Distributed(Communicator& comm) : comm_(&comm) {}
+  // On the master, one still serving (an exception unwound the master's program before its
+  // close()) closes: the workers leave serve() instead of waiting for a request forever, and
+  // the master with them in MPI_Finalize. A destructor does not throw: a close that fails is
+  // dropped (the workers then end as a lost master leaves them: by mpirun).
+  ~Distributed() {
+    if (comm_->rank() != 0 || state_ != State::serving || !failure_.empty()) return;
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+  Distributed(const Distributed&) = delete;
+  Distributed& operator=(const Distributed&) = delete;
 
   void add(Function<T>& f) { functions_[f.name()] = &f; }
   void add(const std::string& name, const Data<T>& d) { data_[name] = &d; }
