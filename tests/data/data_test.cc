@@ -256,6 +256,30 @@ TEST(Data, ASegmentTooLargeToCreateIsAnErrorWithItsReasonOnEveryRank) {
   EXPECT_TRUE(still_usable(comm));
 }
 
+// Arguments that differ by rank: the ranks made segments of different sizes (on one node an
+// error that "the segment is not the one this job made"; across nodes, a wait for the others
+// in a broadcast), or kept different row counts. Now an error on every rank naming both.
+TEST(Data, ShapesOrRowsThatDifferByRankAreAnErrorOnEveryRank) {
+  Communicator& comm = world();
+  const int n = comm.size();
+  if (n < 2) GTEST_SKIP() << "needs ranks that differ";
+  const bool odd = comm.rank() == n - 1;
+  const auto e = caught([&] { Data<float> d(comm, {odd ? std::size_t{5} : 4, 2}, odd ? 0.5 : 1.0); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(e), HasSubstr("Data: every rank must pass the same; rank 0 passed shape [4, 2] "
+                                    "of 4-byte elements, oversize 1, rank " +
+                                    std::to_string(n - 1) +
+                                    " passed shape [5, 2] of 4-byte elements, oversize 0.5"));
+  Data<float> d(comm, {4, 2}, 2.0);
+  const auto r = caught([&] { d.resize(odd ? 7 : 6); });  // within the oversize: no new segment
+  EXPECT_SYNK_ERROR(r, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(r), HasSubstr("Data::resize: every rank must pass the same; rank 0 passed 6 "
+                                    "rows, oversize 1, rank " + std::to_string(n - 1) +
+                                    " passed 7 rows, oversize 1"));
+  EXPECT_EQ(d.rows(), 4u);
+  EXPECT_TRUE(still_usable(comm));
+}
+
 TEST(Data, ResizeKeepsContentsWithinAndBeyondTheOversize) {
   Communicator& comm = world();
   Data<std::uint8_t> d(comm, {4, 2}, 1.5);  // room for 6 rows

@@ -62,6 +62,37 @@ void agree(const CommContext& ctx, bool ok, const std::string& what, const std::
                                      std::to_string(node) + "): " + text);
 }
 
+// Collective: every rank passed what rank 0 passed (`mine` describes this rank's arguments).
+// Otherwise an InvalidArgument on every rank naming the first rank that differs, and both: the
+// ranks went on to make segments of different sizes ("not the one this job made" on one node;
+// across nodes, a leader's broadcast waited for the others).
+void check_same(const CommContext& c, const std::string& what, const std::string& mine) {
+  char first[256] = {};
+  const std::string m = mine.substr(0, sizeof first - 1);
+  std::snprintf(first, sizeof first, "%s", m.c_str());
+  SYNK_CHECK_MPI(MPI_Bcast(first, sizeof first, MPI_CHAR, 0, c.comm));
+  int size = 0;
+  SYNK_CHECK_MPI(MPI_Comm_size(c.comm, &size));
+  int differs = m == first ? size : c.rank, odd = size;
+  SYNK_CHECK_MPI(MPI_Allreduce(&differs, &odd, 1, MPI_INT, MPI_MIN, c.comm));
+  if (odd == size) return;
+  char other[256] = {};
+  std::snprintf(other, sizeof other, "%s", m.c_str());
+  SYNK_CHECK_MPI(MPI_Bcast(other, sizeof other, MPI_CHAR, odd, c.comm));
+  throw Error(ErrorCode::InvalidArgument, what + ": every rank must pass the same; rank 0 passed " +
+                                              first + ", rank " + std::to_string(odd) +
+                                              " passed " + other);
+}
+
+std::string describe(const std::vector<std::size_t>& shape, std::size_t elem_size,
+                     double oversize) {
+  std::string text = "shape [";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  char o[32];
+  std::snprintf(o, sizeof o, "%.17g", oversize);
+  return text + "] of " + std::to_string(elem_size) + "-byte elements, oversize " + o;
+}
+
 // Rows for `rows` with room to grow by `oversize` (in [1, 2]); refused where that many rows
 // do not fit in a size_t (the conversion from double would be undefined).
 std::size_t capacity_for(std::size_t rows, double oversize) {
@@ -79,9 +110,11 @@ std::size_t capacity_for(std::size_t rows, double oversize) {
 DataStore::DataStore(const Communicator& comm, std::vector<std::size_t> shape,
                      std::size_t elem_size, double oversize)
     : impl_(std::make_unique<Impl>()), shape_(std::move(shape)), elem_size_(elem_size) {
+  impl_->ctx = &context_of(comm);
+  // First, so that an argument bad on some ranks only is an error on all of them.
+  check_same(*impl_->ctx, "Data", describe(shape_, elem_size_, oversize));
   if (shape_.empty()) throw Error(ErrorCode::InvalidArgument, "Data: the shape is empty");
   check_oversize(oversize);
-  impl_->ctx = &context_of(comm);
   row_elems_ = checked_product(shape_, 1);
   checked_product(shape_, 0);
   allocate(capacity_for(shape_[0], oversize), nullptr, 0);
@@ -168,6 +201,9 @@ void DataStore::load(const std::function<void(void*)>& loader) {
 }
 
 void DataStore::resize(std::size_t rows, double oversize) {
+  char o[32];
+  std::snprintf(o, sizeof o, "%.17g", oversize);
+  check_same(*impl_->ctx, "Data::resize", std::to_string(rows) + " rows, oversize " + o);
   check_oversize(oversize);
   if (rows <= capacity_rows_) {
     shape_[0] = rows;
