@@ -205,7 +205,8 @@ TEST(Data, LoaderFailureReachesEveryRank) {
   int failing_rank = 0, mine = fails_here ? comm.rank() : comm.size();
   MPI_Allreduce(&mine, &failing_rank, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   const std::string node = std::to_string(comm.num_nodes() - 1);
-  EXPECT_THAT(message(e), HasSubstr(fails_here ? "the loader (node " + node + "): bad file"
+  EXPECT_THAT(message(e), HasSubstr(fails_here ? "the loader on rank " + std::to_string(comm.rank()) +
+                                                   " (node " + node + "): bad file"
                                                : "the loader: failed on rank " +
                                                      std::to_string(failing_rank) + " (node " +
                                                      node + "): bad file"));
@@ -270,6 +271,12 @@ TEST(Data, ShapesOrRowsThatDifferByRankAreAnErrorOnEveryRank) {
                                     "of 4-byte elements, oversize 1, rank " +
                                     std::to_string(n - 1) +
                                     " passed shape [5, 2] of 4-byte elements, oversize 0.5"));
+  // A long shape whose description passes the 255 bytes that travel: still compared whole.
+  std::vector<std::size_t> long_shape(90, 1);
+  long_shape[0] = 3;
+  const auto long_one = caught([&] { Data<float> l(comm, long_shape, odd ? 2.0 : 1.0); });
+  EXPECT_SYNK_ERROR(long_one, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(long_one), HasSubstr("every rank must pass the same"));
   Data<float> d(comm, {4, 2}, 2.0);
   const auto r = caught([&] { d.resize(odd ? 7 : 6); });  // within the oversize: no new segment
   EXPECT_SYNK_ERROR(r, ErrorCode::InvalidArgument);

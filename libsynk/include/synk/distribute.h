@@ -54,10 +54,12 @@ class Distributed {
   explicit Distributed(Communicator& comm) : comm_(&comm) {}
   // On the master, one still serving (an exception unwound the master's program before its
   // close()) closes: the workers leave serve() instead of waiting for a request forever, and
-  // the master with them in MPI_Finalize. A destructor does not throw: a close that fails is
-  // dropped (the workers then end as a lost master leaves them: by mpirun).
+  // the master with them in MPI_Finalize. Not after a request that failed on the master alone
+  // (see drive()): the workers may still be inside it, and a close would meet them there. A
+  // destructor does not throw: a close that fails is dropped (the workers then end as a lost
+  // master leaves them: by mpirun).
   ~Distributed() {
-    if (comm_->rank() != 0 || state_ != State::serving || !failure_.empty()) return;
+    if (comm_->rank() != 0 || state_ != State::serving || !failure_.empty() || in_request_) return;
     try {
       close();
     } catch (...) {
@@ -263,13 +265,20 @@ class Distributed {
       throw Error(ErrorCode::InvalidUsage,
                   "distribute: " + failure_ + " earlier; this job's ranks cannot be driven any more");
     }
+    // Every rank fails a request's collectives together (a body that threw anywhere, a
+    // mismatch: the workers then keep serving, see serve()), except where this rank waited past
+    // SYNK_TIMEOUT alone, or failed with something other than a synk::Error (no memory):
+    // then the request may still be under way on the workers.
+    in_request_ = true;
     try {
       send(m);
       here();
     } catch (const Error& e) {
       throw_if_peer_died(e);
+      if (e.code() != ErrorCode::Timeout) in_request_ = false;
       throw;
     }
+    in_request_ = false;
   }
   typename Function<T>::Outputs drive(const Message& m) {
     typename Function<T>::Outputs out;
@@ -432,6 +441,7 @@ class Distributed {
   Communicator* comm_;
   detail::PeerWatch watch_;
   std::string failure_;  // why requests can no longer be driven ("rank 2 (pid 1234) died")
+  bool in_request_ = false;  // a request under way, or one that failed on the master alone
   std::map<std::string, Function<T>*> functions_;
   std::map<std::string, const Data<T>*> data_;
   std::map<std::string, Shared<T>*> shared_;

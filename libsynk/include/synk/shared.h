@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -164,11 +165,13 @@ class Shared {
     std::vector<std::uint64_t> dims = encode(shape_);
     if (comm_->rank() == root && !root_error.empty()) dims[0] = kRejected;
     comm_->broadcast(dims.data(), dims.size(), DataType::uint64, root);
-    if (dims[0] == kRejected) {
+    if (dims[0] == kRejected) {  // the root's reason follows, for every rank's message
+      std::vector<char> text(256, '\0');
+      if (comm_->rank() == root) std::snprintf(text.data(), text.size(), "%s", root_error.c_str());
+      comm_->broadcast(text.data(), text.size(), DataType::int8, root);
       throw Error(ErrorCode::InvalidArgument,
                   comm_->rank() == root ? root_error
-                                        : "Shared '" + name_ + "': rank " + std::to_string(root) +
-                                              "'s value does not fill its shape");
+                                        : "rank " + std::to_string(root) + ": " + text.data());
     }
     Shape s = decode(dims);
     value_.resize(elems(s));

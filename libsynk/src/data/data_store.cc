@@ -2,7 +2,9 @@
 // segment and every local rank maps it, as the shm backend's (backends/shm/segment_share.h);
 // rank 0's values reach each node once, through the node leaders.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -67,30 +69,40 @@ void agree(const CommContext& ctx, bool ok, const std::string& what, const std::
 // ranks went on to make segments of different sizes ("not the one this job made" on one node;
 // across nodes, a leader's broadcast waited for the others).
 void check_same(const CommContext& c, const std::string& what, const std::string& mine) {
-  char first[256] = {};
-  const std::string m = mine.substr(0, sizeof first - 1);
-  std::snprintf(first, sizeof first, "%s", m.c_str());
-  SYNK_CHECK_MPI(MPI_Bcast(first, sizeof first, MPI_CHAR, 0, c.comm));
+  // The whole text is compared by its hash, and up to 255 bytes of it travel for the message.
+  struct Record {
+    std::uint64_t hash;
+    char text[256];
+  } first{}, other{};
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char ch : mine) hash = (hash ^ ch) * 1099511628211ull;
+  first.hash = hash;
+  std::snprintf(first.text, sizeof first.text, "%s", mine.c_str());
+  other = first;
+  SYNK_CHECK_MPI(MPI_Bcast(&first, sizeof first, MPI_BYTE, 0, c.comm));
   int size = 0;
   SYNK_CHECK_MPI(MPI_Comm_size(c.comm, &size));
-  int differs = m == first ? size : c.rank, odd = size;
+  int differs = hash == first.hash ? size : c.rank, odd = size;
   SYNK_CHECK_MPI(MPI_Allreduce(&differs, &odd, 1, MPI_INT, MPI_MIN, c.comm));
   if (odd == size) return;
-  char other[256] = {};
-  std::snprintf(other, sizeof other, "%s", m.c_str());
-  SYNK_CHECK_MPI(MPI_Bcast(other, sizeof other, MPI_CHAR, odd, c.comm));
+  SYNK_CHECK_MPI(MPI_Bcast(&other, sizeof other, MPI_BYTE, odd, c.comm));
   throw Error(ErrorCode::InvalidArgument, what + ": every rank must pass the same; rank 0 passed " +
-                                              first + ", rank " + std::to_string(odd) +
-                                              " passed " + other);
+                                              first.text + ", rank " + std::to_string(odd) +
+                                              " passed " + other.text);
+}
+
+// The shortest text that reads back as the same double (1.1, not 1.1000000000000001).
+std::string exact(double v) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  return std::string(buf, end);
 }
 
 std::string describe(const std::vector<std::size_t>& shape, std::size_t elem_size,
                      double oversize) {
   std::string text = "shape [";
   for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  char o[32];
-  std::snprintf(o, sizeof o, "%.17g", oversize);
-  return text + "] of " + std::to_string(elem_size) + "-byte elements, oversize " + o;
+  return text + "] of " + std::to_string(elem_size) + "-byte elements, oversize " + exact(oversize);
 }
 
 // Rows for `rows` with room to grow by `oversize` (in [1, 2]); refused where that many rows
@@ -197,13 +209,11 @@ void DataStore::load(const std::function<void(void*)>& loader) {
     }
   }
   agree(c, ok, "Data::load: the loader", error.empty() && !ok ? "(no message)" : error,
-        " (node " + std::to_string(c.node) + ")");
+        " on rank " + std::to_string(c.rank) + " (node " + std::to_string(c.node) + ")");
 }
 
 void DataStore::resize(std::size_t rows, double oversize) {
-  char o[32];
-  std::snprintf(o, sizeof o, "%.17g", oversize);
-  check_same(*impl_->ctx, "Data::resize", std::to_string(rows) + " rows, oversize " + o);
+  check_same(*impl_->ctx, "Data::resize", std::to_string(rows) + " rows, oversize " + exact(oversize));
   check_oversize(oversize);
   if (rows <= capacity_rows_) {
     shape_[0] = rows;
