@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <exception>
+#include <string>
 
 #include "backends/mpi/mpi_types.h"
 #include "core/env.h"
@@ -19,10 +22,46 @@ std::size_t max_chunk() {
   return c ? c : static_cast<std::size_t>(INT_MAX);
 }
 
+// Every rank of the job learns whether every node set up its shared memory. join_shm_node
+// agrees within a node only: a node that could not threw on its own ranks, while the others
+// went on into the MPI_Allgather of the constructor, where SYNK_TIMEOUT does not reach, and
+// waited there for ever. A rank whose node failed throws its own error; the others name the
+// node and its reason.
+ShmNode join_every_node(const CommContext& ctx) {
+  ShmNode node;
+  std::exception_ptr failure;
+  std::string reason;
+  try {
+    node = join_shm_node(ctx.local_comm, ctx.comm);
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    reason = e.what();
+    // Without a synk::Error's "synk <Code>: ": the message that carries it says its own code.
+    if (reason.rfind("synk ", 0) == 0 && reason.find(": ") != std::string::npos) {
+      reason = reason.substr(reason.find(": ") + 2);
+    }
+  } catch (...) {
+    failure = std::current_exception();
+    reason = "an exception that is not a std::exception";
+  }
+  int mine = failure ? ctx.rank : ctx.size, first = ctx.size;
+  SYNK_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, ctx.comm));
+  if (first == ctx.size) return node;
+  char text[256] = {};
+  int where = ctx.node;
+  if (ctx.rank == first) std::snprintf(text, sizeof text, "%s", reason.c_str());
+  SYNK_CHECK_MPI(MPI_Bcast(text, sizeof text, MPI_CHAR, first, ctx.comm));
+  SYNK_CHECK_MPI(MPI_Bcast(&where, 1, MPI_INT, first, ctx.comm));
+  if (failure) std::rethrow_exception(failure);
+  throw Error(ErrorCode::Remote, "hier backend: node " + std::to_string(where) + " (rank " +
+                                     std::to_string(first) +
+                                     ") could not set up its shared memory: " + text);
+}
+
 }  // namespace
 
 HierBackend::HierBackend(const CommContext& ctx)
-    : ctx_(ctx), node_(join_shm_node(ctx.local_comm, ctx.comm)), mpi_(ctx) {
+    : ctx_(ctx), node_(join_every_node(ctx)), mpi_(ctx) {
   node_of_rank_.resize(static_cast<std::size_t>(ctx.size));
   SYNK_CHECK_MPI(MPI_Allgather(&ctx.node, 1, MPI_INT, node_of_rank_.data(), 1, MPI_INT, ctx.comm));
   local_rank_of_rank_.resize(static_cast<std::size_t>(ctx.size));
