@@ -167,6 +167,24 @@ TEST(Comm, AdoptsCallersCommAndLeavesItAlone) {
   MPI_Comm_free(&mine);
 }
 
+// An intercommunicator is refused as such (it failed in MPI_Comm_split_type, a Backend
+// error, and leaked synk's duplicate of it).
+TEST(Comm, AnIntercommunicatorIsAnInvalidArgument) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "an intercommunicator needs two groups";
+  MPI_Comm half = MPI_COMM_NULL, inter = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+  MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 == 0 ? 1 : 0, 77, &inter);
+  const auto e = synk_test::caught([&] { synk::Communicator c(inter); });
+  EXPECT_SYNK_ERROR(e, synk::ErrorCode::InvalidArgument);
+  EXPECT_THAT(synk_test::message(e), HasSubstr("intercommunicator"));
+  MPI_Comm_free(&inter);
+  MPI_Comm_free(&half);
+  EXPECT_TRUE(synk_test::still_usable(world()));
+}
+
 TEST(Comm, AdoptsMpiCommSelf) {
   synk::Communicator self(MPI_COMM_SELF);
   EXPECT_EQ(self.rank(), 0);

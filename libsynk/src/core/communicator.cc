@@ -70,6 +70,13 @@ Communicator::Communicator(MPI_Comm comm, const CommOptions& options) {
   if (comm == MPI_COMM_NULL) {
     throw Error(ErrorCode::InvalidArgument, "Communicator: comm is MPI_COMM_NULL");
   }
+  int inter = 0;
+  SYNK_CHECK_MPI(MPI_Comm_test_inter(comm, &inter));
+  if (inter) {  // it failed later, in MPI_Comm_split_type, as a Backend error
+    throw Error(ErrorCode::InvalidArgument,
+                "Communicator: comm is an intercommunicator; synk's collectives run on an "
+                "intracommunicator (MPI_Intercomm_merge makes one of it)");
+  }
   state_ = bootstrap(comm, options);
 }
 
@@ -122,9 +129,14 @@ Communicator Communicator::split(int color, int key) const {
   // The request, not the result: "hier" is no name make_backend takes, and a part that lies
   // on one node is better served by shm.
   options.backend = st().requested;
-  Communicator out(part, options);  // duplicates part
-  MPI_Comm_free(&part);
-  return out;
+  try {
+    Communicator out(part, options);  // duplicates part
+    MPI_Comm_free(&part);
+    return out;
+  } catch (...) {
+    MPI_Comm_free(&part);  // it leaked when the part's backend could not be made
+    throw;
+  }
 }
 
 void Communicator::check_same_size(const char* op, std::size_t send, std::size_t recv,

@@ -44,9 +44,11 @@ bool mpi_is_finalized() {
   return finalized != 0;
 }
 
-CommContext make_context(MPI_Comm comm, int simulate_nodes) {
-  CommContext c;
-  SYNK_CHECK_MPI(MPI_Comm_dup(comm, &c.comm));
+namespace {
+
+// make_context's work after the duplicate: the ranks, the node's ranks (or a simulated node's)
+// and the leaders.
+void fill_context(CommContext& c, int simulate_nodes) {
   SYNK_CHECK_MPI(MPI_Comm_set_errhandler(c.comm, MPI_ERRORS_RETURN));
   SYNK_CHECK_MPI(MPI_Comm_rank(c.comm, &c.rank));
   SYNK_CHECK_MPI(MPI_Comm_size(c.comm, &c.size));
@@ -56,11 +58,14 @@ CommContext make_context(MPI_Comm comm, int simulate_nodes) {
   if (simulate_nodes > 1) {
     // Contiguous blocks of the real node's ranks become the fake nodes.
     int lr = 0, ls = 1;
-    SYNK_CHECK_MPI(MPI_Comm_rank(shared, &lr));
-    SYNK_CHECK_MPI(MPI_Comm_size(shared, &ls));
+    int rc = MPI_Comm_rank(shared, &lr);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(shared, &ls);
     const int fake = static_cast<int>(static_cast<long long>(lr) * simulate_nodes / ls);
-    SYNK_CHECK_MPI(MPI_Comm_split(shared, fake, lr, &c.local_comm));
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_split(shared, fake, lr, &c.local_comm);
     MPI_Comm_free(&shared);
+    if (rc != MPI_SUCCESS) {
+      throw_mpi_error(rc, "MPI_Comm_split of the node's ranks into SYNK_SIMULATE_NODES nodes");
+    }
   } else {
     c.local_comm = shared;
   }
@@ -81,6 +86,20 @@ CommContext make_context(MPI_Comm comm, int simulate_nodes) {
   c.num_nodes = node_info[1];
   SYNK_LOG_AT(debug, "rank " << c.rank << "/" << c.size << ": local rank " << c.local_rank << "/"
                              << c.local_size << " on node " << c.node << "/" << c.num_nodes);
+}
+
+}  // namespace
+
+CommContext make_context(MPI_Comm comm, int simulate_nodes) {
+  CommContext c;
+  SYNK_CHECK_MPI(MPI_Comm_dup(comm, &c.comm));
+  // From here a failure frees what was made (the duplicate and its splits leaked).
+  try {
+    fill_context(c, simulate_nodes);
+  } catch (...) {
+    free_context(c);
+    throw;
+  }
   return c;
 }
 
