@@ -166,6 +166,20 @@ int launch(Options& o, const char* argv0) {
   hw.reset();
 
   const bool multi_node = !o.hosts.empty() || !o.hostfile.empty();
+  if (o.topology.empty()) {  // this machine: what its environment already restricts counts
+    const std::string err =
+        inherited_visible_devices_error(std::getenv("CUDA_VISIBLE_DEVICES"), topo, o.plan);
+    if (!err.empty()) return usage_error(err);
+  }
+  for (std::size_t i = 1; i < o.program.size(); ++i) {
+    // mpirun reads any ":" word of its command line, PROGRAM's arguments included, as the start
+    // of another program (MPMD): the job would run something else.
+    if (o.program[i] == ":") {
+      return usage_error("PROGRAM's argument " + std::to_string(i) +
+                         " is \":\", which mpirun would read as the start of another program; "
+                         "synkrun cannot pass it");
+    }
+  }
   if (!o.program.empty()) {
     int code = 0;
     if (std::string err = resolve_program(o.program[0], code); !err.empty()) {
@@ -181,7 +195,12 @@ int launch(Options& o, const char* argv0) {
   int nranks = 0;
   Plan plan;
   bool planned = false;
+  // Across hosts without -np, mpirun starts a rank per slot (-H host:slots, the hostfile's
+  // slots), and each node plans for the ranks it gets (nranks 0: no -np for mpirun). This
+  // node's GPU count put every rank on the first host.
+  const bool rank_per_slot = multi_node && !o.np;
   try {
+    if (rank_per_slot) throw PlanError("");
     nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
     const long long cores = static_cast<long long>(topo.cores.size());
     if (!multi_node && nranks > kMaxRanksPerCore * cores) {
@@ -194,7 +213,7 @@ int launch(Options& o, const char* argv0) {
     planned = true;
   } catch (const PlanError& e) {
     // With several hosts this node may run fewer ranks; each node plans for itself.
-    if (!multi_node || nranks == 0) return usage_error(e.what());
+    if (!multi_node || (nranks == 0 && !rank_per_slot)) return usage_error(e.what());
   }
 
   MpirunContext ctx;
@@ -211,6 +230,10 @@ int launch(Options& o, const char* argv0) {
     notes.insert(notes.begin(), std::to_string(nranks) + " ranks on " +
                                     std::to_string(topo.cores.size()) +
                                     " cores: oversubscribing (mpirun --oversubscribe)");
+  }
+  if (rank_per_slot) {
+    notes.push_back("no -np with several hosts: one rank per slot of the hosts (mpirun's rule); "
+                    "give each host as many slots as it has GPUs");
   }
   if (multi_node && !planned) notes.push_back("this node's plan is made on each node");
   if (multi_node && planned && o.dry_run) {

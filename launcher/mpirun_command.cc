@@ -5,7 +5,9 @@
 namespace synk::launch {
 
 std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c) {
-  std::vector<std::string> cmd{c.mpirun, "-np", std::to_string(c.nranks), "--bind-to", "none"};
+  std::vector<std::string> cmd{c.mpirun};
+  if (c.nranks > 0) cmd.insert(cmd.end(), {"-np", std::to_string(c.nranks)});  // 0: a rank per slot
+  cmd.insert(cmd.end(), {"--bind-to", "none"});
   if (c.as_root) cmd.push_back("--allow-run-as-root");
   if (c.oversubscribe) cmd.push_back("--oversubscribe");
   if (!o.hosts.empty()) cmd.insert(cmd.end(), {"-H", o.hosts});

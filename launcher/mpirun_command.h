@@ -12,7 +12,7 @@ namespace synk::launch {
 struct MpirunContext {
   std::string mpirun;          // path of mpirun
   std::string self;            // path of synkrun, run on every rank as the rank step
-  int nranks = 1;              // resolved -np
+  int nranks = 1;              // resolved -np; 0: none (mpirun starts a rank per slot)
   bool as_root = false;        // euid 0: Open MPI refuses without --allow-run-as-root
   bool oversubscribe = false;  // more ranks than this node's cores, one node
 };

@@ -34,7 +34,9 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
       "nearest its GPU, through Open MPI's mpirun. Options end at PROGRAM or at \"--\".");
   // Shown in --help only: split_args hands CLI11 the words before PROGRAM, never PROGRAM.
   app.add_option("PROGRAM", program_help, "the program to run on every rank, then its arguments");
-  app.add_option("-n,--np", raw.np, "number of ranks (also -np N); default: one per GPU")
+  app.add_option("-n,--np", raw.np,
+                 "number of ranks (also -np N); default: one per GPU (with -H or --hostfile: "
+                 "one per slot of the hosts)")
       ->type_name("N");
   app.add_option("-H,--host", o.hosts, "hosts and slots, host:slots,... (passed to mpirun)")
       ->type_name("HOSTS");
@@ -69,7 +71,8 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
       "CUDA_VISIBLE_DEVICES. Exit code: the first failing rank's; 124 on --timeout;\n"
       "127 (126) when PROGRAM is not found (cannot be run); 2 on a usage error.\n"
       "Like mpirun, a PROGRAM without a slash is looked up on PATH, then in the\n"
-      "current directory.");
+      "current directory. On a node with GPUs, a CUDA_VISIBLE_DEVICES already set\n"
+      "here needs --gpus LIST (which GPUs the ranks may use).");
 }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }

@@ -176,6 +176,15 @@ int default_rank_count(const NodeTopology& topo, const PlanOptions& options) {
   return usable / k;
 }
 
+std::string inherited_visible_devices_error(const char* visible, const NodeTopology& topo,
+                                            const PlanOptions& options) {
+  if (visible == nullptr || *visible == '\0' || topo.gpus.empty() || options.gpus) return {};
+  return std::string("CUDA_VISIBLE_DEVICES=") + visible +
+         " is set, but synkrun gives each rank its own GPUs (CUDA_VISIBLE_DEVICES per rank, in "
+         "PCI bus-id order) and would not keep to it; say which GPUs ranks may use with --gpus "
+         "LIST (indexes in PCI bus-id order: synkrun --dry-run lists them), or unset it";
+}
+
 Plan make_plan(const NodeTopology& topo, int nranks, const PlanOptions& options) {
   if (nranks < 1)
     throw PlanError("the number of ranks must be at least 1, not " + std::to_string(nranks));

@@ -44,6 +44,13 @@ int default_rank_count(const NodeTopology& topo, const PlanOptions& options);
 
 Plan make_plan(const NodeTopology& topo, int nranks, const PlanOptions& options);
 
+// A CUDA_VISIBLE_DEVICES that the launching environment already sets (a batch system, a
+// container, a user keeping some GPUs for others): synkrun gives every rank its own GPU list,
+// so it would quietly use GPUs outside it. On a node with GPUs and without --gpus, the error to
+// give (empty: none). `visible` is the variable's value, or null when it is not set.
+std::string inherited_visible_devices_error(const char* visible, const NodeTopology& topo,
+                                            const PlanOptions& options);
+
 // "0-3,8" <-> {0,1,2,3,8}. parse_list throws PlanError on malformed input.
 std::string format_list(const std::vector<unsigned>& values);
 std::vector<unsigned> parse_list(const std::string& text);

@@ -201,6 +201,15 @@ oversubscribe)
   [ "$(grep -c '^synkrun: host .* rank .* local rank .*: gpu -, cpus .*, numa ' "$work/err")" = "$n" ] ||
     fail "expected $n --report-bindings lines"
   ;;
+hosts_without_np)
+  # With -H (or --hostfile) and no -np, mpirun starts a rank per slot and each node plans for
+  # the ranks it gets (this node's GPU or core count put them all on the first host).
+  "$SYNKRUN" --dry-run -H localhost:3 "$PROBE" >"$work/out" 2>"$work/err" || fail "dry run: exit $?"
+  grep -q 'one rank per slot' "$work/out" || fail "no per-slot note"
+  grep -A1 '^mpirun command:' "$work/out" | grep -q -- ' -np ' && fail "-np given to mpirun"
+  "$SYNKRUN" -H localhost:3 --report-bindings "$PROBE" >"$work/out" 2>"$work/err" || fail "run: exit $?"
+  [ "$(grep -c '^probe ' "$work/out")" = 3 ] || fail "expected 3 ranks, one per slot"
+  ;;
 program_lookup)
   # PROGRAM as mpirun finds it: on PATH, else in the current directory; one line and the
   # shell's exit code (127 not found, 126 not runnable) before anything starts.
@@ -258,6 +267,9 @@ argument_errors)
   check_usage_error -H -np 1 "$PROBE"
   check_usage_error -H localhost:1 -np 2 "$PROBE"
   grep -q 'offers 1 slot' "$work/err" || fail "-np beyond -H's slots message"
+  # A ":" among PROGRAM's arguments would start another program under mpirun (MPMD).
+  check_usage_error -np 1 "$PROBE" a : b
+  grep -q "argument 2 is \":\"" "$work/err" || fail "':' argument message"
   check_usage_error --no-such-option "$PROBE"
   check_usage_error --bind socket "$PROBE"
   check_usage_error --topology "$FIXTURES/4numa-96pu-nogpu.xml" --dry-run "$PROBE"

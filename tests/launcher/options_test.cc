@@ -161,6 +161,11 @@ TEST(MpirunCommand, FlagsAndRankStep) {
                                                             "--",
                                                             "prog",
                                                             "--flag"}));
+  // 0 ranks: no -np, mpirun starts a rank per slot of the hosts.
+  MpirunContext per_slot{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false};
+  const auto slots = mpirun_command(ok({"-H", "a:2,b:2", "prog"}), per_slot);
+  EXPECT_EQ(std::count(slots.begin(), slots.end(), "-np"), 0);
+  EXPECT_EQ(slots[1], "--bind-to");
   c.as_root = false;
   c.oversubscribe = true;
   const auto cmd = mpirun_command(ok({"prog"}), c);

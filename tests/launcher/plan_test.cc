@@ -433,4 +433,20 @@ TEST(PlanLists, FormatAndParse) {
 }
 
 }  // namespace
+// A CUDA_VISIBLE_DEVICES already set where synkrun starts: refused on a node with GPUs unless
+// --gpus says which (synkrun replaced it per rank, and ranks used GPUs outside it).
+TEST(PlanLists, AnInheritedCudaVisibleDevicesNeedsGpus) {
+  const NodeTopology gpus = xml("dgx2-16gpu.xml");
+  const NodeTopology none = xml("4numa-96pu-nogpu.xml");
+  PlanOptions o;
+  const std::string err = inherited_visible_devices_error("4,5", gpus, o);
+  EXPECT_NE(err.find("CUDA_VISIBLE_DEVICES=4,5 is set"), std::string::npos) << err;
+  EXPECT_NE(err.find("--gpus LIST"), std::string::npos) << err;
+  EXPECT_EQ(inherited_visible_devices_error(nullptr, gpus, o), "");
+  EXPECT_EQ(inherited_visible_devices_error("", gpus, o), "");
+  EXPECT_EQ(inherited_visible_devices_error("4,5", none, o), "");  // no GPU here: left alone
+  o.gpus = std::vector<int>{4, 5};
+  EXPECT_EQ(inherited_visible_devices_error("4,5", gpus, o), "");
+}
+
 }  // namespace synk::launch
