@@ -201,6 +201,8 @@ std::string Hwloc::bind_process(const std::vector<unsigned>& cpus,
   // Linux memory policy is per thread (hwloc cannot set it for a whole process), and it
   // survives exec: the rank step is single-threaded, so binding this thread binds PROGRAM.
   // Failing (containers without the permission, kernels without NUMA) costs locality only.
+  // Without HWLOC_MEMBIND_STRICT, hwloc asks Linux for MPOL_PREFERRED: once that node is full,
+  // allocations come from the others instead of failing.
   if (hwloc_set_membind(topo_, nodes.b, HWLOC_MEMBIND_BIND,
                         HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) != 0) {
     return "memory binding to NUMA node " + std::to_string(*numa) +

@@ -1,6 +1,6 @@
-// make_plan: GPUs in order, then CPUs: ranks that share a locality (a GPU's nearest CPU-side
-// object, or a NUMA node) split its whole cores evenly and disjointly, and share only when
-// there are fewer cores than ranks.
+// make_plan: GPUs in order, then CPUs: ranks that share a locality (their first GPU's nearest
+// CPU-side object, or a NUMA node, which gets ranks in proportion to its cores) split its whole
+// cores evenly and disjointly, and share only when there are fewer cores than ranks.
 #include "topology_plan.h"
 
 #include <algorithm>
@@ -125,32 +125,74 @@ std::vector<NumaGroup> numa_groups(const NodeTopology& topo) {
 }
 
 void plan_gpu_locality(const NodeTopology& topo, Plan& plan) {
-  // Ranks with the same locality (union of their GPUs' localities) form a group.
+  // Ranks whose first GPUs share a locality form a group, which splits that locality's cores.
+  // (By the union of all a rank's GPUs' localities, a rank whose GPUs spanned two sockets made
+  // a group of its own over both, and got cores the two sockets' groups also got, unflagged.)
   std::map<std::vector<unsigned>, std::vector<int>> by_locality;
-  std::vector<std::vector<unsigned>> order;
   for (RankPlan& r : plan.ranks) {
-    std::set<unsigned> cpus;
     std::set<std::optional<unsigned>> numas;
-    for (int g : r.gpus) {
-      const Gpu& gpu = topo.gpus[static_cast<std::size_t>(g)];
-      cpus.insert(gpu.cpus.begin(), gpu.cpus.end());
-      numas.insert(gpu.numa);
-    }
+    for (int g : r.gpus) numas.insert(topo.gpus[static_cast<std::size_t>(g)].numa);
     if (numas.size() == 1) r.numa = *numas.begin();
-    std::vector<unsigned> key(cpus.begin(), cpus.end());
-    auto [it, fresh] = by_locality.try_emplace(key);
-    if (fresh) order.push_back(key);
-    it->second.push_back(r.local_rank);
+    const std::vector<unsigned>& first = topo.gpus[static_cast<std::size_t>(r.gpus.front())].cpus;
+    by_locality[std::vector<unsigned>(first.begin(), first.end())].push_back(r.local_rank);
   }
-  for (const auto& key : order) split_cores(cores_within(topo, key), by_locality[key], plan);
+  // Localities may still overlap (one GPU's may hold another's): the narrower ones choose
+  // first, and a group takes only cores no earlier group took. One left with none shares its
+  // locality's cores with the others, and says so.
+  std::vector<const std::vector<unsigned>*> keys;
+  for (const auto& [key, ranks] : by_locality) keys.push_back(&key);
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const auto* a, const auto* b) { return a->size() < b->size(); });
+  std::set<const Core*> taken;
+  for (const std::vector<unsigned>* key : keys) {
+    const std::vector<int>& ranks = by_locality[*key];
+    const std::vector<const Core*> near = cores_within(topo, *key);
+    std::vector<const Core*> free;
+    for (const Core* c : near) {
+      if (!taken.count(c)) free.push_back(c);
+    }
+    if (free.empty()) {
+      split_cores(near, ranks, plan);
+      for (int r : ranks) plan.ranks[static_cast<std::size_t>(r)].shared = true;
+      plan.notes.push_back("local ranks " + rank_range(ranks) +
+                           " share cores with other ranks: the cores nearest their GPUs are "
+                           "all taken");
+      continue;
+    }
+    split_cores(free, ranks, plan);
+    taken.insert(free.begin(), free.end());
+  }
+}
+
+// How many of m ranks each NUMA group gets: in proportion to its cores (largest remainders
+// first, ties to the earlier group), so that ranks share a core only when the node has fewer
+// cores than ranks. (An even split put 2 ranks on a NUMA node of 1 allowed core beside one of 3
+// with a core left idle.)
+std::vector<std::size_t> ranks_per_group(const std::vector<NumaGroup>& groups, std::size_t m) {
+  std::size_t total = 0;
+  for (const NumaGroup& g : groups) total += g.cores.size();
+  std::vector<std::size_t> count(groups.size());
+  std::vector<std::pair<std::size_t, std::size_t>> remainder;  // (remainder, group)
+  std::size_t given = 0;
+  for (std::size_t j = 0; j < groups.size(); ++j) {
+    const std::size_t share = m * groups[j].cores.size();
+    count[j] = share / total;
+    given += count[j];
+    remainder.emplace_back(share % total, j);
+  }
+  std::stable_sort(remainder.begin(), remainder.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = 0; given < m; ++i, ++given) ++count[remainder[i % remainder.size()].second];
+  return count;
 }
 
 void plan_numa_spread(const NodeTopology& topo, bool whole_node, Plan& plan) {
   const std::vector<NumaGroup> groups = numa_groups(topo);
   const std::size_t n = groups.size(), m = plan.ranks.size();
+  const std::vector<std::size_t> counts = ranks_per_group(groups, m);
   std::size_t next = 0;
   for (std::size_t j = 0; j < n && next < m; ++j) {
-    const std::size_t count = m / n + (j < m % n ? 1 : 0);
+    const std::size_t count = counts[j];
     std::vector<int> ranks;
     for (std::size_t k = 0; k < count; ++k, ++next) {
       RankPlan& r = plan.ranks[next];

@@ -374,6 +374,29 @@ TEST(PlanSynthetic, NumaNodesFromSyntheticDescription) {
   EXPECT_EQ(n4.ranks[2].cpus, t.numas[1].pus);
 }
 
+// NUMA nodes with different numbers of usable cores (a container allowed 1 core of one and 3
+// of the other): --bind core gives the ranks cores in proportion, one each for 4 ranks. The
+// even split put 2 ranks on the one core and left one of the 3 idle, noting "fewer cores
+// than ranks".
+TEST(PlanSynthetic, UnevenNumaNodesGetRanksInProportionToTheirCores) {
+  NodeTopology t;
+  for (unsigned pu = 0; pu < 4; ++pu) t.cores.push_back(Core{{pu}});
+  t.numas = {NumaNode{0, {0}}, NumaNode{1, {1, 2, 3}}};
+  const Plan p = make_plan(t, 4, {BindMode::core, std::nullopt, 1});
+  for (unsigned r = 0; r < 4; ++r) {
+    EXPECT_EQ(p.ranks[r].cpus, (std::vector<unsigned>{r})) << "local rank " << r;
+    EXPECT_FALSE(p.ranks[r].shared);
+  }
+  EXPECT_EQ(p.ranks[0].numa, 0u);
+  EXPECT_EQ(p.ranks[3].numa, 1u);
+  EXPECT_TRUE(p.notes.empty()) << p.notes.front();
+  expect_whole_cores_and_disjoint(t, p);
+  const Plan two = make_plan(t, 2, {BindMode::core, std::nullopt, 1});  // 0.5 and 1.5: a tie
+  EXPECT_EQ(two.ranks[0].numa, 0u);
+  EXPECT_EQ(two.ranks[1].numa, 1u);
+  expect_whole_cores_and_disjoint(t, two);
+}
+
 // ---- this machine ----
 
 TEST(PlanThisMachine, OneRankPerCoreIsDisjointAndCoversEveryCore) {
@@ -433,6 +456,33 @@ TEST(PlanLists, FormatAndParse) {
 }
 
 }  // namespace
+// A rank whose GPUs span both sockets (3 GPUs each on a 16-GPU node: rank 2 has GPUs 6-8)
+// made a group of its own over both sockets' cores, and got cores the ranks of each socket
+// also got, with no rank marked shared. Now it joins its first GPU's socket.
+TEST(PlanDgx2, RanksWhoseGpusSpanSocketsGetCoresOfTheirOwn) {
+  const NodeTopology t = xml("dgx2-16gpu.xml");
+  const Plan p = make_plan(t, 5, {std::nullopt, std::nullopt, 3});
+  expect_whole_cores_and_disjoint(t, p);
+  // This fixture has 2 PUs a package: a PU in two ranks is allowed only where both say so.
+  std::map<unsigned, const RankPlan*> owner;
+  for (const RankPlan& r : p.ranks) {
+    for (unsigned pu : r.cpus) {
+      auto [it, fresh] = owner.emplace(pu, &r);
+      if (!fresh) {
+        EXPECT_TRUE(r.shared && it->second->shared)
+            << "PU " << pu << " in local ranks " << it->second->local_rank << " and "
+            << r.local_rank << " without both marked shared";
+      }
+    }
+  }
+  EXPECT_FALSE(p.ranks[3].shared);  // the second socket's two ranks: a core each
+  EXPECT_FALSE(p.ranks[4].shared);
+  const std::vector<unsigned>& near6 = t.gpus[6].cpus;
+  for (unsigned pu : p.ranks[2].cpus) {
+    EXPECT_TRUE(std::binary_search(near6.begin(), near6.end(), pu)) << "PU " << pu;
+  }
+}
+
 // A CUDA_VISIBLE_DEVICES already set where synkrun starts: refused on a node with GPUs unless
 // --gpus says which (synkrun replaced it per rank, and ranks used GPUs outside it).
 TEST(PlanLists, AnInheritedCudaVisibleDevicesNeedsGpus) {
