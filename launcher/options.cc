@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 namespace synk::launch {
 namespace {
@@ -188,6 +189,11 @@ std::string finish(Options& o, const Raw& raw) {
   if (!raw.gpus.empty()) {
     try {
       const std::vector<unsigned> list = parse_list(raw.gpus);
+      for (unsigned g : list) {  // past INT_MAX it turned negative: "GPU -1 does not exist"
+        if (g > static_cast<unsigned>(std::numeric_limits<int>::max())) {
+          return "--gpus: GPU " + std::to_string(g) + " does not exist";
+        }
+      }
       o.plan.gpus = std::vector<int>(list.begin(), list.end());
     } catch (const PlanError& e) {
       return std::string("--gpus: ") + e.what();
