@@ -1,8 +1,9 @@
-// See bench_check.h. Every expected value is a closed form of the element index, so the check
-// costs one pass over the result whatever the number of ranks.
+// See bench_check.h. Every expected value is computed from the element index (and, for a
+// reduction, the ranks' inputs at that index), outside the timing.
 #include "bench_check.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -52,47 +53,50 @@ bool same(T got, T want) {
   }
 }
 
-long long reduce_input(ReduceOp op, int rank, std::size_t j, int n) {
-  if (op == ReduceOp::prod) {
-    return j % static_cast<std::size_t>(n) == static_cast<std::size_t>(rank)
-               ? 1 + static_cast<long long>(j % 3)
-               : 1;
-  }
-  return 1 + static_cast<long long>((static_cast<std::size_t>(rank) + j) % 3);
+// A pseudo-random value of (element, rank): each element's inputs differ from its neighbours'
+// and from the other ranks', so a block read from the wrong place, or one rank's input lost or
+// counted twice, changes most elements of the result. (With 1 + (r + j) % 3, every sum on 3 or
+// 6 ranks was 2n and every min and max on 3 ranks or more was 1 and 3, whatever went where.)
+std::uint32_t mix(std::size_t j, int r) {
+  std::uint64_t x = static_cast<std::uint64_t>(j) * 0x9E3779B97F4A7C15ull +
+                    static_cast<std::uint64_t>(static_cast<std::int64_t>(r) + 1) * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  return static_cast<std::uint32_t>(x);
 }
 
-// The reduction over ranks 0..n-1 of reduce_input(op, r, j, n), without the loop over ranks:
-// (r + j) % 3 repeats every 3 ranks.
-long long reduce_result(ReduceOp op, std::size_t j, int n) {
-  const long long r3 = std::min(n, 3);  // ranks 0..r3-1 show every residue that occurs
+// Small values, so that every result is exact in every dtype: sums of 0..3 (an int8 sum wraps
+// only past 42 ranks), min and max of 0..15; for prod one rank per element (its owner) gives
+// 1..3 and the others 1, so products stay below 4 for any number of ranks.
+long long reduce_input(ReduceOp op, int rank, std::size_t j, int n) {
   switch (op) {
-    case ReduceOp::prod:
-      return 1 + static_cast<long long>(j % 3);
+    case ReduceOp::prod: {
+      const std::uint32_t h = mix(j, -1);
+      return static_cast<int>(h % static_cast<std::uint32_t>(n)) == rank ? 1 + (h >> 8) % 3 : 1;
+    }
     case ReduceOp::min:
-    case ReduceOp::max: {
-      long long lo = 3, hi = 1;
-      for (long long t = 0; t < r3; ++t) {
-        const long long v = 1 + static_cast<long long>((static_cast<std::size_t>(t) + j) % 3);
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-      return op == ReduceOp::min ? lo : hi;
-    }
+    case ReduceOp::max:
+      return mix(j, rank) & 15;
     case ReduceOp::sum:
-    case ReduceOp::avg: {
-      long long s = n + 3 * (n / 3);  // the 1s, and 0+1+2 per full cycle of 3 ranks
-      for (long long t = 0; t < n % 3; ++t) {
-        s += static_cast<long long>((static_cast<std::size_t>(t) + j) % 3);
-      }
-      return s;
-    }
+    case ReduceOp::avg:
+      return mix(j, rank) & 3;
   }
   return 0;
 }
 
-long long move_value(int rank, std::size_t i) {
-  return static_cast<long long>((static_cast<std::size_t>(rank) * 31 + i) % 100);
+// The reduction over ranks 0..n-1 of reduce_input(op, r, j, n).
+long long reduce_result(ReduceOp op, std::size_t j, int n) {
+  if (op == ReduceOp::prod) return 1 + (mix(j, -1) >> 8) % 3;
+  long long acc = reduce_input(op, 0, j, n);
+  for (int r = 1; r < n; ++r) {
+    const long long v = reduce_input(op, r, j, n);
+    acc = op == ReduceOp::min ? std::min(acc, v) : op == ReduceOp::max ? std::max(acc, v) : acc + v;
+  }
+  return acc;
 }
+
+long long move_value(int rank, std::size_t i) { return mix(i, rank) % 100; }
 
 template <class T>
 T expected_reduction(ReduceOp op, std::size_t j, int n) {

@@ -10,9 +10,11 @@ namespace synk::bench {
 
 // Fills this rank's inputs of the call with the pattern and its outputs with a sentinel
 // (all bits set), so an element the collective never wrote counts as wrong.
-//   reductions:    rank r's element j is 1 + (r + j) % 3; for prod, 1 + j % 3 on rank j % n and
-//                  1 elsewhere, so that products stay below 4 for any number of ranks.
-//   data movement: element i of rank r's block is (31 r + i) % 100.
+// The values are pseudo-random functions of (element, rank), small enough to be exact in every
+// dtype, so that data in the wrong place, or a rank's input lost or doubled, shows:
+//   reductions:    sum and avg 0..3 a rank, min and max 0..15; for prod, 1..3 on one rank per
+//                  element and 1 elsewhere, so that products stay below 4 for any number of ranks.
+//   data movement: element i of rank r's block is 0..99.
 void fill_buffers(const CallArgs& a, int rank, int nranks);
 
 // The number of elements of this rank's result that differ from the closed form (0 on ranks

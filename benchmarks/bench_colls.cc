@@ -131,6 +131,8 @@ double busbw_factor(Coll c, int nranks) noexcept {
       return 2.0 * (n - 1) / n;
     case Coll::allgather:
     case Coll::reduce_scatter:
+    case Coll::gather:  // nccl-tests' gather_perf and scatter_perf too (it was 1 here)
+    case Coll::scatter:
       return (n - 1) / n;
     default:
       return 1.0;

@@ -28,7 +28,7 @@ Timing (per row):
   whether two of them share a cache, changes from one second to the next; the two halves of a
   round mostly see the same machine).
   algbw = size / time, busbw = algbw * factor (nccl-tests' PERFORMANCE.md): allreduce
-  2(n-1)/n; allgather and reduce_scatter (n-1)/n; broadcast, reduce, gather, scatter 1.
+  2(n-1)/n; allgather, reduce_scatter, gather and scatter (n-1)/n; broadcast and reduce 1.
   Cap: when the warmup (or, with -w 0, the previous row scaled by size) predicts that one side
   of a row would take more than about 2 s, that row uses fewer calls per round (at least 1)
   and a '# note:' line says so.
@@ -203,14 +203,16 @@ Options parse_options(int argc, char** argv) {
       ->type_name("0|1")
       ->capture_default_str();
   app.add_option("--backend", backend_text,
-                 "synk backend: mpi, shm, nccl, or all (every backend that can be built, one "
-                 "row each; the others get a '# backend ...: not available' note)")
+                 "synk backend: mpi, shm, or all (every backend that can run here, one row "
+                 "each; the others get a '# backend ...: not available' note). nccl is not "
+                 "measured yet: its collectives take device buffers, synk-bench's are host "
+                 "memory")
       ->type_name("BACKEND")
       ->capture_default_str();
   app.add_option("--json", o.json_file,
                  "Rank 0 also writes the rows to FILE as a JSON list of objects (coll, bytes, "
-                 "count, dtype, op, backend, time_us, algbw, busbw, wrong, mpi_time_us, "
-                 "speedup; null where the table shows '-' or N/A)")
+                 "count, dtype, op, root, backend, time_us, algbw, busbw, wrong, mpi_time_us, "
+                 "speedup; null where the table shows '-', N/A or no root)")
       ->type_name("FILE");
   app.footer(kFooter);
   app.set_version_flag("--version", "synk-bench (synk " SYNK_VERSION_STRING ")",

@@ -51,7 +51,9 @@ std::string summary_line(const std::vector<Row>& rows, Coll coll, const std::str
     busbw += r.busbw;
     ++n;
     if (r.mpi_time_us && r.speedup) {
-      mpi_busbw += r.busbw / *r.speedup;  // the same bytes in mpi_time_us
+      // The same bytes in mpi_time_us. (busbw / speedup was not it: the speedup is the median
+      // of the rounds' ratios, not the ratio of the two columns.)
+      mpi_busbw += r.busbw * r.time_us / *r.mpi_time_us;
       log_speedup += std::log(*r.speedup);
       ++n_mpi;
     }
@@ -75,6 +77,7 @@ void write_json(const std::string& file, const std::vector<Row>& rows) {
     o["count"] = r.count;
     o["dtype"] = to_string(r.dtype);
     o["op"] = r.op ? nlohmann::json(to_string(*r.op)) : nlohmann::json(nullptr);
+    o["root"] = r.root >= 0 ? nlohmann::json(r.root) : nlohmann::json(nullptr);
     o["backend"] = r.backend;
     o["time_us"] = r.time_us;
     o["algbw"] = r.algbw;

@@ -31,12 +31,13 @@ done
 python3 - "$work/out.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
-keys = {"coll", "bytes", "count", "dtype", "op", "backend", "time_us", "algbw", "busbw", "wrong",
-        "mpi_time_us", "speedup"}
+keys = {"coll", "bytes", "count", "dtype", "op", "root", "backend", "time_us", "algbw", "busbw",
+        "wrong", "mpi_time_us", "speedup"}
 assert rows, "no rows"
 for r in rows:
     assert keys <= set(r), f"missing keys in {r}"
     assert r["wrong"] == 0, r
+    assert (r["root"] is None) == (r["coll"] not in ("broadcast", "reduce", "gather", "scatter")), r
 assert {r["backend"] for r in rows} >= {"mpi", "shm"}, {r["backend"] for r in rows}
 print(f"json: {len(rows)} rows")
 PY

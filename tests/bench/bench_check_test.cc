@@ -1,0 +1,112 @@
+// synk-bench's #wrong check must see data in the wrong place: a neighbour's block, a rank's
+// input lost or counted twice. With inputs 1 + (r + j) % 3, every sum on 3 ranks was 2n and
+// every min and max from 3 ranks up was 1 and 3, wherever the data came from: #wrong said 0.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "bench_check.h"
+#include "bench_colls.h"
+
+namespace synk::bench {
+namespace {
+
+// Every rank's input of a reduction of `count` floats, filled by the bench's own pattern.
+std::vector<std::vector<float>> inputs(Coll c, ReduceOp op, std::size_t count, int n) {
+  std::vector<std::vector<float>> in(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto& v = in[static_cast<std::size_t>(r)];
+    v.resize(count);
+    std::vector<float> out(count);
+    CallArgs a{c, make_layout(c, count * sizeof(float), DataType::float32, n), DataType::float32,
+               op, 0, v.data(), out.data()};
+    fill_buffers(a, r, n);
+  }
+  return in;
+}
+
+float reduce(ReduceOp op, float a, float b) {
+  switch (op) {
+    case ReduceOp::min: return std::min(a, b);
+    case ReduceOp::max: return std::max(a, b);
+    case ReduceOp::prod: return a * b;
+    default: return a + b;
+  }
+}
+
+// The true reduction over `ranks` of element j.
+float reduced(const std::vector<std::vector<float>>& in, const std::vector<int>& ranks,
+              ReduceOp op, std::size_t j) {
+  float acc = in[static_cast<std::size_t>(ranks[0])][j];
+  for (std::size_t k = 1; k < ranks.size(); ++k) {
+    acc = reduce(op, acc, in[static_cast<std::size_t>(ranks[k])][j]);
+  }
+  return acc;
+}
+
+std::uint64_t wrong_in(Coll c, ReduceOp op, std::size_t count, int n, int rank,
+                       std::vector<float>& recv) {
+  std::vector<float> send(count);
+  CallArgs a{c, make_layout(c, count * sizeof(float), DataType::float32, n), DataType::float32,
+             op, 0, send.data(), recv.data()};
+  return count_wrong(a, rank, n);
+}
+
+TEST(BenchCheck, ASumOrMinMaxFromTheWrongPlaceOrRanksIsWrong) {
+  for (int n : {3, 4, 6}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max, ReduceOp::prod}) {
+      const std::size_t block = 37, count = block * static_cast<std::size_t>(n);
+      const auto in = inputs(Coll::allreduce, op, count, n);
+      std::vector<int> all(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
+      std::vector<float> right(count), shifted(count), lost(count);
+      std::vector<int> without_last(all.begin(), all.end() - 1);
+      for (std::size_t j = 0; j < count; ++j) {
+        right[j] = reduced(in, all, op, j);
+        shifted[j] = reduced(in, all, op, (j + block) % count);  // a neighbour's block
+        lost[j] = reduced(in, without_last, op, j);              // the last rank's input lost
+      }
+      SCOPED_TRACE("n " + std::to_string(n) + ", op " + std::to_string(static_cast<int>(op)));
+      EXPECT_EQ(wrong_in(Coll::allreduce, op, count, n, 0, right), 0u);
+      EXPECT_GT(wrong_in(Coll::allreduce, op, count, n, 0, shifted), count / 4);
+      if (op != ReduceOp::prod) {  // prod: one rank an element counts, the others give 1
+        EXPECT_GT(wrong_in(Coll::allreduce, op, count, n, 0, lost), count / 16);
+      }
+      // reduce_scatter: rank 1 handed rank 0's block.
+      std::vector<float> block0(right.begin(), right.begin() + static_cast<long>(block));
+      EXPECT_EQ(wrong_in(Coll::reduce_scatter, op, count, n, 0, block0), 0u);
+      EXPECT_GT(wrong_in(Coll::reduce_scatter, op, count, n, 1, block0), block / 4);
+    }
+  }
+}
+
+TEST(BenchCheck, BlocksOfAnAllGatherInTheWrongOrderAreWrong) {
+  const int n = 3;
+  const std::size_t block = 100, count = block * n;
+  std::vector<float> recv(count);
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> mine(block), unused(count);
+    CallArgs a{Coll::allgather, make_layout(Coll::allgather, count * sizeof(float),
+                                            DataType::float32, n),
+               DataType::float32, ReduceOp::sum, 0, mine.data(), unused.data()};
+    fill_buffers(a, r, n);
+    std::copy(mine.begin(), mine.end(), recv.begin() + static_cast<long>(r * block));
+  }
+  EXPECT_EQ(wrong_in(Coll::allgather, ReduceOp::sum, count, n, 0, recv), 0u);
+  std::rotate(recv.begin(), recv.begin() + static_cast<long>(block), recv.end());
+  EXPECT_GT(wrong_in(Coll::allgather, ReduceOp::sum, count, n, 0, recv), count / 2);
+}
+
+TEST(BenchCheck, BusBandwidthFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(busbw_factor(Coll::allreduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(busbw_factor(Coll::allgather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(Coll::reduce_scatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(Coll::gather, 2), 0.5);  // it was 1
+  EXPECT_DOUBLE_EQ(busbw_factor(Coll::scatter, 2), 0.5);
+  EXPECT_DOUBLE_EQ(busbw_factor(Coll::broadcast, 4), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor(Coll::reduce, 4), 1.0);
+}
+
+}  // namespace
+}  // namespace synk::bench
