@@ -8,11 +8,15 @@ runs=${2:-10}
 mpirun=$(command -v mpirun)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 
-# Prints the wall time of one run of "$@", in seconds.
+# Prints the wall time of one run of "$@", in seconds; a run that fails ends the script, saying
+# so (inside $(...) set -e does not act, and a failed run was timed as if it had run).
 time_once() {
   local t0 t1
   t0=$(date +%s.%N)
-  "$@" >/dev/null 2>&1
+  if ! "$@" >/dev/null 2>&1; then
+    echo "bench_launch: '$*' failed (run it alone to see why)" >&2
+    exit 1
+  fi
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", b - a }'
 }
@@ -24,8 +28,10 @@ time_once "$synkrun" -np 2 /bin/true >/dev/null
 time_once "$mpirun" -np 2 /bin/true >/dev/null
 s_times=() m_times=()
 for ((i = 0; i < runs; i++)); do
-  s_times+=("$(time_once "$synkrun" -np 2 /bin/true)")
-  m_times+=("$(time_once "$mpirun" -np 2 /bin/true)")
+  t=$(time_once "$synkrun" -np 2 /bin/true) || exit 1
+  s_times+=("$t")
+  t=$(time_once "$mpirun" -np 2 /bin/true) || exit 1
+  m_times+=("$t")
 done
 s=$(printf '%s\n' "${s_times[@]}" | median)
 m=$(printf '%s\n' "${m_times[@]}" | median)

@@ -148,6 +148,8 @@ int run(const Options& o) {
       if (train_file.dim != 784 || test_file.dim != 784) error = o.data + ": images are not 28x28";
     } catch (const fmnist::IdxError& e) {
       error = e.what();
+    } catch (const std::exception& e) {  // no memory for the images, say: the others must hear
+      error = o.data + ": " + e.what();
     }
   }
   std::unique_ptr<fmnist::Report> report;
