@@ -68,6 +68,12 @@ TEST(Env, ValidValues) {
   }
   EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "0"}}).shm_spin_us, 0);
   EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "10000"}}).shm_spin_us, 10000);
+  // The launcher's local rank: synkrun's, else plain mpirun's (a split communicator counted
+  // its own ranks, and two halves of a node took the same GPUs); SYNK_LOCAL_RANK wins.
+  EXPECT_EQ(parse({}).launcher_local_rank, -1);
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_LOCAL_RANK", "5"}}).launcher_local_rank, 5);
+  EXPECT_EQ(parse({{"SYNK_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "5"}}).launcher_local_rank,
+            2);
   EXPECT_EQ(parse({}).shm_segments, "auto");
   EXPECT_EQ(parse({{"SYNK_SHM_SEGMENTS", "named"}}).shm_segments, "named");
 }

@@ -95,6 +95,12 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
   if (const char* v = get("SYNK_GPU"); v && *v) s.gpu = v;
   if (const char* v = get("SYNK_LOCAL_RANK"); v && *v) {
     s.launcher_local_rank = static_cast<int>(parse_integer("SYNK_LOCAL_RANK", v, 0, 1 << 20));
+  } else if (const char* w = get("OMPI_COMM_WORLD_LOCAL_RANK"); w && *w) {
+    // Under plain mpirun: the rank among all of the job's on this node. Without it, a
+    // communicator split from the world counted its own ranks, and two halves of a node took
+    // the same GPUs.
+    s.launcher_local_rank =
+        static_cast<int>(parse_integer("OMPI_COMM_WORLD_LOCAL_RANK", w, 0, 1 << 20));
   }
   return s;
 }

@@ -33,7 +33,7 @@ struct Settings {
   std::string contexts;            // SYNK_CONTEXTS: "name->cudaN;..." (checked by parse_contexts)
   // Set by synkrun for the NCCL backend's device choice (see backends/nccl).
   std::string gpu;                 // SYNK_GPU: the rank's GPU index(es), "2" or "2,3"; empty: none
-  int launcher_local_rank = -1;    // SYNK_LOCAL_RANK: rank on this node (-1: not set)
+  int launcher_local_rank = -1;    // SYNK_LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK (-1: neither)
 };
 
 // Parses the variables through `get` (which returns nullptr for an unset variable).

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <string>
 
 #include "synk/error.h"
 
@@ -25,12 +26,30 @@ int first_gpu(const std::string& gpu) {
   return static_cast<int>(v);
 }
 
+// GPU `gpu`'s position in a CUDA_VISIBLE_DEVICES list of indexes, or 0 where the list does not
+// name it (UUIDs, or another set).
+int position_in(const std::string& visible, int gpu) {
+  const std::string want = std::to_string(gpu);
+  int position = 0;
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t comma = visible.find(',', from);
+    std::string item = visible.substr(from, comma == std::string::npos ? comma : comma - from);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item == want) return position;
+    if (comma == std::string::npos) return 0;
+    from = comma + 1;
+    ++position;
+  }
+}
+
 }  // namespace
 
-int pick_device(const std::string& synk_gpu, bool visible_restricted, int local_rank, int count) {
+int pick_device(const std::string& synk_gpu, const char* visible, int local_rank, int count) {
   if (synk_gpu.empty()) return local_rank % count;
   const int gpu = first_gpu(synk_gpu);
-  const int device = visible_restricted ? 0 : gpu;
+  const int device = visible != nullptr && *visible != '\0' ? position_in(visible, gpu) : gpu;
   if (device >= count) {
     throw Error(ErrorCode::InvalidArgument, "SYNK_GPU='" + synk_gpu + "' selects CUDA device " +
                                                 std::to_string(device) + " but this rank sees " +

@@ -10,11 +10,13 @@
 namespace synk::detail {
 
 // The device index (among the visible ones) of a rank. synk_gpu is SYNK_GPU ("2" or "2,3";
-// the first entry counts), visible_restricted says CUDA_VISIBLE_DEVICES is set (synkrun sets it
-// to the rank's GPUs, so the first of them is device 0), local_rank is the rank on its node and
-// count the number of visible devices (> 0). Throws InvalidArgument for a malformed SYNK_GPU or
-// a device that is not visible.
-int pick_device(const std::string& synk_gpu, bool visible_restricted, int local_rank, int count);
+// the first entry counts); visible is CUDA_VISIBLE_DEVICES (null or empty: not set), in which
+// SYNK_GPU's GPU is found: synkrun sets it to the rank's GPUs, so the first of them is device
+// 0, and a batch system's "0,1,2,3" makes SYNK_GPU=2 device 2 (it was device 0 on every rank);
+// a GPU the list does not name is its device 0, as before. local_rank is the rank on its node
+// and count the number of visible devices (> 0). Throws InvalidArgument for a malformed
+// SYNK_GPU or a device that is not visible.
+int pick_device(const std::string& synk_gpu, const char* visible, int local_rank, int count);
 
 struct RankDevice {
   std::string host;    // host name

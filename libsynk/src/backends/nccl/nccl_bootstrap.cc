@@ -89,7 +89,7 @@ int choose_device(int local_rank, int count) {
   const std::lock_guard<std::mutex> lock(chosen_mu);
   if (chosen_device) return *chosen_device;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const int device = pick_device(settings().gpu, visible && *visible, local_rank, count);
+  const int device = pick_device(settings().gpu, visible, local_rank, count);
   SYNK_CHECK_CUDA(cudaSetDevice(device));
   chosen_device = device;
   return device;
