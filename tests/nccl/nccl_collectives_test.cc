@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -333,6 +334,36 @@ TEST_F(NcclComm, HostBuffersAreRejected) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->code(), synk::ErrorCode::InvalidArgument);
   EXPECT_THAT(e->what(), ::testing::HasSubstr("not CUDA device memory"));
+}
+
+// A host buffer on one rank only: the others queued their NCCL call and waited in it until
+// SYNK_TIMEOUT. Under SYNK_CHECK_CALLS (its own ctest entry) every rank fails the call, naming
+// the rank and why, and the next call works.
+TEST_F(NcclComm, AHostBufferOnOneRankFailsTheCallEverywhereUnderCheckCalls) {
+  const char* checks = std::getenv("SYNK_CHECK_CALLS");
+  if (checks == nullptr || std::string(checks) != "1") {
+    GTEST_SKIP() << "runs under SYNK_CHECK_CALLS=1 (nccl_collectives_fake_checked_np2)";
+  }
+  if (nccl().size() < 2) GTEST_SKIP() << "needs a rank that differs";
+  Buffer host(DataType::float32, 4);
+  host.fill_value(1);
+  Device d(host, DataType::float32);
+  std::vector<float> plain(4, 1.0f);
+  const int odd = nccl().size() - 1;
+  void* p = nccl().rank() == odd ? static_cast<void*>(plain.data()) : d.data();
+  const auto e = synk_test::caught(
+      [&] { nccl().all_reduce(p, p, 4, DataType::float32, ReduceOp::sum); });
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code(), nccl().rank() == odd ? synk::ErrorCode::InvalidArgument
+                                            : synk::ErrorCode::Remote);
+  EXPECT_THAT(e->what(), ::testing::HasSubstr("send is not CUDA device memory"));
+  if (nccl().rank() != odd) {
+    EXPECT_THAT(e->what(), ::testing::HasSubstr("rank " + std::to_string(odd) + " rejected"));
+  }
+  nccl().all_reduce(d.data(), d.data(), 4, DataType::float32, ReduceOp::sum);
+  d.copy_to(host);
+  EXPECT_TRUE(host.check([&](std::size_t) { return static_cast<double>(nccl().size()); },
+                         "after the rejected call"));
 }
 
 // A split gets its own NCCL communicator on the same device.

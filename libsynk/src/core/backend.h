@@ -86,6 +86,13 @@ class Backend {
   // Communicator::alloc, on arguments every rank agreed on. The default: private page-aligned
   // memory (no other rank can read it; nothing changes for the collectives).
   virtual NodeBuffer alloc(std::size_t bytes);
+  // Why this rank's buffers for `a` are ones this backend cannot take (the nccl backend: host
+  // memory), or empty. Asked before validation, so that under SYNK_CHECK_CALLS (and on hier)
+  // the other ranks learn of it as of any rejected argument, instead of waiting in the call.
+  virtual std::string buffer_error(const CollArgs& a) const {
+    (void)a;
+    return {};
+  }
   // This rank's arguments for `a` failed validation with `e`. A backend that can tell the other
   // ranks inside the call itself (so they fail too instead of waiting) does so and throws;
   // the default does nothing, and the Communicator rethrows e on this rank alone.

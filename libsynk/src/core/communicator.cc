@@ -153,6 +153,8 @@ namespace {
 // Validate once (locally, or against every rank under SYNK_CHECK_CALLS), then dispatch.
 void run(detail::CommState& st, CollArgs&& a) {
   a.stream = st.stream;
+  const std::string buffers = st.backend->buffer_error(a);
+  if (!buffers.empty() && a.typed_error == nullptr) a.typed_error = &buffers;
   if (st.check_calls) {
     detail::validate_across_ranks(a, st.ctx);
   } else {

@@ -69,20 +69,20 @@ void* at(void* p, std::size_t bytes) {
   return p ? static_cast<unsigned char*>(p) + bytes : nullptr;
 }
 
-// NCCL takes device (or managed) memory only; a host pointer would fault on the device.
-void check_device_buffer(const char* op, const char* name, const void* p) {
-  if (p == nullptr) return;
+// NCCL takes device (or managed) memory only; a host pointer would fault on the device. Why
+// `p` is not such memory, or empty.
+std::string device_buffer_problem(const char* name, const void* p) {
+  if (p == nullptr) return {};
   cudaPointerAttributes attr{};
   const cudaError_t rc = cudaPointerGetAttributes(&attr, p);
   if (rc == cudaSuccess &&
       (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)) {
-    return;
+    return {};
   }
   if (rc != cudaSuccess) cudaGetLastError();
-  throw Error(ErrorCode::InvalidArgument,
-              std::string(op) + ": " + name +
-                  " is not CUDA device memory; the nccl backend takes device buffers (use "
-                  "SYNK_BACKEND=auto, shm or mpi for host buffers)");
+  return std::string(name) +
+         " is not CUDA device memory; the nccl backend takes device buffers (use "
+         "SYNK_BACKEND=auto, shm or mpi for host buffers)";
 }
 
 }  // namespace
@@ -98,12 +98,45 @@ void check_device_buffer(const char* op, const char* name, const void* p) {
 
 NcclBackend::NcclBackend(const CommContext& ctx) : ctx_(ctx), comm_(bootstrap_nccl(ctx)) {}
 
+// The buffers each rank's part of a call reads or writes: all must be device memory. Checked
+// before validation (Backend::buffer_error), not in each call: a host buffer on one rank only
+// left the others in an NCCL kernel until SYNK_TIMEOUT; under SYNK_CHECK_CALLS they now fail too.
+std::string NcclBackend::buffer_error(const CollArgs& a) const {
+  const bool root = ctx_.rank == a.root;
+  std::string why;
+  auto check = [&](const char* name, const void* p) {
+    if (why.empty()) why = device_buffer_problem(name, p);
+  };
+  switch (a.coll) {
+    case Collective::all_reduce:
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+      check("send", a.send);
+      check("recv", a.recv);
+      break;
+    case Collective::reduce:
+    case Collective::gather:
+    case Collective::gatherv:
+      check("send", a.send);
+      if (root) check("recv", a.recv);
+      break;
+    case Collective::broadcast:
+      check("buf", a.recv);
+      break;
+    case Collective::scatter:
+      check("recv", a.recv);
+      if (root) check("send", a.send);
+      break;
+    case Collective::barrier:
+      break;
+  }
+  return why;
+}
+
 NcclBackend::~NcclBackend() = default;
 
 Request NcclBackend::all_reduce(const CollArgs& a) {
   SYNK_NCCL_BEGIN("all_reduce");
-  check_device_buffer("all_reduce", "send", a.send);
-  check_device_buffer("all_reduce", "recv", a.recv);
   SYNK_NCCL_ISSUE("all_reduce", ncclAllReduce(a.send, a.recv, a.count, nccl_type(a.dtype),
                                               nccl_op(a.op, "all_reduce"), comm_->get(), stream));
   return comm_->finish("all_reduce", stream, comm_);
@@ -111,8 +144,6 @@ Request NcclBackend::all_reduce(const CollArgs& a) {
 
 Request NcclBackend::reduce(const CollArgs& a) {
   SYNK_NCCL_BEGIN("reduce");
-  check_device_buffer("reduce", "send", a.send);
-  if (ctx_.rank == a.root) check_device_buffer("reduce", "recv", a.recv);
   void* recv = ctx_.rank == a.root ? a.recv : nullptr;  // NCCL reads recv at the root only
   SYNK_NCCL_ISSUE("reduce", ncclReduce(a.send, recv, a.count, nccl_type(a.dtype),
                                        nccl_op(a.op, "reduce"), a.root, comm_->get(), stream));
@@ -121,7 +152,6 @@ Request NcclBackend::reduce(const CollArgs& a) {
 
 Request NcclBackend::broadcast(const CollArgs& a) {
   SYNK_NCCL_BEGIN("broadcast");
-  check_device_buffer("broadcast", "buf", a.recv);
   SYNK_NCCL_ISSUE("broadcast", ncclBroadcast(a.recv, a.recv, a.count, nccl_type(a.dtype), a.root,
                                              comm_->get(), stream));
   return comm_->finish("broadcast", stream, comm_);
@@ -129,8 +159,6 @@ Request NcclBackend::broadcast(const CollArgs& a) {
 
 Request NcclBackend::all_gather(const CollArgs& a) {
   SYNK_NCCL_BEGIN("all_gather");
-  check_device_buffer("all_gather", "send", a.send);
-  check_device_buffer("all_gather", "recv", a.recv);
   SYNK_NCCL_ISSUE("all_gather",
                   ncclAllGather(a.send, a.recv, a.count, nccl_type(a.dtype), comm_->get(), stream));
   return comm_->finish("all_gather", stream, comm_);
@@ -138,8 +166,6 @@ Request NcclBackend::all_gather(const CollArgs& a) {
 
 Request NcclBackend::reduce_scatter(const CollArgs& a) {
   SYNK_NCCL_BEGIN("reduce_scatter");
-  check_device_buffer("reduce_scatter", "send", a.send);
-  check_device_buffer("reduce_scatter", "recv", a.recv);
   SYNK_NCCL_ISSUE("reduce_scatter",
                   ncclReduceScatter(a.send, a.recv, a.count, nccl_type(a.dtype),
                                     nccl_op(a.op, "reduce_scatter"), comm_->get(), stream));
@@ -160,13 +186,11 @@ Request NcclBackend::gatherv(const CollArgs& a) {
   SYNK_NCCL_BEGIN(op);
   const ncclDataType_t t = nccl_type(a.dtype);
   const std::size_t es = size_of(a.dtype);
-  check_device_buffer(op, "send", a.send);
   if (ctx_.rank != a.root) {
     if (a.count > 0)
       SYNK_NCCL_ISSUE(op, ncclSend(a.send, a.count, t, a.root, comm_->get(), stream));
     return comm_->finish(op, stream, comm_);
   }
-  check_device_buffer(op, "recv", a.recv);
   std::size_t displ = 0, own_displ = 0;
   SYNK_NCCL_ISSUE(op, ncclGroupStart());
   for (int r = 0; r < ctx_.size; ++r) {
@@ -196,14 +220,12 @@ Request NcclBackend::scatter(const CollArgs& a) {
   const ncclDataType_t t = nccl_type(a.dtype);
   const std::size_t es = size_of(a.dtype);
   const std::size_t block = a.count * es;
-  check_device_buffer("scatter", "recv", a.recv);
   if (ctx_.rank != a.root) {
     if (a.count > 0) {
       SYNK_NCCL_ISSUE("scatter", ncclRecv(a.recv, a.count, t, a.root, comm_->get(), stream));
     }
     return comm_->finish("scatter", stream, comm_);
   }
-  check_device_buffer("scatter", "send", a.send);
   if (a.count > 0) {
     SYNK_NCCL_ISSUE("scatter", ncclGroupStart());
     for (int r = 0; r < ctx_.size; ++r) {
