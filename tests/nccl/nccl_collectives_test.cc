@@ -336,6 +336,30 @@ TEST_F(NcclComm, HostBuffersAreRejected) {
   EXPECT_THAT(e->what(), ::testing::HasSubstr("not CUDA device memory"));
 }
 
+// Memory of another device than the communicator's: NCCL's kernel would touch it without peer
+// access (an illegal address, which loses the rank's CUDA context). Refused, naming both.
+TEST_F(NcclComm, MemoryOfAnotherDeviceIsRejected) {
+  int count = 0, mine = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  if (count < 2) GTEST_SKIP() << "needs a second device";
+  nccl().barrier();  // the communicator's device is current from here
+  ASSERT_EQ(cudaGetDevice(&mine), cudaSuccess);
+  const int other = (mine + 1) % count;
+  void* p = nullptr;
+  ASSERT_EQ(cudaSetDevice(other), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&p, 16), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(mine), cudaSuccess);
+  const auto e = synk_test::caught(
+      [&] { nccl().all_reduce(p, p, 4, DataType::float32, ReduceOp::sum); });
+  cudaFree(p);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code(), synk::ErrorCode::InvalidArgument);
+  EXPECT_THAT(e->what(), ::testing::HasSubstr("send is memory of CUDA device " +
+                                              std::to_string(other) +
+                                              ", but this communicator's NCCL runs on device " +
+                                              std::to_string(mine)));
+}
+
 // A host buffer on one rank only: the others queued their NCCL call and waited in it until
 // SYNK_TIMEOUT. Under SYNK_CHECK_CALLS (its own ctest entry) every rank fails the call, naming
 // the rank and why, and the next call works.

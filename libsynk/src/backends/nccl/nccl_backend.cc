@@ -71,10 +71,17 @@ void* at(void* p, std::size_t bytes) {
 
 // NCCL takes device (or managed) memory only; a host pointer would fault on the device. Why
 // `p` is not such memory, or empty.
-std::string device_buffer_problem(const char* name, const void* p) {
+// Memory of another device than the communicator's is refused too: without peer access the
+// NCCL kernel's touch of it is an illegal address, which loses the rank's CUDA context.
+std::string device_buffer_problem(const char* name, const void* p, int nccl_device) {
   if (p == nullptr) return {};
   cudaPointerAttributes attr{};
   const cudaError_t rc = cudaPointerGetAttributes(&attr, p);
+  if (rc == cudaSuccess && attr.type == cudaMemoryTypeDevice && attr.device != nccl_device) {
+    return std::string(name) + " is memory of CUDA device " + std::to_string(attr.device) +
+           ", but this communicator's NCCL runs on device " + std::to_string(nccl_device) +
+           " (copy it there first; DeviceShared does)";
+  }
   if (rc == cudaSuccess &&
       (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)) {
     return {};
@@ -105,7 +112,7 @@ std::string NcclBackend::buffer_error(const CollArgs& a) const {
   const bool root = ctx_.rank == a.root;
   std::string why;
   auto check = [&](const char* name, const void* p) {
-    if (why.empty()) why = device_buffer_problem(name, p);
+    if (why.empty()) why = device_buffer_problem(name, p, comm_->device());
   };
   switch (a.coll) {
     case Collective::all_reduce:
