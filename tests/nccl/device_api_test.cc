@@ -433,6 +433,15 @@ TEST(DeviceStagerTest, RowsOutOfRangeAreRefusedBeforeAnyCopy) {
   EXPECT_EQ(message(strided),
             "synk InvalidArgument: DeviceStager::stage: row 258 is out of range "
             "for 257 rows");
+  // A step so large that the last row wraps round past 2^64 to row 1: refused (it passed, and
+  // the gather read far outside the data).
+  const std::size_t wrap = std::size_t{1} << 63;
+  const auto wrapped = caught([&] {
+    synk::take_to_device(x, synk::RowSelection{1, 3, wrap, {}}, p, stager);
+  });
+  ASSERT_TRUE(wrapped.has_value());
+  EXPECT_EQ(wrapped->code(), ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(wrapped), ::testing::HasSubstr("is past 2^64, out of range for 257 rows"));
 }
 
 #if SYNK_BUILT_WITH_NCCL

@@ -95,10 +95,21 @@ std::size_t DeviceStager::stage(const void* base, std::size_t rows, std::size_t 
   const std::size_t n = sel.size();
   // One check of the whole selection before any byte moves.
   if (sel.indices.empty()) {
-    if (n > 0 && sel.start + (n - 1) * sel.step >= rows) {
+    // The last row, start + (n - 1) * step, checked for overflow: a huge step wrapped round to a
+    // row in range, and the gather then read far outside the data.
+    std::size_t last = 0;
+    const bool wraps = n > 0 && (__builtin_mul_overflow(n - 1, sel.step, &last) ||
+                                 __builtin_add_overflow(last, sel.start, &last));
+    if (wraps) {
       throw Error(ErrorCode::InvalidArgument,
-                  "DeviceStager::stage: row " + std::to_string(sel.start + (n - 1) * sel.step) +
-                      " is out of range for " + std::to_string(rows) + " rows");
+                  "DeviceStager::stage: the last row, " + std::to_string(sel.start) + " + " +
+                      std::to_string(n - 1) + " x " + std::to_string(sel.step) +
+                      ", is past 2^64, out of range for " + std::to_string(rows) + " rows");
+    }
+    if (n > 0 && last >= rows) {
+      throw Error(ErrorCode::InvalidArgument, "DeviceStager::stage: row " + std::to_string(last) +
+                                                  " is out of range for " +
+                                                  std::to_string(rows) + " rows");
     }
   } else {
     for (std::size_t i = 0; i < n; ++i) {
