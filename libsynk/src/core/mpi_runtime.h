@@ -1,6 +1,9 @@
 // MPI start-up and the node layout of a communicator (which ranks share a node).
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "core/backend.h"
 
 namespace synk::detail {
@@ -21,5 +24,16 @@ void note_peer_lost() noexcept;
 CommContext make_context(MPI_Comm comm, int simulate_nodes);
 // Frees the communicators of ctx (a no-op after MPI_Finalize). Never throws.
 void free_context(CommContext& ctx) noexcept;
+
+// The lowest rank of ctx.comm for which `failed` holds, with its `text` (up to 255 bytes) and
+// its node, on every rank; nullopt where none failed. Collective over ctx.comm: how a failure
+// on some ranks becomes an error on all of them, each naming the same rank.
+struct RankFailure {
+  int rank = 0;
+  int node = 0;
+  std::string text;
+};
+std::optional<RankFailure> first_failure(const CommContext& ctx, bool failed,
+                                         const std::string& text);
 
 }  // namespace synk::detail

@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "backends/shm/segment_share.h"
 #include "core/backend.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
+#include "core/mpi_runtime.h"
 #include "synk/data.h"
 #include "synk/error.h"
 
@@ -49,19 +51,11 @@ void check_oversize(double oversize) {
 // rank" when node 1's loader had failed).
 void agree(const CommContext& ctx, bool ok, const std::string& what, const std::string& error,
            const std::string& own_where = "") {
-  int size = 0;
-  SYNK_CHECK_MPI(MPI_Comm_size(ctx.comm, &size));
-  int mine = ok ? size : ctx.rank, first = size;
-  SYNK_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, ctx.comm));
-  if (first == size) return;
-  char text[256] = {};
-  int node = ctx.node;
-  if (ctx.rank == first) std::snprintf(text, sizeof text, "%s", error.c_str());
-  SYNK_CHECK_MPI(MPI_Bcast(text, sizeof text, MPI_CHAR, first, ctx.comm));
-  SYNK_CHECK_MPI(MPI_Bcast(&node, 1, MPI_INT, first, ctx.comm));
+  const std::optional<RankFailure> first = first_failure(ctx, !ok, error);
+  if (!first) return;
   if (!ok) throw Error(ErrorCode::System, what + own_where + ": " + error);
-  throw Error(ErrorCode::Remote, what + ": failed on rank " + std::to_string(first) + " (node " +
-                                     std::to_string(node) + "): " + text);
+  throw Error(ErrorCode::Remote, what + ": failed on rank " + std::to_string(first->rank) +
+                                     " (node " + std::to_string(first->node) + "): " + first->text);
 }
 
 // Collective: every rank passed what rank 0 passed (`mine` describes this rank's arguments).
@@ -73,22 +67,17 @@ void check_same(const CommContext& c, const std::string& what, const std::string
   struct Record {
     std::uint64_t hash;
     char text[256];
-  } first{}, other{};
+  } first{};
   std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
   for (unsigned char ch : mine) hash = (hash ^ ch) * 1099511628211ull;
   first.hash = hash;
   std::snprintf(first.text, sizeof first.text, "%s", mine.c_str());
-  other = first;
   SYNK_CHECK_MPI(MPI_Bcast(&first, sizeof first, MPI_BYTE, 0, c.comm));
-  int size = 0;
-  SYNK_CHECK_MPI(MPI_Comm_size(c.comm, &size));
-  int differs = hash == first.hash ? size : c.rank, odd = size;
-  SYNK_CHECK_MPI(MPI_Allreduce(&differs, &odd, 1, MPI_INT, MPI_MIN, c.comm));
-  if (odd == size) return;
-  SYNK_CHECK_MPI(MPI_Bcast(&other, sizeof other, MPI_BYTE, odd, c.comm));
+  const std::optional<RankFailure> odd = first_failure(c, hash != first.hash, mine);
+  if (!odd) return;
   throw Error(ErrorCode::InvalidArgument, what + ": every rank must pass the same; rank 0 passed " +
-                                              first.text + ", rank " + std::to_string(odd) +
-                                              " passed " + other.text);
+                                              first.text + ", rank " + std::to_string(odd->rank) +
+                                              " passed " + odd->text);
 }
 
 // The shortest text that reads back as the same double (1.1, not 1.1000000000000001).

@@ -3,12 +3,13 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "backends/mpi/mpi_types.h"
 #include "core/env.h"
+#include "core/error_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
@@ -33,29 +34,22 @@ ShmNode join_every_node(const CommContext& ctx) {
   std::string reason;
   try {
     node = join_shm_node(ctx.local_comm, ctx.comm);
+  } catch (const Error& e) {
+    failure = std::current_exception();
+    reason = message_of(e);  // the message that carries it says its own code
   } catch (const std::exception& e) {
     failure = std::current_exception();
     reason = e.what();
-    // Without a synk::Error's "synk <Code>: ": the message that carries it says its own code.
-    if (reason.rfind("synk ", 0) == 0 && reason.find(": ") != std::string::npos) {
-      reason = reason.substr(reason.find(": ") + 2);
-    }
   } catch (...) {
     failure = std::current_exception();
     reason = "an exception that is not a std::exception";
   }
-  int mine = failure ? ctx.rank : ctx.size, first = ctx.size;
-  SYNK_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, ctx.comm));
-  if (first == ctx.size) return node;
-  char text[256] = {};
-  int where = ctx.node;
-  if (ctx.rank == first) std::snprintf(text, sizeof text, "%s", reason.c_str());
-  SYNK_CHECK_MPI(MPI_Bcast(text, sizeof text, MPI_CHAR, first, ctx.comm));
-  SYNK_CHECK_MPI(MPI_Bcast(&where, 1, MPI_INT, first, ctx.comm));
+  const std::optional<RankFailure> first = first_failure(ctx, failure != nullptr, reason);
+  if (!first) return node;
   if (failure) std::rethrow_exception(failure);
-  throw Error(ErrorCode::Remote, "hier backend: node " + std::to_string(where) + " (rank " +
-                                     std::to_string(first) +
-                                     ") could not set up its shared memory: " + text);
+  throw Error(ErrorCode::Remote, "hier backend: node " + std::to_string(first->node) + " (rank " +
+                                     std::to_string(first->rank) +
+                                     ") could not set up its shared memory: " + first->text);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "core/backoff.h"
 #include "core/contexts.h"
 #include "core/env.h"
+#include "core/error_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
@@ -72,14 +73,6 @@ int visible_device_count() {
   return count;
 }
 
-// The message of e without the "synk <Code>: " that Error puts in front (it is added again when
-// the record becomes an Error on this or another rank).
-std::string bare_message(const Error& e) {
-  const std::string what = e.what();
-  const std::string prefix = std::string("synk ") + to_string(e.code()) + ": ";
-  return what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what;
-}
-
 std::mutex chosen_mu;
 std::optional<int> chosen_device;
 
@@ -107,7 +100,7 @@ DeviceRecord local_record(int local_rank) {
     SYNK_CHECK_CUDA(cudaDeviceGetPCIBusId(rec.bus_id, sizeof rec.bus_id, rec.device));
   } catch (const Error& e) {
     rec.code = static_cast<std::int32_t>(e.code());
-    copy_text(rec.message, bare_message(e));
+    copy_text(rec.message, message_of(e));
   }
   return rec;
 }
@@ -152,7 +145,7 @@ ncclUniqueId shared_unique_id(const CommContext& ctx) {
       SYNK_CHECK_NCCL(ncclGetUniqueId(&msg.id));
     } catch (const Error& e) {
       msg.code = static_cast<std::int32_t>(e.code());
-      copy_text(msg.message, bare_message(e));
+      copy_text(msg.message, message_of(e));
     }
   }
   SYNK_CHECK_MPI(MPI_Bcast(&msg, static_cast<int>(sizeof msg), MPI_BYTE, 0, ctx.comm));
