@@ -89,6 +89,9 @@ class Backend {
   // Why this rank's buffers for `a` are ones this backend cannot take (the nccl backend: host
   // memory), or empty. Asked before validation, so that under SYNK_CHECK_CALLS (and on hier)
   // the other ranks learn of it as of any rejected argument, instead of waiting in the call.
+  // Only asked of a backend that says it has such rules (once, at start): the others' calls
+  // (shm's small ones take about 0.1 us) pay nothing for it.
+  virtual bool has_buffer_rules() const { return false; }
   virtual std::string buffer_error(const CollArgs& a) const {
     (void)a;
     return {};

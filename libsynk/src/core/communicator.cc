@@ -22,6 +22,7 @@ struct CommState {
   std::string requested;  // what the user asked for ("auto", ...): a split chooses again
   ::CUstream_st* stream = nullptr;  // set_stream: the caller's cudaStream_t for device backends
   bool check_calls = settings().check_calls;  // SYNK_CHECK_CALLS, read once
+  bool buffer_rules = false;                  // backend->has_buffer_rules(), asked once
 
   ~CommState() {
     backend.reset();  // before the communicators it uses
@@ -46,6 +47,7 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   const std::string requested = options.backend.empty() ? s.backend : options.backend;
   state->backend = detail::make_backend(requested, state->ctx);
   state->backend_name = state->backend->name();
+  state->buffer_rules = state->backend->has_buffer_rules();
   state->requested = requested;
   // Across nodes the calls are always compared first. Without it, a rank whose arguments were
   // rejected left the call alone, and its next call was paired with the others' current one
@@ -153,7 +155,8 @@ namespace {
 // Validate once (locally, or against every rank under SYNK_CHECK_CALLS), then dispatch.
 void run(detail::CommState& st, CollArgs&& a) {
   a.stream = st.stream;
-  const std::string buffers = st.backend->buffer_error(a);
+  std::string buffers;
+  if (st.buffer_rules) buffers = st.backend->buffer_error(a);
   if (!buffers.empty() && a.typed_error == nullptr) a.typed_error = &buffers;
   if (st.check_calls) {
     detail::validate_across_ranks(a, st.ctx);
