@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/shm/segment.h"
+#include "expect_refused.h"
 #include "fork_harness.h"
 #include "synk/error.h"
 
@@ -271,22 +272,13 @@ TEST(ShmSegment, ASegmentWithOtherRightsIsRefused) {
   const int fd = shm_open(mine.name().c_str(), O_RDWR, 0);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(fchmod(fd, 0644), 0);
-  try {
-    Segment::open(mine.name(), 8192);
-    ADD_FAILURE() << "a 0644 segment was used";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
-    EXPECT_THAT(e.what(), HasSubstr("mode 0644"));
-  }
+  expect_refused([&] { Segment::open(mine.name(), 8192); }, ErrorCode::InvalidUsage, "mode 0644",
+                 "a 0644 segment was used");
   if (geteuid() == 0) {  // only root can give a segment to another user
     ASSERT_EQ(fchmod(fd, 0600), 0);
     ASSERT_EQ(fchown(fd, 65534, 65534), 0);
-    try {
-      Segment::open(mine.name(), 8192);
-      ADD_FAILURE() << "another user's segment was used";
-    } catch (const Error& e) {
-      EXPECT_THAT(e.what(), HasSubstr("owner uid 65534"));
-    }
+    expect_refused([&] { Segment::open(mine.name(), 8192); }, std::nullopt, "owner uid 65534",
+                   "another user's segment was used");
   }
   close(fd);
 }

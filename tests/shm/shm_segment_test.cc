@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/shm/segment.h"
+#include "expect_refused.h"
 #include "fork_harness.h"
 #include "synk/error.h"
 
@@ -106,29 +107,14 @@ TEST(ShmAnonymousSegment, AHandleThatLeadsToAnotherFileOrSizeIsRefused) {
   Segment s = Segment::create_anonymous(8192);
   SegmentHandle other_file = s.handle();
   other_file.ino += 1;  // as if the pid had been reused by a process with another file there
-  try {
-    Segment::open_anonymous(other_file, 8192);
-    ADD_FAILURE() << "another file was used";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
-    EXPECT_THAT(e.what(), HasSubstr("is not the segment its creator made"));
-  }
-  try {
-    Segment::open_anonymous(s.handle(), 4096);
-    ADD_FAILURE() << "a segment of another size was used";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
-    EXPECT_THAT(e.what(), HasSubstr("8192 bytes"));
-  }
+  expect_refused([&] { Segment::open_anonymous(other_file, 8192); }, ErrorCode::InvalidUsage,
+                 "is not the segment its creator made", "another file was used");
+  expect_refused([&] { Segment::open_anonymous(s.handle(), 4096); }, ErrorCode::InvalidUsage,
+                 "8192 bytes", "a segment of another size was used");
   SegmentHandle gone = s.handle();
   gone.fd = 100000;
-  try {
-    Segment::open_anonymous(gone, 8192);
-    ADD_FAILURE() << "no error for a descriptor that is not open";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::System);
-    EXPECT_THAT(e.what(), HasSubstr("/fd/100000"));
-  }
+  expect_refused([&] { Segment::open_anonymous(gone, 8192); }, ErrorCode::System, "/fd/100000",
+                 "no error for a descriptor that is not open");
 }
 
 // The crash that used to leave a segment behind: the creator dies after creating it, before
@@ -158,12 +144,8 @@ TEST(ShmAnonymousSegment, ACreatorKilledBeforeTheOthersMapItLeavesNothing) {
   ASSERT_EQ(kill(creator, SIGKILL), 0);
   ASSERT_EQ(waitpid(creator, nullptr, 0), creator);
   EXPECT_EQ(synk_names_in_dev_shm(), before);
-  try {
-    Segment::open_anonymous(h, 1 << 20);
-    ADD_FAILURE() << "the dead creator's segment was still reachable";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::System) << e.what();
-  }
+  expect_refused([&] { Segment::open_anonymous(h, 1 << 20); }, ErrorCode::System, "",
+                 "the dead creator's segment was still reachable");
 }
 
 }  // namespace
