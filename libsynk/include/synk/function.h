@@ -207,18 +207,15 @@ class Function {
       }
       return;
     }
+    const std::string mine = failure.text.empty() ? "(an exception with no message)" : failure.text;
     std::vector<char> text(256, '\0');
-    if (comm_->rank() == first) {
-      std::snprintf(text.data(), text.size(), "%s",
-                    failure.text.empty() ? "(an exception with no message)" : failure.text.c_str());
-    }
+    if (comm_->rank() == first) std::snprintf(text.data(), text.size(), "%s", mine.c_str());
     comm_->broadcast(text.data(), text.size(), DataType::int8, first);
     // A rank whose body failed reports its own failure, with its own code; the others name the
     // first rank that failed.
     if (failure.failed) {
-      throw Error(failure.code,
-                  "Function '" + name_ + "': rank " + std::to_string(comm_->rank()) + " failed: " +
-                      (failure.text.empty() ? "(an exception with no message)" : failure.text));
+      throw Error(failure.code, "Function '" + name_ + "': rank " +
+                                    std::to_string(comm_->rank()) + " failed: " + mine);
     }
     throw Error(ErrorCode::Remote,
                 "Function '" + name_ + "': rank " + std::to_string(first) + " failed: " +

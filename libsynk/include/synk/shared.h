@@ -32,10 +32,8 @@ class Shared {
   const Shape& shape() const { return shape_; }
   // This rank's value; an empty shape means a 1-d array of value.size() elements.
   void set_local(std::vector<T> value, Shape shape = {}) {
-    if (shape.empty()) shape = {value.size()};
-    check_shape("set_local", value.size(), shape);
-    value_ = std::move(value);
-    shape_ = std::move(shape);
+    const std::string e = try_set_local("set_local", std::move(value), std::move(shape));
+    if (!e.empty()) throw Error(ErrorCode::InvalidArgument, e);
   }
 
   // The root's value (and shape) on every rank.
@@ -146,14 +144,14 @@ class Shared {
   static std::size_t elems(const Shape& s) {
     return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>());
   }
-  // Rank 0's value for a broadcast: set_local, but a rejected value is returned as the error's
-  // text instead of thrown, so that every rank can throw (rank 0 threw alone, and the others
-  // waited in the broadcast).
-  std::string try_set_local(const char* what, const std::vector<T>& value, Shape shape) {
+  // set_local, but a rejected value is returned as the error's text instead of thrown: for rank
+  // 0's value in a broadcast, every rank then throws (rank 0 threw alone, and the others waited
+  // in the broadcast).
+  std::string try_set_local(const char* what, std::vector<T> value, Shape shape) {
     if (shape.empty()) shape = {value.size()};
     std::string e = shape_error(what, value.size(), shape);
     if (e.empty()) {
-      value_ = value;
+      value_ = std::move(value);
       shape_ = std::move(shape);
     }
     return e;
@@ -187,10 +185,6 @@ class Shared {
     }
     if (elems(s) != n) return head + std::to_string(n) + " values do not fill the shape";
     return {};
-  }
-  void check_shape(const char* what, std::size_t n, const Shape& s) const {
-    const std::string e = shape_error(what, n, s);
-    if (!e.empty()) throw Error(ErrorCode::InvalidArgument, e);
   }
   // [ndim, d0, d1, ..., 0 padding] so every rank's record has one size.
   static std::vector<std::uint64_t> encode(const Shape& s) {
