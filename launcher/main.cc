@@ -199,21 +199,22 @@ int launch(Options& o, const char* argv0) {
   // slots), and each node plans for the ranks it gets (nranks 0: no -np for mpirun). This
   // node's GPU count put every rank on the first host.
   const bool rank_per_slot = multi_node && !o.np;
-  try {
-    if (rank_per_slot) throw PlanError("");
-    nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
-    const long long cores = static_cast<long long>(topo.cores.size());
-    if (!multi_node && nranks > kMaxRanksPerCore * cores) {
-      return usage_error("-np " + std::to_string(nranks) + ": more than " +
-                         std::to_string(kMaxRanksPerCore) + " ranks per core on a node of " +
-                         std::to_string(cores) + " cores; give the hosts with -H or " +
-                         "--hostfile to spread them");
+  if (!rank_per_slot) {
+    try {
+      nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
+      const long long cores = static_cast<long long>(topo.cores.size());
+      if (!multi_node && nranks > kMaxRanksPerCore * cores) {
+        return usage_error("-np " + std::to_string(nranks) + ": more than " +
+                           std::to_string(kMaxRanksPerCore) + " ranks per core on a node of " +
+                           std::to_string(cores) + " cores; give the hosts with -H or " +
+                           "--hostfile to spread them");
+      }
+      plan = make_plan(topo, nranks, o.plan);
+      planned = true;
+    } catch (const PlanError& e) {
+      // With several hosts (and so -np) this node may run fewer ranks; each plans for itself.
+      if (!multi_node) return usage_error(e.what());
     }
-    plan = make_plan(topo, nranks, o.plan);
-    planned = true;
-  } catch (const PlanError& e) {
-    // With several hosts this node may run fewer ranks; each node plans for itself.
-    if (!multi_node || (nranks == 0 && !rank_per_slot)) return usage_error(e.what());
   }
 
   MpirunContext ctx;
