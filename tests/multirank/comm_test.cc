@@ -244,6 +244,7 @@ void expect_same_on_every_rank(synk::Communicator& comm) {
 TEST(Comm, MpiBackendOnRequest) {
   synk::Communicator m(synk::CommOptions{"mpi"});
   EXPECT_EQ(m.backend(), "mpi");
+  EXPECT_EQ(m.device(), -1) << "a host backend has no device";
   expect_same_on_every_rank(m);
   EXPECT_TRUE(synk_test::still_usable(m));
 }
@@ -257,6 +258,7 @@ TEST(Comm, AutoAndShmChooseByNodeCount) {
     synk::Communicator c(MPI_COMM_WORLD, synk::CommOptions{requested});
     EXPECT_EQ(c.backend(), want) << "requested " << requested << " on " << c.num_nodes()
                                  << " node(s)";
+    EXPECT_EQ(c.device(), -1) << "a host backend has no device";
     expect_same_on_every_rank(c);
     EXPECT_TRUE(synk_test::still_usable(c));
   }

@@ -17,6 +17,7 @@
 #include "grid.h"
 #include "mpi_test.h"
 #include "nccl_test_comm.h"
+#include "synk/device.h"
 
 namespace {
 
@@ -321,6 +322,23 @@ class NcclComm : public ::testing::Test {
 };
 
 TEST_F(NcclComm, NamesItsBackend) { EXPECT_EQ(nccl().backend(), "nccl"); }
+
+// device() is where the collectives run, so a DeviceBuffer made there is what they take.
+TEST_F(NcclComm, NamesItsDeviceAndTakesBuffersMadeThere) {
+  synk::Communicator& comm = nccl();
+  comm.barrier();  // the communicator's device is current from here
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(comm.device(), current);
+  const std::vector<float> mine(3, static_cast<float>(comm.rank() + 1));
+  synk::DeviceBuffer buf(mine.size() * sizeof(float), comm.device());
+  buf.copy_from_host(mine.data(), buf.bytes());
+  comm.all_reduce(buf.data(), buf.data(), mine.size(), DataType::float32, ReduceOp::sum);
+  std::vector<float> sum(mine.size(), 0.0f);
+  buf.copy_to_host(sum.data(), buf.bytes());
+  const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+  EXPECT_THAT(sum, ::testing::Each(want));
+}
 
 TEST_F(NcclComm, BarrierCompletes) {
   for (int i = 0; i < 3; ++i) nccl().barrier();

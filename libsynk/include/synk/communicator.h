@@ -64,6 +64,10 @@ class Communicator {
   int num_nodes() const;
   const std::string& backend() const;  // the backend in use: "mpi", "shm", ...
   MPI_Comm mpi_comm() const;           // synk's duplicate of the communicator
+  // The CUDA device (an index among this rank's visible devices) that the nccl backend's
+  // collectives run on, where their buffers must be (DeviceBuffer(bytes, comm.device())); -1 on
+  // the host backends.
+  int device() const;
 
   // Ranks with the same color form a new communicator, ordered by key then rank (MPI_Comm_split).
   Communicator split(int color, int key) const;

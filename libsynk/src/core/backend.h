@@ -83,6 +83,9 @@ class Backend {
   virtual Request scatter(const CollArgs& a) = 0;
   virtual Request reduce_scatter(const CollArgs& a) = 0;
   virtual Request barrier() = 0;
+  // The CUDA device the collectives run on (an index among this rank's visible devices), or -1
+  // for a host backend.
+  virtual int device() const { return -1; }
   // Communicator::alloc, on arguments every rank agreed on. The default: private page-aligned
   // memory (no other rank can read it; nothing changes for the collectives).
   virtual NodeBuffer alloc(std::size_t bytes);

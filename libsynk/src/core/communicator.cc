@@ -103,6 +103,7 @@ int Communicator::node() const { return st().ctx.node; }
 int Communicator::num_nodes() const { return st().ctx.num_nodes; }
 const std::string& Communicator::backend() const { return st().backend_name; }
 MPI_Comm Communicator::mpi_comm() const { return st().ctx.comm; }
+int Communicator::device() const { return st().backend->device(); }
 
 Communicator Communicator::split(int color, int key) const {
   // A negative color (but MPI_UNDEFINED) fails MPI_Comm_split on that rank alone, and the others

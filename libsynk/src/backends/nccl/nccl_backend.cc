@@ -105,6 +105,8 @@ std::string device_buffer_problem(const char* name, const void* p, int nccl_devi
 
 NcclBackend::NcclBackend(const CommContext& ctx) : ctx_(ctx), comm_(bootstrap_nccl(ctx)) {}
 
+int NcclBackend::device() const { return comm_->device(); }
+
 // The buffers each rank's part of a call reads or writes: all must be device memory. Checked
 // before validation (Backend::buffer_error), not in each call: a host buffer on one rank only
 // left the others in an NCCL kernel until SYNK_TIMEOUT; under SYNK_CHECK_CALLS they now fail too.

@@ -31,6 +31,7 @@ class NcclBackend final : public Backend {
   Request scatter(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;
+  int device() const override;
   bool has_buffer_rules() const override { return true; }
   std::string buffer_error(const CollArgs& a) const override;
 
