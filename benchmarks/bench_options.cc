@@ -203,10 +203,11 @@ Options parse_options(int argc, char** argv) {
       ->type_name("0|1")
       ->capture_default_str();
   app.add_option("--backend", backend_text,
-                 "synk backend: mpi, shm, or all (every backend that can run here, one row "
-                 "each; the others get a '# backend ...: not available' note). nccl is not "
-                 "measured yet: its collectives take device buffers, synk-bench's are host "
-                 "memory")
+                 "synk backend: mpi, shm, nccl, or all (every backend that can run here, one "
+                 "row each; the others get a '# backend ...: not available' note). nccl's calls "
+                 "take device buffers on the communicator's GPU, filled and checked through "
+                 "host copies outside the timing; its MPI column is the MPI call on host "
+                 "buffers")
       ->type_name("BACKEND")
       ->capture_default_str();
   app.add_option("--json", o.json_file,

@@ -18,6 +18,7 @@
 
 #include "bench_check.h"
 #include "bench_colls.h"
+#include "bench_device.h"
 #include "bench_membound.h"
 #include "bench_options.h"
 #include "bench_table.h"
@@ -93,6 +94,14 @@ struct Bench {
   std::string backend;
   Communicator comm;
   double seconds_per_byte = 0;
+  DeviceMirror device;  // the table's device buffers, for a backend on a device (nccl)
+
+  // The call `host` describes, on the buffers this backend's calls take.
+  CallArgs args(const CallArgs& host) const { return device ? device.on_device(host) : host; }
+  // After the host buffers of `host` were written: the device copies follow.
+  void inputs_written(const CallArgs& host) {
+    if (device) device.push(host);
+  }
 };
 
 bool has_shm(const std::vector<Bench>& benches) {
@@ -171,9 +180,10 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
   const bool with_mpi = mpi_has_baseline(a);
   const MPI_Comm mc = b.comm.mpi_comm();
   const int rank = b.comm.rank();
+  const CallArgs synk_args = b.args(a);
   const auto call = [&](bool synk_side) {
     if (synk_side) {
-      call_synk(b.comm, a);
+      call_synk(b.comm, synk_args);
     } else {
       call_mpi(mc, a);
     }
@@ -188,6 +198,7 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
     double total = 0;  // the calls only, not the rewrites between them
     for (int i = 0; i < calls; ++i) {
       refill_input(a, rank, static_cast<unsigned char>(i % 2 ? 0x3c : 0x3d));
+      if (synk_side) b.inputs_written(a);
       // Every rank starts the call once all have rewritten their input: a broadcast's or a
       // scatter's readers, who rewrite nothing, timed the root's rewrite inside their call.
       MPI_Barrier(MPI_COMM_WORLD);
@@ -281,11 +292,25 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     recv = allocate(recv_bytes, o.page_offset);
   }
   int failed = (send_bytes && !send) || (recv_bytes && !recv);
+  std::string device_error;
+  for (Bench& b : benches) {
+    if (b.comm.device() < 0) continue;
+    try {
+      b.device = DeviceMirror();  // the last table's first
+      b.device = DeviceMirror(b.comm.device(), send_bytes, recv_bytes);
+    } catch (const Error& e) {
+      failed = 1;
+      device_error = e.what();
+    }
+  }
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (failed) {
+    if (!device_error.empty()) {
+      std::fprintf(stderr, "synk-bench: rank %d: %s\n", w.rank, device_error.c_str());
+    }
     throw SharedFailure(std::string(to_string(coll)) + ": cannot allocate " +
                         std::to_string(send_bytes) + " + " + std::to_string(recv_bytes) +
-                        " bytes of buffers on some rank");
+                        " bytes of buffers (host, and device for nccl) on some rank");
   }
 
   // Whether slots change hands quickly right now: the shm rows run on ordinary stores when
@@ -308,6 +333,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     if (a.layout.count == 0) continue;
     for (Bench& b : benches) {
       fill_buffers(a, w.rank, w.size);
+      b.inputs_written(a);
       const double predicted = b.seconds_per_byte * static_cast<double>(a.layout.bytes);
       const Timing t = time_row(b, a, o, predicted);
       b.seconds_per_byte =
@@ -330,7 +356,9 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
       }
       if (o.check) {
         fill_buffers(a, w.rank, w.size);
-        call_synk(b.comm, a);
+        b.inputs_written(a);
+        call_synk(b.comm, b.args(a));
+        if (b.device) b.device.pull_result(a);
         std::uint64_t wrong = count_wrong(a, w.rank, w.size);
         MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
         row.wrong = wrong;
@@ -389,19 +417,16 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
 std::vector<Bench> make_benches(const Options& o, std::vector<std::string>& notes) {
   std::vector<Bench> benches;
   for (const std::string& name : o.backends) {
-    if (name == "nccl") {
-      // Its collectives take device buffers, and synk-bench's are host memory: every call would
-      // be an InvalidArgument (an MPI_Abort of the run on a GPU node). Not measured until
-      // synk-bench allocates device buffers.
-      const std::string why =
-          "synk-bench's buffers are host memory and the nccl backend takes device buffers "
-          "(device buffers in synk-bench: not done yet)";
-      if (!o.backend_all) throw UsageError("backend nccl: " + why);
-      notes.push_back("# backend nccl: not measured: " + why + "\n");
-      continue;
-    }
     try {
-      benches.push_back(Bench{name, Communicator(MPI_COMM_WORLD, CommOptions{name}), 0});
+      benches.push_back(Bench{name, Communicator(MPI_COMM_WORLD, CommOptions{name}), 0, {}});
+      const Bench& b = benches.back();
+      if (b.comm.device() >= 0) {
+        notes.push_back("# backend " + name + ": synk's calls on device buffers (rank " +
+                        std::to_string(b.comm.rank()) + ": cuda" +
+                        std::to_string(b.comm.device()) +
+                        "), copied from and to host ones outside the timing; its mpi(us) "
+                        "column is the MPI call on the host buffers\n");
+      }
     } catch (const Error& e) {
       if (!o.backend_all || e.code() != ErrorCode::NotSupported) {
         throw UsageError("backend " + name + ": " + e.what());

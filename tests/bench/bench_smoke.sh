@@ -20,6 +20,8 @@ refused() {
 
 run -np 2 "$bench" all -b 8 -e 64K -f 8 -n 2 -w 1 --backend all --json "$work/out.json" | tee "$work/out.txt"
 grep -q "#wrong total: 0" "$work/out.txt"
+# nccl is measured where a GPU is visible, and noted as not available elsewhere
+grep -q "^# backend nccl: \(not available: \|synk's calls on device buffers\)" "$work/out.txt"
 # the shm tables are framed by the handoff probe (2 ranks on one node)
 for when in before after; do
   n=$(grep -c "^# handoff probe ($when the table): rank 0 rewrote 1 MiB rank 1 had read in [0-9.]* us, rank 1 read it in [0-9.]* us$" "$work/out.txt")
@@ -58,6 +60,10 @@ grep -q "node buffers: 1" "$work/node.txt"
 grep -q "rank 0's buffers start 16 (send) and 16 (recv) bytes into a page" "$work/node.txt"
 grep -q "#wrong total: 0" "$work/node.txt"
 refused 1 all -R 2 -- "-R 2: expected 0 or 1"
+# asked for alone where it cannot run, nccl is a usage error with the reason
+if grep -q "^# backend nccl: not available: " "$work/out.txt"; then
+  refused 2 allreduce -e 1K --backend nccl -- "synk-bench: backend nccl: synk NotSupported: "
+fi
 # sizes too small for any row: a note in the table and exit 2, not an empty success
 refused 2 allgather -b 4 -e 4 --backend shm -- "no row: every size from 4 to 4 B is under 2 float32"
 grep -q "synk-bench: no row measured" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Usage: bench_fake.sh SYNK_BENCH MPIEXEC
+# synk-bench's nccl rows without a GPU: the environment preloads the fake CUDA device and the fake
+# NCCL (over MPI), so the device buffers, their host copies and the #wrong check of every
+# collective run here. Only correctness is checked; the fake's times mean nothing.
+set -euo pipefail
+bench=$1 mpiexec=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+run() { "$mpiexec" --oversubscribe --allow-run-as-root --mca btl self,vader "$@"; }
+# nccl_rows FILE COLL: the number of nccl rows of COLL's table, each checked with #wrong 0.
+nccl_rows() {
+  awk -v coll="$2" '/^# [a-z_]+: / { table = $2; sub(":", "", table) }
+    table == coll && $6 == "nccl" { n++; if ($10 != 0) bad++ }
+    END { if (bad) print "wrong"; else print n + 0 }' "$1"
+}
+expect_rows() {  # FILE COLL...
+  local file=$1 coll n
+  shift
+  for coll in "$@"; do
+    n=$(nccl_rows "$file" "$coll")
+    [ "$n" != wrong ] && [ "$n" -gt 0 ] || { cat "$file"; echo "nccl rows of $coll: $n"; exit 1; }
+  done
+}
+
+run -np 2 "$bench" all -b 8 -e 256K -f 8 -n 2 -w 1 --backend all --json "$work/all.json" \
+  > "$work/all.txt"
+grep -q "#wrong total: 0 OK" "$work/all.txt" || { cat "$work/all.txt"; exit 1; }
+grep -q "^# backend nccl: synk's calls on device buffers (rank 0: cuda0)" "$work/all.txt"
+expect_rows "$work/all.txt" allreduce broadcast reduce allgather reduce_scatter
+python3 - "$work/all.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+nccl = [r for r in rows if r["backend"] == "nccl"]
+assert len(nccl) == len([r for r in rows if r["backend"] == "shm"]), "an nccl row per shm row"
+assert all(r["wrong"] == 0 and r["mpi_time_us"] for r in nccl), nccl
+PY
+
+# Rooted at 1, new input before every call (-F 1: pushed to the device each time), node
+# buffers (-R 1) on the host side, another dtype and op: still every element checked.
+run -np 2 "$bench" gather -b 8 -e 64K -f 64 -n 2 -w 1 -r 1 -F 1 --backend nccl > "$work/g.txt"
+run -np 2 "$bench" scatter -b 8 -e 64K -f 64 -n 2 -w 1 -r 1 -R 1 --backend nccl > "$work/s.txt"
+run -np 2 "$bench" reduce_scatter -b 64 -e 64K -f 64 -n 2 -w 1 -d float16 -o max \
+  --backend nccl > "$work/rs.txt"
+for f in g s rs; do
+  grep -q "#wrong total: 0 OK" "$work/$f.txt" || { cat "$work/$f.txt"; exit 1; }
+done
+expect_rows "$work/g.txt" gather
+expect_rows "$work/s.txt" scatter
+expect_rows "$work/rs.txt" reduce_scatter
+echo "bench on the fake device passed"
