@@ -23,6 +23,9 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);
   ErrorCode code() const noexcept { return code_; }
+  // The message as given to the constructor, without what()'s "synk <Code>: " prefix: for
+  // passing a caught error on (to other ranks, or into a new Error, which adds a prefix again).
+  std::string message() const;
 
  private:
   ErrorCode code_;

@@ -62,7 +62,7 @@ class Function {
     } catch (const Error& e) {
       // A synk error keeps its code on this rank (an index out of range is InvalidArgument);
       // what() already says "synk <code>: ", so only the message after it travels.
-      failure = {true, e.code(), strip_code(e.what())};
+      failure = {true, e.code(), e.message()};
     } catch (const std::exception& e) {
       failure = {true, ErrorCode::InvalidUsage, e.what()};
     } catch (...) {
@@ -94,12 +94,6 @@ class Function {
       throw Error(ErrorCode::InvalidArgument, "Function '" + name_ + "': num_slices " +
                                                   std::to_string(num_slices) + " (at least 1)");
     }
-  }
-
-  static std::string strip_code(const char* what) {
-    const std::string s = what;
-    const std::size_t colon = s.find(": ");
-    return s.rfind("synk ", 0) == 0 && colon != std::string::npos ? s.substr(colon + 2) : s;
   }
 
   std::size_t rows_of(const std::vector<const Data<T>*>& data) const {

@@ -19,4 +19,10 @@ const char* to_string(ErrorCode code) noexcept {
 Error::Error(ErrorCode code, const std::string& message)
     : std::runtime_error("synk " + std::string(to_string(code)) + ": " + message), code_(code) {}
 
+std::string Error::message() const {
+  // what() is the prefix the constructor wrote, then the message.
+  const std::size_t prefix = std::char_traits<char>::length(to_string(code_)) + 7;  // "synk " ": "
+  return std::string(std::runtime_error::what() + prefix);
+}
+
 }  // namespace synk

@@ -9,7 +9,6 @@
 
 #include "backends/mpi/mpi_types.h"
 #include "core/env.h"
-#include "core/error_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
@@ -36,7 +35,7 @@ ShmNode join_every_node(const CommContext& ctx) {
     node = join_shm_node(ctx.local_comm, ctx.comm);
   } catch (const Error& e) {
     failure = std::current_exception();
-    reason = message_of(e);  // the message that carries it says its own code
+    reason = e.message();  // the message that carries it says its own code
   } catch (const std::exception& e) {
     failure = std::current_exception();
     reason = e.what();

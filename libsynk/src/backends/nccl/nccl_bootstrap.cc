@@ -17,7 +17,6 @@
 #include "core/backoff.h"
 #include "core/contexts.h"
 #include "core/env.h"
-#include "core/error_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
@@ -100,7 +99,7 @@ DeviceRecord local_record(int local_rank) {
     SYNK_CHECK_CUDA(cudaDeviceGetPCIBusId(rec.bus_id, sizeof rec.bus_id, rec.device));
   } catch (const Error& e) {
     rec.code = static_cast<std::int32_t>(e.code());
-    copy_text(rec.message, message_of(e));
+    copy_text(rec.message, e.message());
   }
   return rec;
 }
@@ -145,7 +144,7 @@ ncclUniqueId shared_unique_id(const CommContext& ctx) {
       SYNK_CHECK_NCCL(ncclGetUniqueId(&msg.id));
     } catch (const Error& e) {
       msg.code = static_cast<std::int32_t>(e.code());
-      copy_text(msg.message, message_of(e));
+      copy_text(msg.message, e.message());
     }
   }
   SYNK_CHECK_MPI(MPI_Bcast(&msg, static_cast<int>(sizeof msg), MPI_BYTE, 0, ctx.comm));

@@ -9,7 +9,6 @@
 
 #include "backends/shm/cpu_share.h"
 #include "core/env.h"
-#include "core/error_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "synk/error.h"
@@ -49,7 +48,7 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
       offer.kind = kind;
       std::snprintf(offer.name, sizeof offer.name, "%s", out.segment.name().c_str());
     } catch (const Error& e) {
-      std::snprintf(offer.error, sizeof offer.error, "%s", detail::message_of(e).c_str());
+      std::snprintf(offer.error, sizeof offer.error, "%s", e.message().c_str());
     }
   }
   SYNK_CHECK_MPI(MPI_Bcast(&offer, sizeof offer, MPI_BYTE, 0, comm));
@@ -64,7 +63,7 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
       out.segment = offer.kind == Offer::anonymous ? Segment::open_anonymous(offer.handle, bytes)
                                                    : Segment::open(offer.name, bytes);
     } catch (const Error& e) {
-      out.error = detail::message_of(e);
+      out.error = e.message();
       mapped = 0;
     }
   }

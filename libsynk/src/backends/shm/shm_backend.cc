@@ -6,7 +6,6 @@
 
 #include "backends/shm/segment_share.h"
 #include "core/env.h"
-#include "core/error_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "synk/error.h"
@@ -114,7 +113,7 @@ Request ShmBackend::reduce_scatter(const CollArgs& a) {
   return {};
 }
 void ShmBackend::reject(const CollArgs& a, const Error& e) {
-  group_->reject(a.coll, e.code(), message_of(e));  // the group rebuilds the prefix
+  group_->reject(a.coll, e.code(), e.message());  // the group rebuilds the prefix
 }
 
 Request ShmBackend::barrier() {
