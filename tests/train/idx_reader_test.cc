@@ -3,22 +3,19 @@
 #include "idx_reader.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "dataset.h"
+#include "temp_tree.h"
 
 namespace fmnist {
 namespace {
 
-namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;
 
 Bytes idx_bytes(std::uint8_t type, const std::vector<std::uint32_t>& dims, const Bytes& data) {
@@ -37,17 +34,11 @@ Bytes iota_bytes(std::size_t n) {
   return b;
 }
 
-class IdxReader : public ::testing::Test {
+// The files go in a fresh directory, root_, removed after each test.
+class IdxReader : public synk::testing::TempTree {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/synk_idx_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string write_gz(const std::string& name, const Bytes& content) {
-    const std::string path = dir_ + "/" + name;
+    const std::string path = root_ + "/" + name;
     gzFile f = gzopen(path.c_str(), "wb");
     EXPECT_NE(f, nullptr);
     EXPECT_EQ(gzwrite(f, content.data(), static_cast<unsigned>(content.size())),
@@ -56,7 +47,7 @@ class IdxReader : public ::testing::Test {
     return path;
   }
   std::string write_plain(const std::string& name, const Bytes& content) {
-    const std::string path = dir_ + "/" + name;
+    const std::string path = root_ + "/" + name;
     std::ofstream(path, std::ios::binary)
         .write(reinterpret_cast<const char*>(content.data()),
                static_cast<std::streamsize>(content.size()));
@@ -80,8 +71,6 @@ class IdxReader : public ::testing::Test {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
   }
-
-  std::string dir_;
 };
 
 TEST_F(IdxReader, ReadsGoodImagesAndLabels) {
@@ -103,7 +92,7 @@ TEST_F(IdxReader, LimitReadsTheFirstItems) {
   const auto images = read_idx(write_gz("img.gz", idx_bytes(0x08, {5, 2, 3}, pixels)), 3, 2);
   EXPECT_EQ(images.dims, (std::vector<std::uint32_t>{2, 2, 3}));
   EXPECT_EQ(images.data, Bytes(pixels.begin(), pixels.begin() + 12));
-  EXPECT_EQ(read_idx(dir_ + "/img.gz", 3, 99).dims[0], 5u);  // a limit above the count: all
+  EXPECT_EQ(read_idx(root_ + "/img.gz", 3, 99).dims[0], 5u);  // a limit above the count: all
 }
 
 TEST_F(IdxReader, TruncatedData) {
@@ -149,13 +138,13 @@ TEST_F(IdxReader, TrailingBytesAndMissingFile) {
   Bytes content = idx_bytes(0x08, {2}, {1, 2});
   content.push_back(3);
   expect_error(write_gz("trail.gz", content), 1, "trailing bytes");
-  expect_error(dir_ + "/nothing.gz", 1, "cannot open: No such file or directory");
+  expect_error(root_ + "/nothing.gz", 1, "cannot open: No such file or directory");
 }
 
 TEST_F(IdxReader, DatasetChecksCountsAndLabels) {
   write_gz("train-images-idx3-ubyte.gz", idx_bytes(0x08, {3, 28, 28}, iota_bytes(3 * 784)));
   write_gz("train-labels-idx1-ubyte.gz", idx_bytes(0x08, {3}, {1, 2, 9}));
-  const Dataset ok = load_fashion_mnist(dir_, "train");
+  const Dataset ok = load_fashion_mnist(root_, "train");
   EXPECT_EQ(ok.count, 3u);
   EXPECT_EQ(ok.dim, 784u);
   RowMatrix<float> x;
@@ -167,10 +156,10 @@ TEST_F(IdxReader, DatasetChecksCountsAndLabels) {
                   static_cast<float>(static_cast<std::uint8_t>((2 * 784 + 1) * 7 + 1)) / 255.0f);
 
   write_gz("train-labels-idx1-ubyte.gz", idx_bytes(0x08, {2}, {1, 2}));
-  EXPECT_THROW(load_fashion_mnist(dir_, "train"), IdxError);
+  EXPECT_THROW(load_fashion_mnist(root_, "train"), IdxError);
   write_gz("train-labels-idx1-ubyte.gz", idx_bytes(0x08, {3}, {1, 2, 10}));
   try {
-    load_fashion_mnist(dir_, "train");
+    load_fashion_mnist(root_, "train");
     ADD_FAILURE() << "label 10 accepted";
   } catch (const IdxError& e) {
     EXPECT_NE(std::string(e.what()).find("label 10 at index 2"), std::string::npos) << e.what();
