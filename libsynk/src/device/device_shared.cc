@@ -70,13 +70,14 @@ DeviceValue::DeviceValue(Communicator& comm, const std::string& name, const std:
   m.comm = &comm;
   m.who = "DeviceShared '" + name + "'";
   m.dtype = dtype;
-  if (comm.backend() != "nccl") {
+  if (comm.device() < 0) {
     throw Error(ErrorCode::NotSupported,
                 m.who +
-                    ": a value in device memory needs a communicator on the nccl backend, but "
+                    ": a value in device memory needs a communicator that runs NCCL, but "
                     "this one uses '" +
                     comm.backend() +
-                    "' (create it with CommOptions{\"nccl\"} or SYNK_BACKEND=nccl)");
+                    "' alone (create it with CommOptions{\"nccl\"} or SYNK_BACKEND=nccl, or "
+                    "with auto where every rank sees its own GPU)");
   }
   const std::optional<int> nccl = nccl_process_device();
   if (!nccl) {  // an nccl communicator exists, so its bootstrap chose the device
