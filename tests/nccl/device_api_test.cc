@@ -127,17 +127,15 @@ TEST(DeviceApi, NoDeviceIsNotSupportedWithCudasReason) {
   expect(caught([] { synk::DeviceStager s; }), "DeviceStager");
 }
 
-TEST(DeviceApi, DeviceSharedNeedsACommunicatorThatRunsNccl) {
-  synk::Communicator host(MPI_COMM_WORLD, synk::CommOptions{"shm"});  // shm or hier, never nccl
+TEST(DeviceApi, DeviceSharedNeedsTheNcclBackend) {
+  synk::Communicator& host = world();  // auto: shm (or hier); never nccl
   const auto e = caught([&] { synk::DeviceShared<float> w(host, "w", std::vector<float>{1, 2}); });
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->code(), ErrorCode::NotSupported) << message(e);
   EXPECT_EQ(message(e),
             "synk NotSupported: DeviceShared 'w': a value in device memory needs a "
-            "communicator that runs NCCL, but this one uses '" +
-                host.backend() +
-                "' alone (create it with CommOptions{\"nccl\"} or SYNK_BACKEND=nccl, or with "
-                "auto where every rank sees its own GPU)");
+            "communicator on the nccl backend, but this one uses '" +
+                host.backend() + "' (create it with CommOptions{\"nccl\"} or SYNK_BACKEND=nccl)");
 }
 
 #endif

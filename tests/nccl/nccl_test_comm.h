@@ -3,10 +3,8 @@
 // test binary.
 #pragma once
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 
 #include "synk/communicator.h"
@@ -18,15 +16,9 @@ inline std::unique_ptr<synk::Communicator>& nccl_slot() {
   return comm;
 }
 
-// SYNK_TEST_NCCL_REQUEST=auto makes it an auto communicator, whose calls on device buffers go
-// through NCCL too (the grid's ctest entry under auto).
 inline synk::Communicator& nccl() {
   auto& slot = nccl_slot();
-  if (!slot) {
-    const char* request = std::getenv("SYNK_TEST_NCCL_REQUEST");
-    slot = std::make_unique<synk::Communicator>(MPI_COMM_WORLD,
-                                                synk::CommOptions{request ? request : "nccl"});
-  }
+  if (!slot) slot = std::make_unique<synk::Communicator>(MPI_COMM_WORLD, synk::CommOptions{"nccl"});
   return *slot;
 }
 
@@ -36,12 +28,5 @@ class NcclEnvironment : public ::testing::Environment {
 };
 [[maybe_unused]] inline ::testing::Environment* const kNcclEnvironment =
     ::testing::AddGlobalTestEnvironment(new NcclEnvironment);
-
-// The fake NCCL's count of calls begun in this process (fake_nccl.cc), or -1 without the fake.
-inline long fake_nccl_calls() {
-  using Fn = long (*)();
-  const auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "synk_fake_nccl_calls"));
-  return fn ? fn() : -1;
-}
 
 }  // namespace synk::testing

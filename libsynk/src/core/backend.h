@@ -65,9 +65,6 @@ struct CollArgs {
   int root = 0;
   std::span<const std::size_t> recv_counts;
   void* stream = nullptr;  // cudaStream_t for device backends; null means the backend's own
-  // Under auto: this rank's buffers are device memory, so the call goes to the device backend
-  // (the ranks compare it under SYNK_CHECK_CALLS, as they compare the rest of the call).
-  bool on_device = false;
   // A typed helper's own argument check failed with this text: validate() throws it, so it
   // fails the call on every rank the way any rejected argument does.
   const std::string* typed_error = nullptr;
@@ -89,12 +86,6 @@ class Backend {
   // The CUDA device the collectives run on (an index among this rank's visible devices), or -1
   // for a host backend.
   virtual int device() const { return -1; }
-  // Whether a buffer this rank passes for `a` is device memory (the nccl backend asks CUDA).
-  // Under auto that sends the call to the device backend instead of the host one.
-  virtual bool has_device_buffers(const CollArgs& a) const {
-    (void)a;
-    return false;
-  }
   // Communicator::alloc, on arguments every rank agreed on. The default: private page-aligned
   // memory (no other rank can read it; nothing changes for the collectives).
   virtual NodeBuffer alloc(std::size_t bytes);
@@ -120,9 +111,5 @@ class Backend {
 // The backend named `requested` ("auto", "mpi", "shm", "nccl") for the ranks in ctx.
 // Collective over ctx.comm. Throws NotSupported for a backend this build or machine lacks.
 std::unique_ptr<Backend> make_backend(const std::string& requested, const CommContext& ctx);
-// Under "auto" on ranks that all see a CUDA device (each its own), with a build that has NCCL:
-// the nccl backend, for the calls whose buffers are device memory. Otherwise null, and the log
-// says why (at warn where a GPU was there). Collective over ctx.comm.
-std::unique_ptr<Backend> make_device_backend(const std::string& requested, const CommContext& ctx);
 
 }  // namespace synk::detail

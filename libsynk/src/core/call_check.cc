@@ -28,14 +28,12 @@ struct CallRecord {
   std::int64_t root;
   std::uint64_t count;
   std::int64_t error_code;  // -1: this rank's arguments passed local validation
-  std::int64_t on_device;   // 1: auto sent the call to the device backend (CollArgs::on_device)
   char message[208];
 };
 
 std::string describe(const CallRecord& r) {
   return describe_call(static_cast<Collective>(r.coll), r.count, static_cast<DataType>(r.dtype),
-                       static_cast<ReduceOp>(r.op), static_cast<int>(r.root)) +
-         (r.on_device ? " on device buffers" : "");
+                       static_cast<ReduceOp>(r.op), static_cast<int>(r.root));
 }
 
 }  // namespace
@@ -48,7 +46,6 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   mine.root = a.root;
   mine.count = a.count;
   mine.error_code = -1;
-  mine.on_device = a.on_device ? 1 : 0;
   std::optional<Error> local_error;
   try {
     validate(a, ctx);
@@ -99,8 +96,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   const CallRecord& first = records[0];
   for (int r = 1; r < ctx.size; ++r) {
     const CallRecord& other = records[static_cast<std::size_t>(r)];
-    bool same = other.coll == first.coll && other.dtype == first.dtype &&
-                other.on_device == first.on_device;
+    bool same = other.coll == first.coll && other.dtype == first.dtype;
     const auto c = static_cast<Collective>(first.coll);
     if (uses_op(c)) same = same && other.op == first.op;
     if (has_root(c)) same = same && other.root == first.root;

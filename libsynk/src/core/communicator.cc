@@ -18,9 +18,6 @@ namespace detail {
 struct CommState {
   CommContext ctx;
   std::unique_ptr<Backend> backend;
-  // Under auto on GPU nodes: the nccl backend, for the calls whose buffers are device memory.
-  std::unique_ptr<Backend> device_backend;
-  bool device_buffer_rules = false;  // device_backend->has_buffer_rules(), asked once
   std::string backend_name;
   std::string requested;  // what the user asked for ("auto", ...): a split chooses again
   ::CUstream_st* stream = nullptr;  // set_stream: the caller's cudaStream_t for device backends
@@ -28,8 +25,7 @@ struct CommState {
   bool buffer_rules = false;                  // backend->has_buffer_rules(), asked once
 
   ~CommState() {
-    device_backend.reset();  // before the communicators they use
-    backend.reset();
+    backend.reset();  // before the communicators it uses
     free_context(ctx);
   }
 };
@@ -52,8 +48,6 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   state->backend = detail::make_backend(requested, state->ctx);
   state->backend_name = state->backend->name();
   state->buffer_rules = state->backend->has_buffer_rules();
-  state->device_backend = detail::make_device_backend(requested, state->ctx);
-  state->device_buffer_rules = state->device_backend && state->device_backend->has_buffer_rules();
   state->requested = requested;
   // Across nodes the calls are always compared first. Without it, a rank whose arguments were
   // rejected left the call alone, and its next call was paired with the others' current one
@@ -109,10 +103,7 @@ int Communicator::node() const { return st().ctx.node; }
 int Communicator::num_nodes() const { return st().ctx.num_nodes; }
 const std::string& Communicator::backend() const { return st().backend_name; }
 MPI_Comm Communicator::mpi_comm() const { return st().ctx.comm; }
-int Communicator::device() const {
-  const detail::CommState& s = st();
-  return s.device_backend ? s.device_backend->device() : s.backend->device();
-}
+int Communicator::device() const { return st().backend->device(); }
 
 Communicator Communicator::split(int color, int key) const {
   // A negative color (but MPI_UNDEFINED) fails MPI_Comm_split on that rank alone, and the others
@@ -165,10 +156,8 @@ namespace {
 // Validate once (locally, or against every rank under SYNK_CHECK_CALLS), then dispatch.
 void run(detail::CommState& st, CollArgs&& a) {
   a.stream = st.stream;
-  a.on_device = st.device_backend && st.device_backend->has_device_buffers(a);
-  detail::Backend& b = a.on_device ? *st.device_backend : *st.backend;
   std::string buffers;
-  if (a.on_device ? st.device_buffer_rules : st.buffer_rules) buffers = b.buffer_error(a);
+  if (st.buffer_rules) buffers = st.backend->buffer_error(a);
   if (!buffers.empty() && a.typed_error == nullptr) a.typed_error = &buffers;
   if (st.check_calls) {
     detail::validate_across_ranks(a, st.ctx);
@@ -176,10 +165,11 @@ void run(detail::CommState& st, CollArgs&& a) {
     try {
       detail::validate(a, st.ctx);
     } catch (const Error& e) {
-      b.reject(a, e);  // the shm backend fails the call on every rank
+      st.backend->reject(a, e);  // the shm backend fails the call on every rank
       throw;
     }
   }
+  detail::Backend& b = *st.backend;
   Request req;
   switch (a.coll) {
     case Collective::all_reduce: req = b.all_reduce(a); break;

@@ -11,7 +11,6 @@
 #include "backends/shm/shm_backend.h"
 #include "core/backend.h"
 #include "core/logging.h"
-#include "core/mpi_check.h"
 #include "synk/error.h"
 
 namespace synk::detail {
@@ -79,44 +78,6 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const CommCo
   }
   throw Error(ErrorCode::InvalidArgument,
               "backend '" + requested + "' is not one of auto, mpi, shm, nccl");
-}
-
-std::unique_ptr<Backend> make_device_backend(const std::string& requested, const CommContext& ctx) {
-  if (requested != "auto") return nullptr;
-#if SYNK_HAVE_NCCL
-  std::unique_ptr<Backend> nccl;
-  std::string why;
-  bool no_device = false;
-  try {
-    nccl = std::make_unique<NcclBackend>(ctx);
-  } catch (const Error& e) {
-    why = e.message();
-    no_device = e.code() == ErrorCode::NotSupported;
-  }
-  // The bootstrap agrees before NCCL starts (a rank without a device fails it on every rank), but
-  // NCCL's own start may end differently on different ranks: every rank must route device calls
-  // the same way, so NCCL is used only where it started everywhere.
-  int started = nccl ? 1 : 0, everywhere = 0;
-  SYNK_CHECK_MPI(MPI_Allreduce(&started, &everywhere, 1, MPI_INT, MPI_MIN, ctx.comm));
-  if (everywhere) {
-    SYNK_LOG_AT(info, "backend auto: calls on device buffers go through nccl (CUDA device "
-                          << nccl->device() << "), the others through the host backend");
-    return nccl;
-  }
-  if (nccl) why = "NCCL started on this rank but not on every rank";
-  // Host buffers only, as without a GPU. Said at warn where a GPU was there but NCCL could not
-  // use it: device buffers on this communicator would then reach the host backend.
-  if (no_device) {
-    SYNK_LOG_AT(info, "backend auto: host buffers only: " << why);
-  } else {
-    SYNK_LOG_AT(warn, "backend auto: host buffers only, NCCL not started: "
-                          << why << " (SYNK_BACKEND=nccl makes that an error)");
-  }
-  return nullptr;
-#else
-  (void)ctx;
-  return nullptr;
-#endif
 }
 
 }  // namespace synk::detail

@@ -70,14 +70,13 @@ DeviceValue::DeviceValue(Communicator& comm, const std::string& name, const std:
   m.comm = &comm;
   m.who = "DeviceShared '" + name + "'";
   m.dtype = dtype;
-  if (comm.device() < 0) {
+  if (comm.backend() != "nccl") {
     throw Error(ErrorCode::NotSupported,
                 m.who +
-                    ": a value in device memory needs a communicator that runs NCCL, but "
+                    ": a value in device memory needs a communicator on the nccl backend, but "
                     "this one uses '" +
                     comm.backend() +
-                    "' alone (create it with CommOptions{\"nccl\"} or SYNK_BACKEND=nccl, or "
-                    "with auto where every rank sees its own GPU)");
+                    "' (create it with CommOptions{\"nccl\"} or SYNK_BACKEND=nccl)");
   }
   const std::optional<int> nccl = nccl_process_device();
   if (!nccl) {  // an nccl communicator exists, so its bootstrap chose the device

@@ -107,22 +107,6 @@ NcclBackend::NcclBackend(const CommContext& ctx) : ctx_(ctx), comm_(bootstrap_nc
 
 int NcclBackend::device() const { return comm_->device(); }
 
-// Any buffer given that CUDA knows as device or managed memory (of any device: buffer_error then
-// says what is wrong with it) makes the call a device call. Asked under auto only, on every call
-// of a communicator that has this backend: one CUDA query per buffer.
-bool NcclBackend::has_device_buffers(const CollArgs& a) const {
-  for (const void* p : {a.send, static_cast<const void*>(a.recv)}) {
-    if (p == nullptr) continue;
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-      cudaGetLastError();
-      continue;
-    }
-    if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) return true;
-  }
-  return false;
-}
-
 // The buffers each rank's part of a call reads or writes: all must be device memory. Checked
 // before validation (Backend::buffer_error), not in each call: a host buffer on one rank only
 // left the others in an NCCL kernel until SYNK_TIMEOUT; under SYNK_CHECK_CALLS they now fail too.

@@ -32,7 +32,6 @@ class NcclBackend final : public Backend {
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;
   int device() const override;
-  bool has_device_buffers(const CollArgs& a) const override;
   bool has_buffer_rules() const override { return true; }
   std::string buffer_error(const CollArgs& a) const override;
 
