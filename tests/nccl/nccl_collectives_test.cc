@@ -155,6 +155,27 @@ double reduce_expected(const Case& c, int n, std::size_t i) {
 // gatherv: rank r sends count + r elements.
 std::size_t v_count(const Case& c, int r) { return c.count + static_cast<std::size_t>(r); }
 
+// Under the fake NCCL, a call of count > 0 on 2 ranks or more that finished without an NCCL call
+// did not go through NCCL (the fake's device memory is host memory, so a result computed some
+// other way would be right all the same).
+class ThroughNccl {
+ public:
+  ThroughNccl(bool expected, std::string what)
+      : expected_(expected), what_(std::move(what)), before_(synk::testing::fake_nccl_calls()) {}
+  ~ThroughNccl() {
+    if (expected_ && before_ >= 0) {
+      EXPECT_GT(synk::testing::fake_nccl_calls(), before_) << what_ << ": no NCCL call";
+    }
+  }
+  ThroughNccl(const ThroughNccl&) = delete;
+  ThroughNccl& operator=(const ThroughNccl&) = delete;
+
+ private:
+  bool expected_;
+  std::string what_;
+  long before_;
+};
+
 class NcclGrid : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -171,6 +192,7 @@ TEST_P(NcclGrid, MatchesTheExactResult) {
                            case_name(::testing::TestParamInfo<Case>(c, 0));
   const auto mine = [&](std::size_t i) { return data(me, i); };
   const auto sentinel = [](std::size_t) { return kSentinel; };
+  const ThroughNccl through_nccl(count > 0 && n > 1, what);  // one rank's gather: a copy
   switch (c.coll) {
     case Coll::all_reduce:
     case Coll::reduce: {

@@ -3,6 +3,7 @@
 // test binary.
 #pragma once
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -28,5 +29,12 @@ class NcclEnvironment : public ::testing::Environment {
 };
 [[maybe_unused]] inline ::testing::Environment* const kNcclEnvironment =
     ::testing::AddGlobalTestEnvironment(new NcclEnvironment);
+
+// The fake NCCL's count of calls begun in this process (fake_nccl.cc), or -1 without the fake.
+inline long fake_nccl_calls() {
+  using Fn = long (*)();
+  const auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "synk_fake_nccl_calls"));
+  return fn ? fn() : -1;
+}
 
 }  // namespace synk::testing
