@@ -412,26 +412,40 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   return total_wrong;
 }
 
-// Constructs a communicator per requested backend. An unavailable backend is a usage error
-// unless --backend all, which notes it and goes on.
+// Constructs a communicator per requested backend. A backend that cannot run here (not in the
+// build, no device, two ranks on one GPU) is a usage error unless --backend all, which notes it
+// and goes on; any other failure is an error either way. The ranks agree, so that none goes on
+// with a backend another rank lacks.
 std::vector<Bench> make_benches(const Options& o, std::vector<std::string>& notes) {
   std::vector<Bench> benches;
   for (const std::string& name : o.backends) {
+    std::string why;
+    int failed = 0, fatal = 0;  // this rank's; then, after the Allreduce, any rank's
     try {
       benches.push_back(Bench{name, Communicator(MPI_COMM_WORLD, CommOptions{name}), 0, {}});
-      const Bench& b = benches.back();
-      if (b.comm.device() >= 0) {
-        notes.push_back("# backend " + name + ": synk's calls on device buffers (rank " +
-                        std::to_string(b.comm.rank()) + ": cuda" +
-                        std::to_string(b.comm.device()) +
-                        "), copied from and to host ones outside the timing; its mpi(us) "
-                        "column is the MPI call on the host buffers\n");
-      }
     } catch (const Error& e) {
-      if (!o.backend_all || e.code() != ErrorCode::NotSupported) {
-        throw UsageError("backend " + name + ": " + e.what());
-      }
-      notes.push_back("# backend " + name + ": not available: " + e.what() + "\n");
+      why = e.what();
+      failed = 1;
+      fatal = e.code() != ErrorCode::NotSupported && e.code() != ErrorCode::InvalidUsage &&
+              e.code() != ErrorCode::Remote;
+    }
+    int agreed[2] = {failed, fatal};
+    MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (agreed[0] && !failed) {
+      benches.pop_back();
+      why = "another rank could not set it up";
+    }
+    if (agreed[0]) {
+      if (!o.backend_all || agreed[1]) throw UsageError("backend " + name + ": " + why);
+      notes.push_back("# backend " + name + ": not available: " + why + "\n");
+      continue;
+    }
+    const Bench& b = benches.back();
+    if (b.comm.device() >= 0) {
+      notes.push_back("# backend " + name + ": synk's calls on device buffers (rank " +
+                      std::to_string(b.comm.rank()) + ": cuda" + std::to_string(b.comm.device()) +
+                      "), copied from and to host ones outside the timing; its mpi(us) column "
+                      "is the MPI call on the host buffers\n");
     }
   }
   if (benches.empty()) throw UsageError("none of the backends mpi, shm, nccl is available");

@@ -48,4 +48,18 @@ done
 expect_rows "$work/g.txt" gather
 expect_rows "$work/s.txt" scatter
 expect_rows "$work/rs.txt" reduce_scatter
+# Two ranks on one GPU (one fake device, the same PCI address for both): NCCL cannot run, so
+# 'all' notes it and measures the rest, and nccl alone is a usage error (exit 2) saying why.
+one_gpu() { SYNK_FAKE_DISTINCT_BUS=0 SYNK_FAKE_DEVICE_COUNT=1 run "$@"; }
+one_gpu -np 2 "$bench" allreduce -b 8 -e 64 -n 1 -w 0 --backend all > "$work/shared.txt"
+grep -q "^# backend nccl: not available: .*both use the CUDA device at PCI" "$work/shared.txt" ||
+  { cat "$work/shared.txt"; exit 1; }
+grep -q "#wrong total: 0 OK" "$work/shared.txt"
+set +e
+one_gpu -np 2 "$bench" allreduce -e 64 --backend nccl > "$work/alone.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || { cat "$work/alone.txt"; echo "nccl on a shared GPU exited $rc, not 2"; exit 1; }
+grep -q "synk-bench: backend nccl: .*both use the CUDA device" "$work/alone.txt" ||
+  { cat "$work/alone.txt"; exit 1; }
 echo "bench on the fake device passed"
