@@ -46,6 +46,10 @@ const std::optional<std::string>& no_device() {
 
 #define SKIP_WITHOUT_DEVICE() \
   if (const auto& why_ = no_device()) GTEST_SKIP() << *why_
+// ... and for the tests on the NCCL communicator, without a device per rank.
+#define SKIP_WITHOUT_NCCL()                                            \
+  SKIP_WITHOUT_DEVICE();                                               \
+  if (const auto& why_ = synk::testing::nccl_unavailable()) GTEST_SKIP() << *why_
 
 using synk::testing::nccl;
 
@@ -212,7 +216,7 @@ TEST(DeviceBufferTest, CopiesToAndFromTheDeviceAndChecksBounds) {
 }
 
 TEST(DeviceSharedTest, AllReduceAvgOnTheDeviceIsExact) {
-  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_NCCL();
   synk::Communicator& comm = nccl();
   const int r = comm.rank(), n = comm.size();
   for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}}) {
@@ -228,7 +232,7 @@ TEST(DeviceSharedTest, AllReduceAvgOnTheDeviceIsExact) {
 }
 
 TEST(DeviceSharedTest, ReduceAndBroadcastGiveTheRootsValueAndShape) {
-  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_NCCL();
   synk::Communicator& comm = nccl();
   const int r = comm.rank(), n = comm.size(), root = n - 1;
   synk::DeviceShared<float> w(comm, "w", iota_values(12, [r](std::size_t i) { return i + r; }),
@@ -253,7 +257,7 @@ TEST(DeviceSharedTest, ReduceAndBroadcastGiveTheRootsValueAndShape) {
 }
 
 TEST(DeviceSharedTest, RoundTripThroughAHostShared) {
-  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_NCCL();
   synk::Communicator& comm = nccl();
   const int r = comm.rank(), n = comm.size();
   synk::Shared<float> host(comm, "h", iota_values(6, [r](std::size_t i) { return 10.0 * r + i; }),
@@ -271,7 +275,7 @@ TEST(DeviceSharedTest, RoundTripThroughAHostShared) {
 // Each SYNK_CONTEXTS name places a value on its device; one that is not the NCCL device reaches
 // the collective through peer copies to it and back.
 TEST(DeviceSharedTest, EveryNamedContextHoldsAValue) {
-  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_NCCL();
   const std::vector<std::string> names = synk::context_names();
   if (names.empty()) GTEST_SKIP() << "SYNK_CONTEXTS is not set";
   synk::Communicator& comm = nccl();
@@ -467,7 +471,7 @@ TEST(DeviceStagerTest, CopiesOnTheCallersStream) {
 // a copy queued there and never waited for is in the buffer when the all-reduce runs. (On synk's
 // own stream it is not: under the fake runtime the copy would then land after the all-reduce.)
 TEST(DeviceStreamTest, CollectivesFollowTheCallersWorkOnItsStream) {
-  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_NCCL();
   synk::Communicator& comm = nccl();
   const int r = comm.rank(), n = comm.size();
   const int dev = synk::DeviceStager().device();  // the NCCL device

@@ -180,6 +180,7 @@ class NcclGrid : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     if (no_device()) GTEST_SKIP() << *no_device();
+    if (synk::testing::nccl_unavailable()) GTEST_SKIP() << *synk::testing::nccl_unavailable();
   }
 };
 
@@ -340,6 +341,7 @@ class NcclComm : public ::testing::Test {
  protected:
   void SetUp() override {
     if (no_device()) GTEST_SKIP() << *no_device();
+    if (synk::testing::nccl_unavailable()) GTEST_SKIP() << *synk::testing::nccl_unavailable();
   }
 };
 

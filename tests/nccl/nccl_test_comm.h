@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "synk/communicator.h"
+#include "synk/error.h"
 
 namespace synk::testing {
 
@@ -21,6 +24,23 @@ inline synk::Communicator& nccl() {
   auto& slot = nccl_slot();
   if (!slot) slot = std::make_unique<synk::Communicator>(MPI_COMM_WORLD, synk::CommOptions{"nccl"});
   return *slot;
+}
+
+// Why this binary's NCCL tests cannot run although a device is visible, or nothing: more ranks on
+// a node than it has GPUs (NCCL needs a device per rank; a 1-GPU workstation running the np2
+// entries), which the bootstrap refuses with InvalidUsage on every rank. Makes the communicator,
+// so every rank calls it at the same point (a fixture's SetUp, after the no-device check).
+inline const std::optional<std::string>& nccl_unavailable() {
+  static const std::optional<std::string> why = []() -> std::optional<std::string> {
+    try {
+      nccl();
+      return std::nullopt;
+    } catch (const synk::Error& e) {
+      if (e.code() != synk::ErrorCode::InvalidUsage) throw;
+      return std::string("NCCL needs a CUDA device per rank: ") + e.what();
+    }
+  }();
+  return why;
 }
 
 class NcclEnvironment : public ::testing::Environment {
