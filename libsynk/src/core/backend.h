@@ -86,6 +86,9 @@ class Backend {
   // The CUDA device the collectives run on (an index among this rank's visible devices), or -1
   // for a host backend.
   virtual int device() const { return -1; }
+  // Whether calls wait inside MPI's own blocking calls, which have no deadline: the Communicator
+  // then arms the watchdog (mpi_watchdog.h) around them.
+  virtual bool waits_in_mpi() const { return false; }
   // Communicator::alloc, on arguments every rank agreed on. The default: private page-aligned
   // memory (no other rank can read it; nothing changes for the collectives).
   virtual NodeBuffer alloc(std::size_t bytes);

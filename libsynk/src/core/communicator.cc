@@ -2,6 +2,7 @@
 #include "synk/communicator.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/backend.h"
 #include "core/call_check.h"
@@ -9,6 +10,7 @@
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "core/mpi_watchdog.h"
 #include "core/validation.h"
 
 namespace synk {
@@ -23,6 +25,7 @@ struct CommState {
   ::CUstream_st* stream = nullptr;  // set_stream: the caller's cudaStream_t for device backends
   bool check_calls = settings().check_calls;  // SYNK_CHECK_CALLS, read once
   bool buffer_rules = false;                  // backend->has_buffer_rules(), asked once
+  bool waits_in_mpi = false;                  // backend->waits_in_mpi(), asked once
 
   ~CommState() {
     backend.reset();  // before the communicators it uses
@@ -48,6 +51,7 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   state->backend = detail::make_backend(requested, state->ctx);
   state->backend_name = state->backend->name();
   state->buffer_rules = state->backend->has_buffer_rules();
+  state->waits_in_mpi = state->backend->waits_in_mpi();
   state->requested = requested;
   // Across nodes the calls are always compared first. Without it, a rank whose arguments were
   // rejected left the call alone, and its next call was paired with the others' current one
@@ -170,6 +174,8 @@ void run(detail::CommState& st, CollArgs&& a) {
     }
   }
   detail::Backend& b = *st.backend;
+  std::optional<detail::MpiWatch> watch;
+  if (st.waits_in_mpi) watch.emplace(a, st.ctx.rank, b.name(), detail::settings().timeout_s);
   Request req;
   switch (a.coll) {
     case Collective::all_reduce: req = b.all_reduce(a); break;

@@ -24,6 +24,7 @@ class HierBackend final : public Backend {
   HierBackend& operator=(const HierBackend&) = delete;
   static constexpr std::size_t kSlicedBytes = 64 * 1024;
   const char* name() const override { return "hier"; }
+  bool waits_in_mpi() const override { return true; }  // between the nodes
   Request all_reduce(const CollArgs& a) override;
   Request reduce(const CollArgs& a) override { return mpi_.reduce(a); }
   Request broadcast(const CollArgs& a) override;

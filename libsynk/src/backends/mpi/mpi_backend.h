@@ -17,6 +17,7 @@ class MpiBackend final : public Backend {
  public:
   explicit MpiBackend(const CommContext& ctx);
   const char* name() const override { return "mpi"; }
+  bool waits_in_mpi() const override { return true; }
   Request all_reduce(const CollArgs& a) override;
   Request reduce(const CollArgs& a) override;
   Request broadcast(const CollArgs& a) override;

@@ -1,0 +1,30 @@
+// The deadline of collectives that wait inside MPI's own blocking calls (the mpi backend's, and
+// the hier backend's between nodes). MPI cannot be interrupted, so a rank that never joins (one
+// that stopped, is busy elsewhere, or rejected its own arguments without SYNK_CHECK_CALLS) used
+// to leave the others waiting for ever. A watchdog thread ends a process whose call has waited
+// SYNK_TIMEOUT (plus a grace, so that synk's own deadlines inside the call fire first), naming
+// the call and the rank; mpirun then ends the job. PyTorch's NCCL watchdog does the same.
+#pragma once
+
+#include "core/backend.h"
+
+namespace synk::detail {
+
+// The exit code of a process the watchdog ended (as coreutils' timeout).
+constexpr int kWatchdogExitCode = 124;
+
+// Arms the watchdog for this thread's call `a` on `rank` of the backend named `backend` (a
+// string that outlives the process's calls) for its lifetime. Costs a few stores per call; the
+// text of the error is only made when it fires.
+class MpiWatch {
+ public:
+  MpiWatch(const CollArgs& a, int rank, const char* backend, double timeout_s) noexcept;
+  ~MpiWatch();
+  MpiWatch(const MpiWatch&) = delete;
+  MpiWatch& operator=(const MpiWatch&) = delete;
+
+ private:
+  int slot_ = -1;  // -1: not armed (more threads than slots)
+};
+
+}  // namespace synk::detail
