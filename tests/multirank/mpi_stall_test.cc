@@ -2,12 +2,17 @@
 //   stall BACKEND:  the last rank sleeps while the others all_reduce;
 //   reject BACKEND: the last rank's all_reduce has no recv buffer, which it alone rejects (no
 //                   SYNK_CHECK_CALLS), and it goes on to sleep; the others wait in MPI_Allreduce.
-// The waiting ranks must end the job within SYNK_TIMEOUT and a grace, naming their call.
+//   progress BACKEND: no rank stalls, but one all_reduce (run with SYNK_MPI_MAX_CHUNK=1: one MPI
+//                   call per element) takes longer than SYNK_TIMEOUT and its grace in all.
+// The waiting ranks must end the job within SYNK_TIMEOUT and a grace, naming their call; a call
+// that keeps making progress must not be cut short.
 #include <mpi.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "synk/synk.h"
 
@@ -27,6 +32,13 @@ int main(int argc, char** argv) {
     } else {
       comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
     }
+  } else if (mode == "progress") {
+    std::vector<float> v(std::size_t{32} << 20, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    comm.all_reduce(v.data(), v.data(), v.size(), synk::DataType::float32, synk::ReduceOp::sum);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "rank %d: one all_reduce took %.1f s, v[last] = %.0f\n", comm.rank(), s,
+                 static_cast<double>(v.back()));
   } else {
     try {
       comm.all_reduce(&x, odd ? nullptr : &x, 1, synk::DataType::float32, synk::ReduceOp::sum);

@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "core/logging.h"
+
 namespace synk::detail {
 
 namespace {
@@ -25,7 +27,10 @@ constexpr int kSlots = 64;  // threads that call; past that a thread's calls go 
 // A thread's calls. No clock is read in the call: it only counts (odd while inside a call), and
 // the watchdog times how long it sees one odd count.
 struct Slot {
-  std::atomic<std::uint64_t> calls{0};  // stored last when armed (release): the rest is complete
+  std::atomic<bool> taken{false};       // by a thread, until it exits
+  // Odd inside a call; +2 at each progress. Stored last when armed (release): the rest is
+  // complete.
+  std::atomic<std::uint64_t> calls{0};
   double timeout_s = 0;
   Collective coll = Collective::barrier;
   std::uint64_t count = 0;
@@ -38,20 +43,25 @@ struct Slot {
 
 // Never destroyed: the watchdog thread may look at them while the process exits.
 Slot* const slots = new Slot[kSlots];
-std::atomic<int> slots_used{0};
+std::atomic<int> slots_used{0};  // the highest slot ever taken + 1
 std::atomic<std::int64_t> shortest_timeout_ns{0};  // sets how often the watchdog looks
 std::once_flag started;
 
-[[noreturn]] void expire(const Slot& s, double waited_s) {
-  const std::string text =
+void expire(const Slot& s, std::uint64_t calls, double waited_s) {
+  const bool hier = std::string(s.backend) == "hier";
+  std::string text =
       "synk Timeout: rank " + std::to_string(s.rank) + ": " +
       describe_call(s.coll, s.count, s.dtype, s.op, s.root) + " on the " + s.backend +
       " backend has waited " + std::to_string(static_cast<long long>(waited_s)) +
-      " s inside MPI, past SYNK_TIMEOUT (" + std::to_string(static_cast<long long>(s.timeout_s)) +
+      " s inside MPI without progress, past SYNK_TIMEOUT (" + std::to_string(static_cast<long long>(s.timeout_s)) +
       " s). MPI cannot be interrupted, so this process ends (exit code " +
       std::to_string(kWatchdogExitCode) +
-      ") and mpirun ends the job. Some rank is not in this call: stopped, busy elsewhere, or it "
-      "rejected its own arguments (SYNK_CHECK_CALLS=1 makes that an error on every rank)\n";
+      ") and mpirun ends the job. Some rank is not in this call: stopped, or busy elsewhere";
+  text += hier ? ".\n"
+               : ", or it rejected its own arguments (SYNK_CHECK_CALLS=1 makes that an error on "
+                 "every rank).\n";
+  // The call may have ended while the text was made: then it is not stuck.
+  if (s.calls.load(std::memory_order_acquire) != calls) return;
   const ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
   std::_Exit(kWatchdogExitCode);
@@ -60,15 +70,20 @@ std::once_flag started;
 void watch() {
   std::uint64_t seen[kSlots] = {};     // the count last seen in each slot
   Clock::time_point since[kSlots] = {};  // when it was first seen
+  Clock::time_point last = Clock::now();
   while (true) {
     const std::int64_t period =
         std::clamp<std::int64_t>(shortest_timeout_ns.load() / 10, 10'000'000, 1'000'000'000);
     std::this_thread::sleep_for(std::chrono::nanoseconds(period));
     const Clock::time_point now = Clock::now();
+    // Far more than a period since the last look: the process was stopped (SIGSTOP, a suspended
+    // job, a debugger), and the other ranks with it, most likely. The waits count from now.
+    const bool resumed = now - last > std::chrono::nanoseconds(5 * period) + std::chrono::seconds(1);
+    last = now;
     const int used = std::min(slots_used.load(), kSlots);
     for (int i = 0; i < used; ++i) {
       const std::uint64_t calls = slots[i].calls.load(std::memory_order_acquire);
-      if (calls != seen[i]) {
+      if (calls != seen[i] || resumed) {
         seen[i] = calls;
         since[i] = now;
         continue;
@@ -78,33 +93,61 @@ void watch() {
       // errors the program can catch.
       const double limit = slots[i].timeout_s + std::max(2.0, slots[i].timeout_s * 0.05);
       const double waited = std::chrono::duration<double>(now - since[i]).count();
-      if (waited > limit) expire(slots[i], waited);
+      if (waited > limit) expire(slots[i], calls, waited);
     }
   }
 }
 
-// This thread's slot, claimed by its first watched call; -1 when none is left.
-int my_slot(double timeout_s) {
-  thread_local const int slot = [timeout_s] {
+// A thread's slot, taken by its first watched call and given back when the thread ends (its
+// count only grows, so the next owner's calls never look like this one's).
+struct ThreadSlot {
+  int index = -1;
+  explicit ThreadSlot(double timeout_s) {
     const auto ns = static_cast<std::int64_t>(timeout_s * 1e9);
     std::int64_t shortest = shortest_timeout_ns.load();
     while ((shortest == 0 || ns < shortest) &&
            !shortest_timeout_ns.compare_exchange_weak(shortest, ns)) {
     }
-    const int i = slots_used.fetch_add(1);
+    for (int i = 0; i < kSlots && index < 0; ++i) {
+      bool free = false;
+      if (slots[i].taken.compare_exchange_strong(free, true)) index = i;
+    }
+    if (index < 0) {
+      SYNK_LOG_AT(warn, "the watchdog of calls inside MPI has no slot left for this thread ("
+                            << kSlots << " threads call at once): its calls have no deadline");
+      return;
+    }
+    int used = slots_used.load();
+    while (used < index + 1 && !slots_used.compare_exchange_weak(used, index + 1)) {
+    }
     try {
       std::call_once(started, [] { std::thread(watch).detach(); });
-    } catch (...) {  // no thread: the calls go unwatched, as before
+    } catch (const std::exception& e) {
+      SYNK_LOG_AT(warn, "the watchdog of calls inside MPI could not start ("
+                            << e.what() << "): calls on the mpi backend have no deadline");
     }
-    return i < kSlots ? i : -1;
-  }();
+  }
+  ~ThreadSlot() {
+    if (index >= 0) slots[index].taken.store(false, std::memory_order_release);
+  }
+};
+
+ThreadSlot& my_slot(double timeout_s) {
+  thread_local ThreadSlot slot(timeout_s);
   return slot;
 }
 
+thread_local Slot* armed = nullptr;  // this thread's slot while inside a watched call
+
 }  // namespace
 
-MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, double timeout_s) noexcept
-    : slot_(my_slot(timeout_s)) {
+void mpi_watch_progress() noexcept {
+  if (armed) armed->calls.store(armed->calls.load(std::memory_order_relaxed) + 2,
+                                std::memory_order_release);
+}
+
+MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, double timeout_s)
+    : slot_(my_slot(timeout_s).index) {
   if (slot_ < 0) return;
   Slot& s = slots[slot_];
   s.timeout_s = timeout_s;
@@ -116,11 +159,13 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, double time
   s.rank = rank;
   s.backend = backend;
   s.calls.store(s.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // odd
+  armed = &s;
 }
 
 MpiWatch::~MpiWatch() {
   if (slot_ < 0) return;
   Slot& s = slots[slot_];
+  armed = nullptr;
   s.calls.store(s.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // even
 }
 

@@ -13,12 +13,17 @@ namespace synk::detail {
 // The exit code of a process the watchdog ended (as coreutils' timeout).
 constexpr int kWatchdogExitCode = 124;
 
+// Tells the watchdog that this thread's call made progress (a chunk of a long call is done), so
+// the deadline counts from here: it bounds each wait, not the whole call. A no-op outside a
+// watched call.
+void mpi_watch_progress() noexcept;
+
 // Arms the watchdog for this thread's call `a` on `rank` of the backend named `backend` (a
 // string that outlives the process's calls) for its lifetime. Costs a few stores per call; the
 // text of the error is only made when it fires.
 class MpiWatch {
  public:
-  MpiWatch(const CollArgs& a, int rank, const char* backend, double timeout_s) noexcept;
+  MpiWatch(const CollArgs& a, int rank, const char* backend, double timeout_s);
   ~MpiWatch();
   MpiWatch(const MpiWatch&) = delete;
   MpiWatch& operator=(const MpiWatch&) = delete;

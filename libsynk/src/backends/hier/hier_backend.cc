@@ -12,6 +12,7 @@
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "core/mpi_watchdog.h"
 
 namespace synk::detail {
 
@@ -104,6 +105,7 @@ void HierBackend::all_reduce_across(unsigned char* p, std::size_t count, const C
     const std::size_t n = std::min(max_chunk(), count - off);
     SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n),
                                  mpi_datatype(a.dtype), mpi_reduce_op(a.op), comm));
+    mpi_watch_progress();  // the watchdog's deadline bounds a chunk, not the call
   }
   if (a.op == ReduceOp::avg) scale_avg(p, count, a.dtype, ctx_.size);
 }
@@ -146,6 +148,7 @@ Request HierBackend::broadcast(const CollArgs& a) {
     for (std::size_t off = 0; off < a.count; off += chunk) {
       const std::size_t n = std::min(chunk, a.count - off);
       SYNK_CHECK_MPI(MPI_Bcast(buf + off * es, static_cast<int>(n), t, root_node, ctx_.leader_comm));
+      mpi_watch_progress();
     }
   }
   if (ctx_.node != root_node || a.root == root_leader) {

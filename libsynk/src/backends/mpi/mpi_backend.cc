@@ -9,6 +9,7 @@
 #include "backends/mpi/mpi_types.h"
 #include "core/env.h"
 #include "core/mpi_check.h"
+#include "core/mpi_watchdog.h"
 
 namespace synk::detail {
 
@@ -47,9 +48,13 @@ void narrow(const float* src, DataType t, void* dst, std::size_t n) {
 }
 
 // Calls fn(offset, n) for consecutive chunks of at most `chunk` elements covering [0, count).
+// Each chunk done is progress for the watchdog (its deadline bounds a chunk, not the call).
 template <class Fn>
 void for_chunks(std::size_t count, std::size_t chunk, Fn&& fn) {
-  for (std::size_t off = 0; off < count; off += chunk) fn(off, std::min(chunk, count - off));
+  for (std::size_t off = 0; off < count; off += chunk) {
+    fn(off, std::min(chunk, count - off));
+    mpi_watch_progress();
+  }
 }
 
 // A datatype of n contiguous elements whose extent is `stride_bytes`, so that block r of a
