@@ -63,8 +63,9 @@ Check (-c 1):
   every dtype, synk runs once, and every element of every rank's result is compared with its
   closed form; #wrong is the count over all ranks.
 
-Exit status: 0 success; 1 some #wrong > 0 or a failure while running; 2 bad command line or an
-unavailable backend (reported on rank 0).)";
+Exit status: 0 success; 1 some #wrong > 0, or a failure while running or while setting up a
+backend; 2 bad command line or a backend that cannot run here (not built, no GPU, two ranks on
+one GPU) asked for by name (reported on rank 0).)";
 
 std::string join(std::initializer_list<const char*> names) {
   std::string out;

@@ -414,13 +414,14 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
 
 // Constructs a communicator per requested backend. A backend that cannot run here (not in the
 // build, no device, two ranks on one GPU) is a usage error unless --backend all, which notes it
-// and goes on; any other failure is an error either way. The ranks agree, so that none goes on
-// with a backend another rank lacks.
-std::vector<Bench> make_benches(const Options& o, std::vector<std::string>& notes) {
+// and goes on; any other failure is a SharedFailure either way. The ranks agree, so that none
+// goes on with a backend another rank lacks.
+std::vector<Bench> make_benches(const World& w, const Options& o,
+                                std::vector<std::string>& notes) {
   std::vector<Bench> benches;
   for (const std::string& name : o.backends) {
     std::string why;
-    int failed = 0, fatal = 0;  // this rank's; then, after the Allreduce, any rank's
+    int failed = 0, fatal = 0;
     try {
       benches.push_back(Bench{name, Communicator(MPI_COMM_WORLD, CommOptions{name}), 0, {}});
     } catch (const Error& e) {
@@ -429,14 +430,18 @@ std::vector<Bench> make_benches(const Options& o, std::vector<std::string>& note
       fatal = e.code() != ErrorCode::NotSupported && e.code() != ErrorCode::InvalidUsage &&
               e.code() != ErrorCode::Remote;
     }
-    int agreed[2] = {failed, fatal};
-    MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (agreed[0] && !failed) {
-      benches.pop_back();
-      why = "another rank could not set it up";
-    }
-    if (agreed[0]) {
-      if (!o.backend_all || agreed[1]) throw UsageError("backend " + name + ": " + why);
+    // The lowest rank that failed tells its reason to all; a fatal failure anywhere is fatal.
+    int mine[2] = {failed ? 0 : 1, w.rank}, first[2] = {1, 0};
+    MPI_Allreduce(mine, first, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &fatal, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (first[0] == 0) {
+      char text[512] = {};
+      if (w.rank == first[1]) std::snprintf(text, sizeof text, "%s", why.c_str());
+      MPI_Bcast(text, sizeof text, MPI_CHAR, first[1], MPI_COMM_WORLD);
+      why = (first[1] == 0 ? "" : "rank " + std::to_string(first[1]) + ": ") + text;
+      if (!failed) benches.pop_back();
+      if (fatal) throw SharedFailure("backend " + name + ": " + why);
+      if (!o.backend_all) throw UsageError("backend " + name + ": " + why);
       notes.push_back("# backend " + name + ": not available: " + why + "\n");
       continue;
     }
@@ -474,10 +479,13 @@ int run(const World& w, int argc, char** argv) {
     }
     check_against_ranks(o, w.size);
     check_json_file(w, o);
-    benches = make_benches(o, notes);
+    benches = make_benches(w, o, notes);
   } catch (const UsageError& e) {
     if (w.root()) std::fprintf(stderr, "synk-bench: %s\n", e.what());
     return kExitUsage;
+  } catch (const SharedFailure& e) {
+    if (w.root()) std::fprintf(stderr, "synk-bench: %s\n", e.what());
+    return kExitFailure;
   }
 
   print_header(w, o, benches.front().comm, argc, argv);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <mpi.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -30,15 +31,22 @@ inline synk::Communicator& nccl() {
 // a node than it has GPUs (NCCL needs a device per rank; a 1-GPU workstation running the np2
 // entries), which the bootstrap refuses with InvalidUsage on every rank. Makes the communicator,
 // so every rank calls it at the same point (a fixture's SetUp, after the no-device check).
+// The ranks agree on it, so that none skips while another goes on into a collective.
 inline const std::optional<std::string>& nccl_unavailable() {
   static const std::optional<std::string> why = []() -> std::optional<std::string> {
+    std::optional<std::string> mine;
+    int shared_device = 0;
     try {
       nccl();
-      return std::nullopt;
     } catch (const synk::Error& e) {
       if (e.code() != synk::ErrorCode::InvalidUsage) throw;
-      return std::string("NCCL needs a CUDA device per rank: ") + e.what();
+      shared_device = 1;
+      mine = std::string("NCCL needs a CUDA device per rank: ") + e.what();
     }
+    int any = 0;
+    MPI_Allreduce(&shared_device, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any && !mine) mine = "NCCL needs a CUDA device per rank: another rank shares its GPU";
+    return mine;
   }();
   return why;
 }
