@@ -4,7 +4,7 @@
 namespace synk::bench {
 
 DeviceMirror::DeviceMirror(int device, std::size_t send_bytes, std::size_t recv_bytes)
-    : send_(send_bytes, device), recv_(recv_bytes, device), device_(device) {}
+    : send_(send_bytes, device), recv_(recv_bytes, device) {}
 
 CallArgs DeviceMirror::on_device(const CallArgs& host) const {
   CallArgs d = host;

@@ -17,8 +17,7 @@ class DeviceMirror {
   // cudaMalloc fails).
   DeviceMirror(int device, std::size_t send_bytes, std::size_t recv_bytes);
 
-  explicit operator bool() const { return device_ >= 0; }
-  int device() const { return device_; }
+  explicit operator bool() const { return recv_.device() >= 0; }
   // The call `host` describes, on the device copies.
   CallArgs on_device(const CallArgs& host) const;
   // Copies the call's send and recv (the whole of both: recv holds a broadcast's input and the
@@ -28,8 +27,7 @@ class DeviceMirror {
   void pull_result(const CallArgs& host) const;
 
  private:
-  DeviceBuffer send_, recv_;
-  int device_ = -1;
+  DeviceBuffer send_, recv_;  // on the device even when empty (a default one has none: -1)
 };
 
 }  // namespace synk::bench

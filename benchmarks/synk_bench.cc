@@ -447,9 +447,9 @@ std::vector<Bench> make_benches(const World& w, const Options& o,
     }
     const Bench& b = benches.back();
     if (b.comm.device() >= 0) {
-      notes.push_back("# backend " + name + ": synk's calls on device buffers (rank " +
-                      std::to_string(b.comm.rank()) + ": cuda" + std::to_string(b.comm.device()) +
-                      "), copied from and to host ones outside the timing; its mpi(us) column "
+      // Printed by rank 0, so its device.
+      notes.push_back("# backend " + name + ": synk's calls on device buffers (rank 0: cuda" +
+                      std::to_string(b.comm.device()) + "), copied from and to host ones outside the timing; its mpi(us) column "
                       "is the MPI call on the host buffers\n");
     }
   }
