@@ -139,11 +139,15 @@ ThreadSlot& my_slot(double timeout_s) {
 
 thread_local Slot* armed = nullptr;  // this thread's slot while inside a watched call
 
+// Only the slot's own thread writes its count; the watchdog reads it.
+void advance(Slot& s, std::uint64_t by) {
+  s.calls.store(s.calls.load(std::memory_order_relaxed) + by, std::memory_order_release);
+}
+
 }  // namespace
 
 void mpi_watch_progress() noexcept {
-  if (armed) armed->calls.store(armed->calls.load(std::memory_order_relaxed) + 2,
-                                std::memory_order_release);
+  if (armed) advance(*armed, 2);  // still odd
 }
 
 MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, double timeout_s)
@@ -158,7 +162,7 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, double time
   s.root = a.root;
   s.rank = rank;
   s.backend = backend;
-  s.calls.store(s.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // odd
+  advance(s, 1);  // odd: inside a call
   armed = &s;
 }
 
@@ -166,7 +170,7 @@ MpiWatch::~MpiWatch() {
   if (slot_ < 0) return;
   Slot& s = slots[slot_];
   armed = nullptr;
-  s.calls.store(s.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // even
+  advance(s, 1);  // even: out of it
 }
 
 }  // namespace synk::detail
