@@ -1,11 +1,12 @@
 // run_job: fork+exec mpirun in its own process group, then one poll loop over its stderr pipe
-// and a signalfd (SIGINT, SIGTERM, SIGHUP forwarded to the group; SIGCHLD ends the loop),
-// with the --timeout deadline as the poll timeout.
+// and a signalfd (the signals that end synkrun forwarded to the group as a stop, SIGUSR1 and
+// SIGUSR2 passed on; SIGCHLD ends the loop), with the --timeout deadline as the poll timeout.
 #include "job.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -30,14 +31,16 @@ constexpr double kKillGraceSeconds = 3.0;
 // A second such signal kills at once, as a second Ctrl-C does to mpirun.
 constexpr double kSignalGraceSeconds = 10.0;
 
-void write_all(int fd, const char* data, std::size_t n) {
+// False when the write failed (a closed pipe: EPIPE).
+bool write_all(int fd, const char* data, std::size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd, data, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
+    if (w <= 0) return false;
     data += w;
     n -= static_cast<std::size_t>(w);
   }
+  return true;
 }
 
 class Fd {
@@ -56,12 +59,29 @@ class Fd {
   int fd_;
 };
 
-// Keeps SIGINT, SIGTERM, SIGHUP and SIGCHLD blocked (read from a signalfd) while it lives.
+// Signals that end synkrun by default and so stop the job. SIGPIPE also comes from a write to
+// a closed stderr (`synkrun ... 2>&1 | head -1`): blocked, the write fails with EPIPE instead.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+// Signals mpirun passes on to the ranks (Open MPI's ess_base_forward_signals).
+constexpr int kPassedSignals[] = {SIGUSR1, SIGUSR2};
+
+bool is_stop_signal(int sig) {
+  return std::find(std::begin(kStopSignals), std::end(kStopSignals), sig) !=
+         std::end(kStopSignals);
+}
+
+// What mpirun gets for a stop signal: SIGQUIT and SIGPIPE would end it on the spot, without
+// stopping its ranks; SIGTERM makes it stop them first.
+int signal_for_mpirun(int sig) { return sig == SIGQUIT || sig == SIGPIPE ? SIGTERM : sig; }
+
+// Keeps the stop and passed signals and SIGCHLD blocked (read from a signalfd) while it lives.
 class BlockedSignals {
  public:
   BlockedSignals() {
     sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set_, s);
+    for (int s : kStopSignals) sigaddset(&set_, s);
+    for (int s : kPassedSignals) sigaddset(&set_, s);
+    sigaddset(&set_, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set_, &old_);
   }
   ~BlockedSignals() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
@@ -144,9 +164,13 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
 
+  const pid_t self = getpid();
   const pid_t child = fork();
   if (child < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (child == 0) {
+    // Whatever ends synkrun, SIGKILL included, mpirun gets SIGTERM and stops its ranks: the job
+    // never runs on unsupervised. (Sent when this thread, synkrun's only one, ends.)
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != self) _exit(128 + SIGTERM);
     setpgid(0, 0);
     dup2(err_write.get(), STDERR_FILENO);
     sigprocmask(SIG_SETMASK, &blocked.old(), nullptr);
@@ -169,7 +193,7 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
   bool kill_pending = false, draining = false;
   std::string kill_reason;
   std::string line;
-  bool child_done = false, pipe_open = true;
+  bool child_done = false, pipe_open = true, relay = true;
   int status = 0;
 
   while (!child_done || pipe_open) {
@@ -194,8 +218,11 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
       signalfd_siginfo si;
       if (read(sigfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
         const int sig = static_cast<int>(si.ssi_signo);
-        if (sig != SIGCHLD && !child_done) {
-          kill(-child, sig);
+        if (!is_stop_signal(sig)) {
+          if (sig != SIGCHLD && !child_done) kill(child, sig);  // mpirun passes it on
+        } else if (!child_done && !(sig == SIGPIPE && result.forwarded_signal)) {
+          // (A SIGPIPE after a stop is the closed stderr again, not a second request.)
+          kill(-child, signal_for_mpirun(sig));
           if (!result.forwarded_signal) {
             result.forwarded_signal = sig;
             if (!kill_pending) {
@@ -217,7 +244,9 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
       if (r <= 0) {
         pipe_open = false;
       } else {
-        write_all(STDERR_FILENO, buf, static_cast<std::size_t>(r));
+        // Once stderr is closed, mpirun's lines are still read (for the failing rank) but no
+        // longer written: each write would raise another SIGPIPE.
+        if (relay) relay = write_all(STDERR_FILENO, buf, static_cast<std::size_t>(r));
         for (ssize_t i = 0; i < r; ++i) {
           if (buf[i] == '\n') {
             result.failure.feed_line(line);

@@ -18,6 +18,7 @@
 #include "options.h"
 #include "rank_step.h"
 #include "topology.h"
+#include "topology_export.h"
 #include "topology_plan.h"
 
 #ifndef SYNK_MPIRUN_PATH
@@ -38,33 +39,6 @@ std::string host_name() {
   if (gethostname(buf, sizeof buf - 1) != 0) return "";
   return buf;
 }
-
-// A file in $TMPDIR (or /tmp), removed when the object goes.
-struct TempFile {
-  std::string path;
-  static TempFile create(const std::string& pattern_with_suffix) {
-    const char* dir = std::getenv("TMPDIR");
-    std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/" + pattern_with_suffix;
-    const std::size_t suffix = tmpl.size() - (tmpl.rfind("XXXXXX") + 6);
-    const int fd = mkstemps(tmpl.data(), static_cast<int>(suffix));
-    TempFile f;
-    if (fd < 0) return f;
-    close(fd);
-    f.path = tmpl;
-    return f;
-  }
-  TempFile() = default;
-  TempFile(TempFile&& other) noexcept : path(std::move(other.path)) { other.path.clear(); }
-  TempFile& operator=(TempFile&& other) noexcept {
-    std::swap(path, other.path);
-    return *this;
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (!path.empty()) unlink(path.c_str());
-  }
-};
 
 std::string self_path(const char* argv0) {
   std::error_code ec;
@@ -132,9 +106,30 @@ std::string resolve_program(std::string& program, int& code) {
   return "";
 }
 
-// More ranks than this per core on one node is a typo (-np 20000), not a job: refused, as
-// mpirun refuses any oversubscription unless told.
-constexpr int kMaxRanksPerCore = 64;
+// The ranks-per-core guard (kMaxRanksPerCore) for this host, before mpirun starts anything: its
+// ranks come from -np alone or, with hosts, from the slots of the entries that name this host
+// (other hosts' rank steps guard themselves). Also reads, and so checks, the hostfile.
+std::string ranks_per_core_error(const Options& o, const NodeTopology& topo, int nranks) {
+  const long long cores = static_cast<long long>(topo.cores.size());
+  const bool with_hosts = !o.hosts.empty() || !o.hostfile.empty();
+  long long here = nranks;
+  std::string how = "-np " + std::to_string(nranks);
+  if (with_hosts) {
+    std::vector<HostSlots> hosts;
+    std::string err = o.hostfile.empty() ? parse_host_list(o.hosts, hosts)
+                                         : read_hostfile(o, cores, hosts);
+    if (!err.empty()) return err;
+    const std::optional<long long> np = o.np ? std::optional<long long>(*o.np) : std::nullopt;
+    here = ranks_on_this_host(hosts, np, is_this_host);
+    how = (o.hostfile.empty() ? "-H " + o.hosts : "hostfile " + o.hostfile) + " puts " +
+          std::to_string(here) + " ranks on this host";
+  }
+  if (here <= kMaxRanksPerCore * cores) return "";
+  return how + ": more than " + std::to_string(kMaxRanksPerCore) +
+         " ranks per core on a node of " + std::to_string(cores) + " cores; " +
+         (with_hosts ? "spread them over more hosts"
+                     : "give the hosts with -H or --hostfile to spread them");
+}
 
 int launch(Options& o, const char* argv0) {
   if (const std::string err = check_files(o); !err.empty()) return usage_error(err);
@@ -151,14 +146,11 @@ int launch(Options& o, const char* argv0) {
     return usage_error(e.what());
   }
   // Ranks on this host load this export instead of discovering the machine again.
-  TempFile exported;
+  TopologyExport exported;
   if (o.topology.empty() && !o.dry_run) {
-    exported = TempFile::create("synkrun-topology-XXXXXX.xml");
     try {
-      if (!exported.path.empty()) {
-        hw->export_xml(exported.path);
-        o.node_topology = host_name() + "=" + exported.path;
-      }
+      exported = TopologyExport::create(hw->xml());
+      o.node_topology = host_name() + "=" + exported.path();
     } catch (const std::exception&) {
       // Not fatal: every rank then discovers the machine itself.
     }
@@ -202,12 +194,8 @@ int launch(Options& o, const char* argv0) {
   if (!rank_per_slot) {
     try {
       nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
-      const long long cores = static_cast<long long>(topo.cores.size());
-      if (!multi_node && nranks > kMaxRanksPerCore * cores) {
-        return usage_error("-np " + std::to_string(nranks) + ": more than " +
-                           std::to_string(kMaxRanksPerCore) + " ranks per core on a node of " +
-                           std::to_string(cores) + " cores; give the hosts with -H or " +
-                           "--hostfile to spread them");
+      if (std::string err = ranks_per_core_error(o, topo, nranks); !err.empty()) {
+        return usage_error(err);
       }
       plan = make_plan(topo, nranks, o.plan);
       planned = true;
@@ -215,6 +203,10 @@ int launch(Options& o, const char* argv0) {
       // With several hosts (and so -np) this node may run fewer ranks; each plans for itself.
       if (!multi_node) return usage_error(e.what());
     }
+  }
+
+  if (rank_per_slot) {
+    if (std::string err = ranks_per_core_error(o, topo, 0); !err.empty()) return usage_error(err);
   }
 
   MpirunContext ctx;

@@ -6,11 +6,16 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
+#include <utility>
 
 namespace synk::launch {
 namespace {
@@ -137,27 +142,6 @@ std::optional<int> parse_count(const std::string& s, int max) {
   return v;
 }
 
-// -H as mpirun takes it: host[:slots],... with slots a whole number >= 1 (1 when not given).
-// Returns an error or "", and the slots in all.
-std::string check_hosts(const std::string& hosts, long long& slots) {
-  slots = 0;
-  std::size_t pos = 0;
-  while (pos <= hosts.size()) {
-    std::size_t end = hosts.find(',', pos);
-    if (end == std::string::npos) end = hosts.size();
-    const std::string item = hosts.substr(pos, end - pos);
-    const std::size_t colon = item.find(':');
-    const std::optional<int> n =
-        colon == std::string::npos ? 1 : parse_count(item.substr(colon + 1), kMaxRanks);
-    if (colon == 0 || item.empty() || !n) {
-      return "-H: \"" + item + "\" is not HOST or HOST:SLOTS (SLOTS a whole number >= 1)";
-    }
-    slots += *n;
-    pos = end + 1;
-  }
-  return "";
-}
-
 std::string seconds_text(double s) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%g", s);
@@ -173,8 +157,10 @@ std::string finish(Options& o, const Raw& raw) {
     }
   }
   if (!o.hosts.empty()) {
+    std::vector<HostSlots> hosts;
+    if (std::string err = parse_host_list(o.hosts, hosts); !err.empty()) return err;
     long long slots = 0;
-    if (std::string err = check_hosts(o.hosts, slots); !err.empty()) return err;
+    for (const HostSlots& h : hosts) slots += h.slots;
     // mpirun refuses this too, in 20 lines that name synkrun as the program.
     if (o.np && *o.np > slots && o.hostfile.empty()) {  // with a hostfile, -H only picks hosts
       return "-np " + std::to_string(*o.np) + " but -H " + o.hosts + " offers " +
@@ -275,12 +261,34 @@ ParseResult parse_options(const std::vector<std::string>& args) {
 }
 
 std::string check_files(const Options& o) {
-  if (!o.hostfile.empty() && ::access(o.hostfile.c_str(), R_OK) != 0) {
-    return "cannot read hostfile " + o.hostfile;
+  std::error_code ec;
+  for (const auto& [path, what] : {std::pair{o.hostfile, "hostfile"},
+                                   std::pair{o.topology, "topology file"}}) {
+    if (path.empty()) continue;
+    if (std::filesystem::is_directory(path, ec)) return std::string(what) + " " + path +
+                                                        " is a directory";
+    if (::access(path.c_str(), R_OK) != 0) return std::string("cannot read ") + what + " " + path;
   }
-  if (!o.topology.empty() && ::access(o.topology.c_str(), R_OK) != 0) {
-    return "cannot read topology file " + o.topology;
+  return "";
+}
+
+std::string read_hostfile(const Options& o, long long default_slots,
+                          std::vector<HostSlots>& out) {
+  std::ifstream in(o.hostfile);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return "cannot read hostfile " + o.hostfile;
+  if (std::string err = parse_hostfile(text.str(), default_slots, out); !err.empty()) {
+    return "hostfile " + o.hostfile + ", " + err;
   }
+  if (o.hosts.empty()) return "";
+  // With a hostfile, -H picks among its hosts (their slots come from the file).
+  std::vector<HostSlots> picked;
+  if (std::string err = parse_host_list(o.hosts, picked); !err.empty()) return err;
+  std::erase_if(out, [&](const HostSlots& h) {
+    return std::none_of(picked.begin(), picked.end(),
+                        [&](const HostSlots& p) { return p.name == h.name; });
+  });
   return "";
 }
 

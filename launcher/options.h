@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hosts.h"
 #include "topology_plan.h"
 
 namespace synk::launch {
@@ -37,8 +38,14 @@ struct ParseResult {
 // Parses argv[1..]. Pure: touches no file (see check_files).
 ParseResult parse_options(const std::vector<std::string>& args);
 
-// Checks that the hostfile and the topology file can be read; returns the error or "".
+// Checks that the hostfile and the topology file are files that can be read; returns the
+// error or "".
 std::string check_files(const Options& options);
+
+// The hostfile's hosts (those -H picks, when given too), each without slots= given
+// `default_slots`; returns the error (a bad line or host name) or "".
+std::string read_hostfile(const Options& options, long long default_slots,
+                          std::vector<HostSlots>& out);
 
 // The rank-step arguments that carry the plan options to every rank:
 // {"--rank-step", "--bind", "gpu", ..., "--", PROGRAM, ARGS...}.

@@ -177,6 +177,10 @@ int run_rank_step(const Options& o) {
         std::fprintf(stderr, "%s: note: %s\n", who.c_str(), warning.c_str());
       }
     }
+  } catch (const PlanError& ex) {
+    // Every rank of the node makes the same plan: one line for the node, not one per rank.
+    if (env.local_rank == 0) std::fprintf(stderr, "%s: %s\n", who.c_str(), ex.what());
+    return 2;
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "%s: %s\n", who.c_str(), ex.what());
     return 2;

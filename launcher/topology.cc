@@ -133,10 +133,17 @@ Hwloc::Hwloc(const TopologySource& source) {
   this_system_ = source.kind == TopologySource::Kind::this_machine || source.xml_of_this_machine;
 }
 
-void Hwloc::export_xml(const std::string& path) const {
-  if (hwloc_topology_export_xml(topo_, path.c_str(), 0) != 0) {
-    throw std::runtime_error("cannot write topology to " + path + ": " + std::strerror(errno));
+std::string Hwloc::xml() const {
+  char* buffer = nullptr;
+  int length = 0;
+  if (hwloc_topology_export_xmlbuffer(topo_, &buffer, &length, 0) != 0) {
+    throw std::runtime_error("cannot export the topology as XML: " +
+                             std::string(std::strerror(errno)));
   }
+  // length counts the terminating NUL.
+  std::string text(buffer, length > 0 ? static_cast<std::size_t>(length) - 1 : 0);
+  hwloc_free_xmlbuffer(topo_, buffer);
+  return text;
 }
 
 Hwloc::~Hwloc() {

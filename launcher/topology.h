@@ -54,8 +54,8 @@ class Hwloc {
 
   NodeTopology extract() const;
 
-  // Writes the topology as hwloc XML. Throws std::runtime_error on failure.
-  void export_xml(const std::string& path) const;
+  // The topology as hwloc XML. Throws std::runtime_error on failure.
+  std::string xml() const;
 
   // Binds the calling process (all its threads) to the PUs, and its memory to the NUMA node
   // where the system allows it. Throws std::runtime_error when the CPU binding fails; returns

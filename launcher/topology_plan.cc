@@ -230,6 +230,12 @@ std::string inherited_visible_devices_error(const char* visible, const NodeTopol
 Plan make_plan(const NodeTopology& topo, int nranks, const PlanOptions& options) {
   if (nranks < 1)
     throw PlanError("the number of ranks must be at least 1, not " + std::to_string(nranks));
+  const long long cores = static_cast<long long>(topo.cores.size());
+  if (cores > 0 && nranks > kMaxRanksPerCore * cores) {
+    throw PlanError(std::to_string(nranks) + " ranks on a node of " + std::to_string(cores) +
+                    " cores: more than " + std::to_string(kMaxRanksPerCore) +
+                    " ranks per core; spread them over more hosts");
+  }
   const int k = options.gpus_per_rank;
   if (k < 1) throw PlanError("--gpus-per-rank must be at least 1, not " + std::to_string(k));
   const std::vector<int> gpus = usable_gpus(topo, options);

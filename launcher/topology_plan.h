@@ -38,6 +38,10 @@ struct PlanError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// More ranks than this per core on one node is a typo (-np 20000, -H localhost:20000), not a
+// job: make_plan refuses it, as mpirun refuses any oversubscription unless told.
+inline constexpr int kMaxRanksPerCore = 64;
+
 // The number of ranks when -np is not given: one per usable GPU (with --gpus-per-rank K, one per
 // K GPUs). Throws PlanError when the node has no GPU.
 int default_rank_count(const NodeTopology& topo, const PlanOptions& options);

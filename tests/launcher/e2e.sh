@@ -15,6 +15,7 @@ field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 now() { date +%s.%N; }
 # A killed rank whose parent exited may linger as a zombie under a pid 1 that does not reap.
 alive() { [ -r "/proc/$1/stat" ] && ! awk '{ exit !($3 == "Z") }' "/proc/$1/stat" 2>/dev/null; }
+any_alive() { local p; for p in "$@"; do alive "$p" && return 0; done; return 1; }
 elapsed_below() { awk -v a="$1" -v b="$(now)" -v lim="$2" 'BEGIN { exit !((b - a) < lim) }'; }
 
 # "0-2,5" for the cpus of local rank $1 in synkrun's JSON plan for $2 ranks on this machine.
@@ -155,6 +156,70 @@ mpirun_killed)
     if alive "$(cat "$f")"; then kill -KILL "$(cat "$f")"; fail "rank pid $(cat "$f") outlived mpirun"; fi
   done
   ;;
+synkrun_killed)
+  # Whatever ends synkrun, the job ends with it within 2 s: SIGKILL (mpirun gets SIGTERM from
+  # the kernel), SIGQUIT (a stop, as SIGTERM), SIGUSR1 (passed on: the ranks' sleep dies of it).
+  # Nothing is left in TMPDIR either: the ranks read synkrun's topology from memory.
+  mkdir "$work/tmp"
+  for sig in KILL QUIT USR1; do
+    rm -rf "$work/pids"
+    mkdir "$work/pids"
+    # A script's background jobs ignore SIGINT and SIGQUIT; the defaults, as at a terminal.
+    TMPDIR="$work/tmp" PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 env --default-signal \
+      "$SYNKRUN" -np 2 "$PROBE" \
+      >"$work/out" 2>"$work/err" &
+    pid=$!
+    for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" = 2 ] && break; sleep 0.1; done
+    [ "$(ls "$work/pids" | wc -l)" = 2 ] || fail "SIG$sig: ranks did not start"
+    mpirun_pid=$(pgrep -P "$pid" | head -1)
+    [ -n "$mpirun_pid" ] || fail "SIG$sig: no mpirun under synkrun"
+    # (Open MPI keeps its session directory there, ompi.*; synkrun kept its topology export.)
+    [ -z "$(ls "$work/tmp" | grep -v '^ompi\.')" ] ||
+      fail "SIG$sig: synkrun wrote to TMPDIR: $(ls "$work/tmp")"
+    start=$(now)
+    kill -"$sig" "$pid"
+    wait "$pid"
+    rc=$?
+    case $sig in
+      KILL) [ "$rc" = 137 ] || fail "SIGKILL: exit code $rc" ;;
+      QUIT) [ "$rc" = 131 ] || fail "SIGQUIT: exit code $rc, expected 131"
+            grep -q 'stopped by signal 3; exit code 131' "$work/err" || fail "SIGQUIT: message" ;;
+      USR1) [ "$rc" != 0 ] || fail "SIGUSR1: the ranks did not get it (exit 0)" ;;
+    esac
+    while any_alive "$mpirun_pid" $(cat "$work"/pids/*) && elapsed_below "$start" 2; do
+      sleep 0.05
+    done
+    for p in "$mpirun_pid" $(cat "$work"/pids/*); do
+      if alive "$p"; then
+        kill -KILL "$mpirun_pid" $(cat "$work"/pids/*) 2>/dev/null
+        fail "SIG$sig: pid $p ($(tr '\0' ' ' </proc/$p/cmdline)) outlived synkrun by 2 s"
+      fi
+    done
+    [ -z "$(ls "$work/tmp" | grep -v '^ompi\.')" ] || fail "SIG$sig: left in TMPDIR: $(ls "$work/tmp")"
+  done
+  ;;
+stderr_closed)
+  # `synkrun ... 2>&1 | head -1`: once head has gone, a write to synkrun's stderr fails; synkrun
+  # stops the job as for a signal (SIGPIPE's exit code, 141) instead of dying and leaving it.
+  mkdir "$work/pids"
+  set -o pipefail
+  PROBE_PIDDIR="$work/pids" timeout 30 "$SYNKRUN" -np 2 sh -c \
+    'echo $$ > "$PROBE_PIDDIR/rank$SYNK_RANK"; while :; do echo x >&2; sleep .05; done' 2>&1 |
+    head -1 >"$work/out"
+  rc=$?
+  set +o pipefail
+  [ "$rc" = 141 ] || fail "exit code $rc, expected 141"
+  [ "$(cat "$work/out")" = x ] || fail "head saw: $(cat "$work/out")"
+  for _ in $(seq 40); do
+    left=0
+    for f in "$work"/pids/*; do alive "$(cat "$f")" && left=1; done
+    [ "$left" = 0 ] && break
+    sleep 0.05
+  done
+  for f in "$work"/pids/*; do
+    if alive "$(cat "$f")"; then kill -KILL "$(cat "$f")"; fail "rank pid $(cat "$f") outlived synkrun"; fi
+  done
+  ;;
 stuck_mpirun)
   # An mpirun that ignores the signal synkrun forwards (one was seen up 19 minutes after its
   # ranks ended): killed with its group 10 s later, or at once on a second signal. A fake
@@ -267,6 +332,24 @@ argument_errors)
   check_usage_error -H -np 1 "$PROBE"
   check_usage_error -H localhost:1 -np 2 "$PROBE"
   grep -q 'offers 1 slot' "$work/err" || fail "-np beyond -H's slots message"
+  # The ranks-per-core guard counts the slots a host list gives this host.
+  many=$((64 * $(nproc --all) + 1))
+  check_usage_error -H "localhost:$many" "$PROBE"
+  grep -q "puts $many ranks on this host: more than 64 ranks per core" "$work/err" || fail "-H guard"
+  check_usage_error -H "other-host:4,127.0.0.1:$many" -np $((many + 4)) "$PROBE"
+  echo "localhost slots=$many" >"$work/hosts"
+  check_usage_error --hostfile "$work/hosts" "$PROBE"
+  grep -q "puts $many ranks on this host" "$work/err" || fail "hostfile guard"
+  # Host names an rsh agent would take for its own options, and a directory as the hostfile.
+  check_usage_error "--host=-oProxyCommand=touch $work/pwned" -np 1 "$PROBE"
+  grep -q 'starts with "-", which ssh would read as an option' "$work/err" || fail "-H name message"
+  check_usage_error -H "user@-oProxyCommand=x" -np 1 "$PROBE"
+  printf 'localhost slots=1\n-oProxyCommand=x slots=1\n' >"$work/hosts"
+  check_usage_error --hostfile "$work/hosts" -np 1 "$PROBE"
+  grep -q 'line 2: host "-oProxyCommand=x" starts with "-"' "$work/err" || fail "hostfile name"
+  check_usage_error --hostfile "$work" "$PROBE"
+  grep -q 'is a directory' "$work/err" || fail "directory hostfile message"
+  [ ! -e "$work/pwned" ] || fail "the ProxyCommand ran"
   # A ":" among PROGRAM's arguments would start another program under mpirun (MPMD).
   check_usage_error -np 1 "$PROBE" a : b
   grep -q "argument 2 is \":\"" "$work/err" || fail "':' argument message"

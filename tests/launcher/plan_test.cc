@@ -11,6 +11,7 @@
 #include <string>
 
 #include "topology.h"
+#include "topology_export.h"
 #include "topology_plan.h"
 
 namespace synk::launch {
@@ -361,6 +362,19 @@ TEST(PlanSynthetic, TwoPackagesFourCoresTwoThreads) {
   }
 }
 
+TEST(PlanSynthetic, MoreThanSixtyFourRanksPerCoreAreRefused) {
+  // The rank step's guard on every node, whatever host list brought the ranks there.
+  const NodeTopology t = synthetic("pack:1 core:2 pu:2");
+  EXPECT_EQ(make_plan(t, 128, {}).ranks.size(), 128u);
+  try {
+    make_plan(t, 129, {});
+    ADD_FAILURE() << "129 ranks on 2 cores were planned";
+  } catch (const PlanError& e) {
+    EXPECT_STREQ(e.what(), "129 ranks on a node of 2 cores: more than 64 ranks per core; "
+                           "spread them over more hosts");
+  }
+}
+
 TEST(PlanSynthetic, NumaNodesFromSyntheticDescription) {
   const NodeTopology t = synthetic("pack:2 [numa] core:3 pu:1");
   ASSERT_EQ(t.numas.size(), 2u);
@@ -418,12 +432,11 @@ TEST(PlanThisMachine, OneRankPerCoreIsDisjointAndCoversEveryCore) {
 TEST(PlanThisMachine, ExportedXmlGivesTheSameTopologyAndCanBind) {
   // The launcher hands its export to the ranks on its host; they must see the same machine.
   const Hwloc live(TopologySource{});
-  const std::string path = ::testing::TempDir() + "synkrun_plan_test_topology.xml";
-  live.export_xml(path);
+  // Through the same in-memory file, read back by path as a rank on this host reads it.
+  const TopologyExport exported = TopologyExport::create(live.xml());
   const NodeTopology a = live.extract();
-  const Hwloc loaded(TopologySource{TopologySource::Kind::xml_file, path, true});
+  const Hwloc loaded(TopologySource{TopologySource::Kind::xml_file, exported.path(), true});
   const NodeTopology b = loaded.extract();
-  std::remove(path.c_str());
   ASSERT_EQ(a.cores.size(), b.cores.size());
   for (std::size_t i = 0; i < a.cores.size(); ++i) EXPECT_EQ(a.cores[i].pus, b.cores[i].pus);
   ASSERT_EQ(a.numas.size(), b.numas.size());

@@ -1,0 +1,154 @@
+// See hosts.h.
+#include "hosts.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <charconv>
+#include <sstream>
+
+namespace synk::launch {
+namespace {
+
+// Beyond this many slots on one host the count is a typo; the ranks-per-core guard says so.
+constexpr long long kMaxSlots = 1 << 20;
+
+std::optional<long long> parse_slots(const std::string& s) {
+  long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v < 1 || v > kMaxSlots) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::string without_user(const std::string& name) {
+  const auto at = name.rfind('@');
+  return at == std::string::npos ? name : name.substr(at + 1);
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string short_name(const std::string& s) { return s.substr(0, s.find('.')); }
+
+bool is_interface_address(const std::string& name) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (const ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const int family = a->ifa_addr->sa_family;
+    const void* addr = nullptr;
+    if (family == AF_INET) addr = &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr;
+    if (family == AF_INET6) addr = &reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr;
+    if (addr != nullptr && inet_ntop(family, addr, text, sizeof text) != nullptr) {
+      found = name == text;
+    }
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+// "slots=4" in a hostfile line's words after the host, also written "slots = 4"; Open MPI
+// takes count= and cpu= as the same.
+std::string hostfile_slots(const std::string& rest, std::optional<long long>& slots) {
+  std::string joined;  // the words with the blanks around "=" removed
+  std::istringstream words(rest);
+  for (std::string w; words >> w;) {
+    const bool glue = w.front() == '=' || (!joined.empty() && joined.back() == '=');
+    if (!joined.empty() && !glue) joined += ' ';
+    joined += w;
+  }
+  std::istringstream pairs(joined);
+  for (std::string p; pairs >> p;) {
+    const auto eq = p.find('=');
+    const std::string key = lower(p.substr(0, eq));
+    if (key != "slots" && key != "count" && key != "cpu") continue;
+    slots = eq == std::string::npos ? std::nullopt : parse_slots(p.substr(eq + 1));
+    if (!slots) return "\"" + p + "\" is not slots=N (N a whole number from 1 to " +
+                       std::to_string(kMaxSlots) + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string host_name_error(const std::string& name) {
+  if (name.empty()) return "an empty host name";
+  if (without_user(name).empty()) return "host \"" + name + "\" has no name after \"@\"";
+  if (name.front() == '-' || without_user(name).front() == '-') {
+    return "host \"" + name + "\" starts with \"-\", which ssh would read as an option";
+  }
+  for (const char c : name) {
+    if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c))) {
+      return "host \"" + name + "\" contains a blank or a control character";
+    }
+  }
+  return "";
+}
+
+std::string parse_host_list(const std::string& text, std::vector<HostSlots>& out) {
+  out.clear();
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const std::size_t colon = item.find(':');
+    const std::optional<long long> n =
+        colon == std::string::npos ? 1 : parse_slots(item.substr(colon + 1));
+    if (colon == 0 || item.empty() || !n) {
+      return "-H: \"" + item + "\" is not HOST or HOST:SLOTS (SLOTS a whole number >= 1)";
+    }
+    HostSlots h{item.substr(0, colon), *n};
+    if (std::string err = host_name_error(h.name); !err.empty()) return "-H: " + err;
+    out.push_back(std::move(h));
+    pos = end + 1;
+  }
+  return "";
+}
+
+std::string parse_hostfile(const std::string& text, long long default_slots,
+                           std::vector<HostSlots>& out) {
+  out.clear();
+  std::istringstream lines(text);
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string host;
+    if (!(words >> host)) continue;
+    const std::string where = "line " + std::to_string(number) + ": ";
+    if (std::string err = host_name_error(host); !err.empty()) return where + err;
+    std::string rest;
+    std::getline(words, rest);
+    std::optional<long long> slots;
+    if (std::string err = hostfile_slots(rest, slots); !err.empty()) return where + err;
+    out.push_back({host, slots.value_or(default_slots)});
+  }
+  return "";
+}
+
+bool is_this_host(const std::string& written) {
+  const std::string name = lower(without_user(written));
+  if (name == "localhost" || name.rfind("localhost.", 0) == 0 || name.rfind("127.", 0) == 0 ||
+      name == "::1") {
+    return true;
+  }
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) == 0 && buf[0] != '\0') {
+    const std::string self = lower(buf);
+    if (name == self || name == short_name(self) || short_name(name) == self) return true;
+  }
+  return is_interface_address(name);
+}
+
+}  // namespace synk::launch

@@ -1,0 +1,49 @@
+// The hosts of a job as synkrun reads them before mpirun does: -H's "host[:slots],..." and a
+// hostfile's "host [slots=N] ..." lines. synkrun checks them for what mpirun would not refuse
+// (a name that an rsh agent would take as its own option) and counts the ranks that mpirun's
+// by-slot mapping puts on this host, so that its ranks-per-core guard sees them.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace synk::launch {
+
+struct HostSlots {
+  std::string name;  // as written, possibly user@host
+  long long slots = 1;
+};
+
+// Why `name` cannot be a host, or "": empty, blank or control characters, or a leading "-"
+// (itself or after "user@"), which ssh would read as an option ("-oProxyCommand=...").
+std::string host_name_error(const std::string& name);
+
+// -H's list. Returns an error (without "synkrun: ") or "".
+std::string parse_host_list(const std::string& text, std::vector<HostSlots>& out);
+
+// A hostfile's text: one host a line, "slots=N" (or count=, cpu=) after it, "#" comments.
+// A host without slots gets `default_slots` (Open MPI: the host's cores, unknown here).
+std::string parse_hostfile(const std::string& text, long long default_slots,
+                           std::vector<HostSlots>& out);
+
+// Whether `name` (possibly user@host) is this machine: localhost, a loopback address, this
+// host's name (short or full) or one of its interface addresses.
+bool is_this_host(const std::string& name);
+
+// How many of `np` ranks (all slots when unset) mpirun's by-slot mapping places on the hosts
+// that is_local says are this one: it fills each host's slots in order.
+template <typename IsLocal>
+long long ranks_on_this_host(const std::vector<HostSlots>& hosts, std::optional<long long> np,
+                             IsLocal is_local) {
+  long long left = np ? *np : -1, here = 0;
+  for (const HostSlots& h : hosts) {
+    const long long take = left < 0 ? h.slots : std::min(left, h.slots);
+    if (is_local(h.name)) here += take;
+    if (left >= 0) left -= take;
+  }
+  return here;
+}
+
+}  // namespace synk::launch
