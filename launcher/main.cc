@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/shm/stale_segments.h"
 #include "job.h"
 #include "mpirun_command.h"
 #include "options.h"
@@ -258,6 +259,11 @@ int launch(Options& o, const char* argv0) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "synkrun: error: %s\n", e.what());
     return 1;
+  }
+  // A rank killed while it created a named segment leaves its name; this host's go now.
+  for (const std::string& name : synk::shm::remove_stale_segments()) {
+    std::fprintf(stderr, "synkrun: removed /dev/shm/%s, left by a rank that died making it\n",
+                 name.c_str());
   }
   if (r.timed_out) {
     std::fprintf(stderr, "synkrun: the job ran out of time (--timeout %g); exit code 124\n",

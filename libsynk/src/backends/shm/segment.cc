@@ -2,6 +2,7 @@
 #include "backends/shm/segment.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -101,19 +102,24 @@ Segment Segment::create(std::size_t bytes) {
       if (errno == EEXIST && attempt < 8) continue;  // astronomically unlikely: pick another name
       sys_error("shm_open", name, errno);
     }
+    void* p = nullptr;
     try {
-      try {
-        reserve(fd, bytes, name, "/dev/shm may be too small (df -h /dev/shm)");
-      } catch (...) {
-        close(fd);
-        throw;
+      // Locked before it has a size, and until the name is removed: a sweeper that finds it
+      // unlocked with a size knows its creator died (stale_segments.h).
+      while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) sys_error("flock", name, errno);
       }
-      void* p = map(fd, bytes, name);  // closes fd
-      return Segment(std::move(name), p, bytes, true);
+      reserve(fd, bytes, name, "/dev/shm may be too small (df -h /dev/shm)");
+      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) sys_error("mmap", name, errno);
     } catch (...) {
       shm_unlink(name.c_str());
+      close(fd);
       throw;
     }
+    Segment s(std::move(name), p, bytes, true);
+    s.lock_fd_ = fd;
+    return s;
   }
 }
 
@@ -207,6 +213,7 @@ Segment::Segment(Segment&& o) noexcept
       data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)),
       linked_(std::exchange(o.linked_, false)),
+      lock_fd_(std::exchange(o.lock_fd_, -1)),
       fd_(std::exchange(o.fd_, -1)),
       dev_(o.dev_),
       ino_(o.ino_) {}
@@ -220,6 +227,7 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     linked_ = std::exchange(o.linked_, false);
+    lock_fd_ = std::exchange(o.lock_fd_, -1);
     fd_ = std::exchange(o.fd_, -1);
     dev_ = o.dev_;
     ino_ = o.ino_;
@@ -247,6 +255,10 @@ void Segment::unlink() noexcept {
   if (linked_) {
     shm_unlink(name_.c_str());
     linked_ = false;
+  }
+  if (lock_fd_ >= 0) {  // only now: the name is gone, no sweeper can take it for stale
+    close(lock_fd_);
+    lock_fd_ = -1;
   }
 }
 

@@ -4,9 +4,10 @@
 //    creator's descriptor (/proc/<pid>/fd/<fd>: the kernel lets only the creator's user, or
 //    root, open it), checking that the file they got is the one the creator made;
 //  - named (create): a POSIX segment created with O_EXCL under an unguessable name, mode 0600,
-//    and unlinked as soon as every user has mapped it. Until then a rank killed (or a job
-//    aborted) leaves the name behind; share_segment (shm_backend.h) uses it only where the
-//    anonymous kind cannot be shared (ranks in different PID namespaces, /proc not mounted).
+//    and unlinked as soon as every user has mapped it. Until then a creator killed (or a job
+//    aborted) leaves the name behind, locked by no one: the next job's set-up, or synkrun at the
+//    job's end, removes it (stale_segments.h). share_segment (shm_backend.h) uses it only where
+//    the anonymous kind cannot be shared (ranks in different PID namespaces, /proc not mounted).
 #pragma once
 
 #include <sys/types.h>
@@ -39,7 +40,8 @@ class Segment {
   static Segment open_anonymous(const SegmentHandle& h, std::size_t bytes);
 
   // Creates and maps a new zero-filled segment of `bytes` under a fresh random name
-  // ("/synk-<24 hex digits>"). Throws synk::Error(System) naming the failed call.
+  // ("/synk-<24 hex digits>"), holding an exclusive flock on it until unlink(). Throws
+  // synk::Error(System) naming the failed call.
   static Segment create(std::size_t bytes);
   // Maps an existing segment made by create(). Refuses (InvalidUsage) one that is not owned by
   // this user, has another mode than 0600, or another size.
@@ -52,7 +54,8 @@ class Segment {
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
-  // Removes the name; the mapping stays valid until destruction. Idempotent, never throws.
+  // Removes the name (then releases the creator's lock); the mapping stays valid until
+  // destruction. Idempotent, never throws.
   void unlink() noexcept;
   // An anonymous segment's descriptor, for open_anonymous in another process.
   SegmentHandle handle() const;
@@ -70,6 +73,7 @@ class Segment {
   void* data_ = nullptr;
   std::size_t size_ = 0;
   bool linked_ = false;  // this object created the name and has not unlinked it yet
+  int lock_fd_ = -1;     // a named segment's creator: its descriptor, locked until unlink()
   int fd_ = -1;          // an anonymous segment's descriptor, open until close_handle()
   dev_t dev_ = 0;
   ino_t ino_ = 0;

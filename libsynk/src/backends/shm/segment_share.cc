@@ -5,9 +5,11 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "backends/shm/cpu_share.h"
+#include "backends/shm/stale_segments.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
@@ -69,12 +71,23 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
   }
   int all = 0;
   SYNK_CHECK_MPI(MPI_Allreduce(&mapped, &all, 1, MPI_INT, MPI_MIN, comm));
-  // Every rank has mapped it (or failed): the descriptor, or the name, is no longer needed.
-  out.segment.close_handle();
+  // Every rank has mapped it (or failed): the name, or the descriptor, is no longer needed.
   out.segment.unlink();
+  out.segment.close_handle();
   out.ok = all != 0;
   if (!out.ok) out.segment = Segment();
   return out;
+}
+
+// Once a process, before its first segment: what an earlier job's dead creator left behind.
+void sweep_stale_segments_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& name : remove_stale_segments()) {
+      SYNK_LOG_AT(info, "shm: removed /dev/shm/" << name
+                            << ", a segment whose creator died before every rank had mapped it");
+    }
+  });
 }
 
 }  // namespace
@@ -82,6 +95,7 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
 SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes, SegmentKind kind) {
   int rank = 0;
   SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  if (rank == 0) sweep_stale_segments_once();
   // Rank 0 decides, for all: the ranks could read different limits at different moments.
   int anonymous = 0;
   if (rank == 0) {
