@@ -63,9 +63,16 @@ Check (-c 1):
   every dtype, synk runs once, and every element of every rank's result is compared with its
   closed form; #wrong is the count over all ranks.
 
+Memory:
+  Before anything is allocated, each rank checks that its send and recv buffers (the largest
+  table's; with -R 1 the largest send and recv of all the tables), times the ranks on its node,
+  fit in the memory available there (MemAvailable, within the cgroup's limit): Linux would
+  grant more, and the OOM killer end the job.
+
 Exit status: 0 success; 1 some #wrong > 0, or a failure while running or while setting up a
-backend; 2 bad command line or a backend that cannot run here (not built, no GPU, two ranks on
-one GPU) asked for by name (reported on rank 0).)";
+backend; 2 bad command line, sizes whose buffers do not fit in a node's memory (see Memory), or
+a backend that cannot run here (not built, no GPU, two ranks on one GPU) asked for by name
+(reported on rank 0).)";
 
 std::string join(std::initializer_list<const char*> names) {
   std::string out;
@@ -98,7 +105,7 @@ std::size_t parse_size(const std::string& text, const char* what) {
     value = value * 10 + digit;
     ++i;
   }
-  if (i == 0) throw bad("expected a whole number of bytes, optionally followed by K, M or G");
+  if (i == 0) throw bad("expected a whole number of bytes, optionally followed by K, M, G or T");
   unsigned shift = 0;
   if (i < text.size()) {
     switch (text[i]) {
@@ -114,8 +121,12 @@ std::size_t parse_size(const std::string& text, const char* what) {
       case 'g':
         shift = 30;
         break;
+      case 'T':
+      case 't':
+        shift = 40;
+        break;
       default:
-        throw bad("unknown suffix (K, M and G are powers of 1024)");
+        throw bad("unknown suffix (K, M, G and T are powers of 1024)");
     }
     ++i;
   }
@@ -147,7 +158,7 @@ Options parse_options(int argc, char** argv) {
                  "underscores are ignored (all_reduce, all_gather, reducescatter)")
       ->required();
   app.add_option("-b,--minbytes", min_text,
-                 "Smallest size in bytes; K, M, G suffixes are powers of 1024")
+                 "Smallest size in bytes; K, M, G, T suffixes are powers of 1024")
       ->type_name("SIZE")
       ->capture_default_str();
   app.add_option("-e,--maxbytes", max_text, "Largest size in bytes (same suffixes)")

@@ -49,7 +49,7 @@ inline constexpr double kRowBudgetSeconds = 2.0;
 Options parse_options(int argc, char** argv);
 void check_against_ranks(const Options& o, int nranks);
 
-// "8", "512K", "64M", "1G" (powers of 1024, either case) -> bytes; throws UsageError.
+// "8", "512K", "64M", "1G", "1T" (powers of 1024, either case) -> bytes; throws UsageError.
 std::size_t parse_size(const std::string& text, const char* what);
 
 // The byte sizes the run steps through: min, min*f, ... up to max.

@@ -20,6 +20,7 @@
 #include "bench_colls.h"
 #include "bench_device.h"
 #include "bench_membound.h"
+#include "bench_memory.h"
 #include "bench_options.h"
 #include "bench_table.h"
 #include "synk/synk.h"
@@ -107,6 +108,18 @@ struct Bench {
 bool has_shm(const std::vector<Bench>& benches) {
   return std::any_of(benches.begin(), benches.end(),
                      [](const Bench& b) { return b.backend == "shm"; });
+}
+
+// Whether any rank failed, agreed by all: the lowest rank that did tells its reason to every
+// rank (with "rank R: " before it when R is not 0), so that none goes on alone.
+std::optional<std::string> first_failure(const World& w, bool failed, const std::string& why) {
+  int mine[2] = {failed ? 0 : 1, w.rank}, first[2] = {1, 0};
+  MPI_Allreduce(mine, first, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+  if (first[0] != 0) return std::nullopt;
+  char text[512] = {};
+  if (w.rank == first[1]) std::snprintf(text, sizeof text, "%s", why.c_str());
+  MPI_Bcast(text, sizeof text, MPI_CHAR, first[1], MPI_COMM_WORLD);
+  return (first[1] == 0 ? "" : "rank " + std::to_string(first[1]) + ": ") + text;
 }
 
 std::string command_line(int argc, char** argv) {
@@ -275,6 +288,40 @@ Buffers make_node_buffers(const World& w, const Options& o, std::vector<Bench>& 
           allocate_node_buffer(*owner, recv_bytes, o.page_offset)};
 }
 
+// The host bytes one rank's send and recv buffers take at once: the largest table's, or with
+// -R 1 the largest send and the largest recv of all the tables, held throughout.
+std::uint64_t host_bytes_per_rank(const World& w, const Options& o) {
+  // Saturating, as -e takes sizes up to 2^64 - 1.
+  const auto plus = [](std::uint64_t a, std::uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+  };
+  std::uint64_t send = 0, recv = 0, table = 0;
+  for (Coll c : o.colls) {
+    std::size_t s = 0, r = 0;
+    buffer_bytes(w, o, c, &s, &r);
+    send = std::max<std::uint64_t>(send, s);
+    recv = std::max<std::uint64_t>(recv, r);
+    table = std::max(table, plus(s, r));
+  }
+  return o.node_buffers ? plus(send, recv) : table;
+}
+
+// Refuses, on every rank, sizes whose host buffers would not fit in a node's memory with those
+// of the node's other ranks, rather than leave the OOM killer to end the job with no word.
+void check_host_memory(const World& w, const Options& o) {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node);
+  int ranks_on_node = 1;
+  MPI_Comm_size(node, &ranks_on_node);
+  MPI_Comm_free(&node);
+  const std::string why =
+      memory_shortfall(host_bytes_per_rank(w, o), ranks_on_node, available_memory());
+  const std::optional<std::string> first = first_failure(w, !why.empty(), why);
+  if (!first) return;
+  throw UsageError(*first + "; lower -e (now " + std::to_string(o.max_bytes) +
+                   "), or run fewer ranks on a node");
+}
+
 // One table: every size, one row per backend. Appends to rows; returns the #wrong total.
 // node_buffers: the -R 1 buffers (else null: ordinary ones of the table's sizes).
 // copy_bw: the fastest copy probe so far (0: none); a probe after the table may raise it.
@@ -431,14 +478,10 @@ std::vector<Bench> make_benches(const World& w, const Options& o,
               e.code() != ErrorCode::Remote;
     }
     // The lowest rank that failed tells its reason to all; a fatal failure anywhere is fatal.
-    int mine[2] = {failed ? 0 : 1, w.rank}, first[2] = {1, 0};
-    MPI_Allreduce(mine, first, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+    const std::optional<std::string> first = first_failure(w, failed != 0, why);
     MPI_Allreduce(MPI_IN_PLACE, &fatal, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (first[0] == 0) {
-      char text[512] = {};
-      if (w.rank == first[1]) std::snprintf(text, sizeof text, "%s", why.c_str());
-      MPI_Bcast(text, sizeof text, MPI_CHAR, first[1], MPI_COMM_WORLD);
-      why = (first[1] == 0 ? "" : "rank " + std::to_string(first[1]) + ": ") + text;
+    if (first) {
+      why = *first;
       if (!failed) benches.pop_back();
       if (fatal) throw SharedFailure("backend " + name + ": " + why);
       if (!o.backend_all) throw UsageError("backend " + name + ": " + why);
@@ -479,6 +522,7 @@ int run(const World& w, int argc, char** argv) {
     }
     check_against_ranks(o, w.size);
     check_json_file(w, o);
+    check_host_memory(w, o);
     benches = make_benches(w, o, notes);
   } catch (const UsageError& e) {
     if (w.root()) std::fprintf(stderr, "synk-bench: %s\n", e.what());

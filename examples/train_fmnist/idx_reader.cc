@@ -1,6 +1,9 @@
 // See idx_reader.h. zlib's gz* functions read gzip and plain files alike.
 #include "idx_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -13,14 +16,20 @@ namespace fmnist {
 
 namespace {
 
-// An open gzFile that is closed on every path out.
+// An open gzFile that is closed on every path out, and the file's size on disk.
 class GzReader {
  public:
   explicit GzReader(const std::string& path) : path_(path) {
-    errno = 0;
-    file_ = gzopen(path.c_str(), "rb");
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      file_bytes_ = static_cast<std::uint64_t>(st.st_size);
+    }
+    file_ = gzdopen(fd, "rb");
     if (!file_) {
-      fail(std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
+      close(fd);
+      fail("cannot open: out of memory");
     }
     gzbuffer(file_, 1 << 17);
   }
@@ -50,6 +59,18 @@ class GzReader {
 
   [[noreturn]] void fail(const std::string& why) const { throw IdxError(path_ + ": " + why); }
 
+  // The most bytes the whole file can give (decompressed), or 0 when unknown (not a regular
+  // file). Valid after the first read, when zlib knows whether the file is gzip or plain.
+  std::uint64_t max_content_bytes() const {
+    // Deflate's densest code (a 258-byte match in 2 bits) makes at most 1032 bytes of a byte.
+    constexpr std::uint64_t kMaxRatio = 1032;
+    if (!compressed()) return file_bytes_;
+    return std::min(file_bytes_, std::numeric_limits<std::uint64_t>::max() / kMaxRatio) *
+           kMaxRatio;
+  }
+  bool compressed() const { return gzdirect(file_) == 0; }
+  std::uint64_t file_bytes() const { return file_bytes_; }
+
  private:
   [[noreturn]] void stream_error() const {
     int err = Z_OK;
@@ -61,11 +82,49 @@ class GzReader {
 
   std::string path_;
   gzFile file_ = nullptr;
+  std::uint64_t file_bytes_ = 0;  // the size on disk; 0 when unknown
 };
 
 std::uint32_t big_endian(const unsigned char* p) {
   return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
          std::uint32_t{p[3]};
+}
+
+// Fails before any data is allocated when the file cannot hold `want` data bytes after its
+// header, so that a corrupt count costs no memory: a plain file holds its size, a gzip file at
+// most 1032 times its size.
+void check_room(const GzReader& in, std::size_t want, std::size_t items, std::size_t header_bytes) {
+  const std::uint64_t most = in.max_content_bytes();
+  if (most == 0) return;  // not a regular file: read_growing bounds the memory instead
+  const std::uint64_t room = most > header_bytes ? most - header_bytes : 0;
+  if (want <= room) return;
+  if (!in.compressed()) {
+    in.fail("truncated: " + std::to_string(room) + " of " + std::to_string(want) +
+            " data bytes (" + std::to_string(items) + " items)");
+  }
+  in.fail("truncated: " + std::to_string(items) + " items need " + std::to_string(want) +
+          " data bytes, more than a gzip file of " + std::to_string(in.file_bytes()) +
+          " bytes can hold");
+}
+
+// Reads up to `want` bytes into data, which grows as they arrive (to at most twice what has
+// come), so that the file, not its header, decides how much memory it takes; a plain file's
+// size vouches for its data (check_room), and its buffer is taken whole. Returns the bytes
+// read; fewer than want only when the data ends early.
+std::size_t read_growing(GzReader& in, std::vector<std::uint8_t>& data, std::size_t want) {
+  constexpr std::size_t kFirst = std::size_t{1} << 20;
+  const std::size_t first = in.compressed() || in.file_bytes() == 0 ? kFirst : want;
+  std::size_t have = 0;
+  while (have < want) {
+    if (have == data.capacity()) data.reserve(std::min(want, std::max(first, 2 * have)));
+    const std::size_t n = data.capacity() - have;
+    data.resize(have + n);
+    const std::size_t got = in.read(data.data() + have, n);
+    have += got;
+    if (got < n) break;
+  }
+  data.resize(have);
+  return have;
 }
 
 }  // namespace
@@ -106,17 +165,8 @@ IdxArray read_idx(const std::string& path, int expected_ndims, std::size_t max_i
   const std::size_t items =
       max_items > 0 ? std::min<std::size_t>(max_items, out.dims[0]) : out.dims[0];
   const std::size_t want = items * item_bytes;
-  // Grown as the data arrives, so that a corrupt header's huge count is "truncated", not an
-  // allocation failure.
-  constexpr std::size_t kChunk = std::size_t{16} << 20;
-  std::size_t have = 0;
-  while (have < want) {
-    const std::size_t n = std::min(kChunk, want - have);
-    out.data.resize(have + n);
-    const std::size_t got_now = in.read(out.data.data() + have, n);
-    have += got_now;
-    if (got_now < n) break;
-  }
+  check_room(in, want, items, 4 + header.size());
+  const std::size_t have = read_growing(in, out.data, want);
   if (have < want) {
     in.fail("truncated: " + std::to_string(have) + " of " + std::to_string(want) + " data bytes (" +
             std::to_string(items) + " items)");

@@ -23,7 +23,8 @@ struct IdxArray {
 // Reads an IDX file whose element type is unsigned byte (0x08) and that has expected_ndims
 // dimensions. With max_items > 0 only the first max_items items are read (and what follows is
 // not checked); otherwise the whole file is read and must end exactly after the data, with an
-// intact gzip trailer (CRC) when compressed.
+// intact gzip trailer (CRC) when compressed. The data's buffer grows as bytes arrive, and a
+// header that promises more than the file can hold fails ("truncated") before any is allocated.
 IdxArray read_idx(const std::string& path, int expected_ndims, std::size_t max_items = 0);
 
 }  // namespace fmnist

@@ -19,7 +19,8 @@
 namespace {
 
 constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;  // bad command line, missing or corrupt data, unusable backend
+constexpr int kExitUsage = 2;      // bad command line, missing or corrupt data, unusable backend
+constexpr int kExitNonFinite = 3;  // the training loss became NaN or infinite
 
 struct Options {
   int epochs = 5;
@@ -44,6 +45,35 @@ int launcher_rank() {
   return 0;
 }
 
+// A check for a float option: a number for which in_range holds, else "the NAME must be a
+// number BOUNDS, not TEXT". By hand, since CLI::Range and CLI::PositiveNumber let nan through
+// (5 epochs of nan loss, exit 0) and PositiveNumber printed its bound as a 300-digit number.
+CLI::Validator float_check(const std::string& name, const std::string& bounds,
+                           bool (*in_range)(float), const std::string& type) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        char* end = nullptr;
+        const float v = std::strtof(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !in_range(v)) {
+          return "the " + name + " must be a number " + bounds + ", not " + text;
+        }
+        return "";
+      },
+      type);
+}
+
+// A check for a whole-number option: up to 19 digits (a sign is refused, as "-1" would wrap to
+// 2^64 - 1 in an unsigned option), else "the NAME must be a whole number WHAT, not TEXT".
+CLI::Validator whole_check(const std::string& name, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.size() <= 19 &&
+                            text.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? "" : "the " + name + " must be a whole number " + what + ", not " + text;
+      },
+      "UINT");
+}
+
 // Returns -1 when the run should go on, else the exit code.
 int parse(int argc, char** argv, Options& o) {
   CLI::App app{
@@ -57,22 +87,13 @@ int parse(int argc, char** argv, Options& o) {
   app.add_option("--batch", o.batch, "global batch size (over all ranks)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
-  // Checked by hand: CLI::PositiveNumber took nan (5 epochs of nan loss, exit 0) and printed its
-  // bound as a 300-digit number, and CLI::Range lets nan through too.
   app.add_option("--lr", o.lr, "learning rate, above 0 and at most 10 (default 0.1 for sgd, "
                                "0.001 for adam)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            char* end = nullptr;
-            const float v = std::strtof(text.c_str(), &end);
-            if (end == text.c_str() || *end != '\0' || !(v > 0.0f && v <= 10.0f)) {
-              return "the learning rate must be a number above 0 and at most 10, not " + text;
-            }
-            return "";
-          },
-          "(0, 10]"));
-  app.add_option("--momentum", o.momentum, "momentum of sgd")
-      ->check(CLI::Range(0.0f, 0.999f))
+      ->check(float_check("learning rate", "above 0 and at most 10",
+                          [](float v) { return v > 0.0f && v <= 10.0f; }, "(0, 10]"));
+  app.add_option("--momentum", o.momentum, "momentum of sgd, at least 0 and below 1")
+      ->check(float_check("momentum", "at least 0 and below 1",
+                          [](float v) { return v >= 0.0f && v < 1.0f; }, "[0, 1)"))
       ->capture_default_str();
   app.add_option("--optimizer", o.optimizer, "sgd (with momentum) or adam")
       ->check(CLI::IsMember({"sgd", "adam"}))
@@ -82,13 +103,7 @@ int parse(int argc, char** argv, Options& o) {
       ->check(CLI::IsMember({"cosine", "constant"}))
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the initial parameters and the shuffles")
-      ->check(CLI::Validator(  // "-1" would wrap to 2^64 - 1
-          [](std::string& text) -> std::string {
-            const bool digits = !text.empty() && text.size() <= 19 &&
-                                text.find_first_not_of("0123456789") == std::string::npos;
-            return digits ? "" : "the seed must be a whole number from 0 to 10^19 - 1, not " + text;
-          },
-          "UINT"))
+      ->check(whole_check("seed", "from 0 to 10^19 - 1"))
       ->capture_default_str();
   app.add_option("--backend", o.backend, "synk backend")
       ->check(CLI::IsMember({"auto", "mpi", "shm"}))
@@ -97,11 +112,13 @@ int parse(int argc, char** argv, Options& o) {
                  "directory of the IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])")
       ->capture_default_str();
   app.add_option("--limit", o.limit, "use only the first N training images (0: all)")
+      ->check(whole_check("limit", "of images (0 for all)"))
       ->capture_default_str();
   app.add_option("--json", o.json, "write the per-epoch records to this file (rank 0)");
   app.footer(
       "Exit status: 0 success; 1 failure while training; 2 bad command line, missing or "
-      "corrupt data, or an unavailable backend.");
+      "corrupt data, or an unavailable backend; 3 the training loss became NaN or infinite "
+      "(the run stops at the first such step, on every rank; a lower --lr may help).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -200,12 +217,18 @@ int run(const Options& o) {
         o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed));
     std::fflush(stdout);
   }
-  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    const fmnist::EpochRecord rec =
-        trainer.run_epoch(epoch, [&](std::size_t step, std::size_t steps) {
-          if (report) report->progress(epoch, step, steps);
-        });
-    if (report) report->epoch(rec);
+  try {
+    for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+      const fmnist::EpochRecord rec =
+          trainer.run_epoch(epoch, [&](std::size_t step, std::size_t steps) {
+            if (report) report->progress(epoch, step, steps);
+          });
+      if (report) report->epoch(rec);
+    }
+  } catch (const fmnist::NonFiniteLoss& e) {  // thrown on every rank alike
+    if (report) report->clear_progress();
+    if (root) std::fprintf(stderr, "train_fmnist: %s; stopped: try a lower --lr\n", e.what());
+    return kExitNonFinite;
   }
   return 0;
 }

@@ -71,9 +71,16 @@ void Report::progress(int epoch, std::size_t step, std::size_t steps) {
   std::fflush(stdout);
 }
 
-void Report::epoch(const EpochRecord& rec) {
-  if (bar_) std::printf("\r\033[K");  // erase the bar
+void Report::clear_progress() {
+  if (bar_ && last_width_ >= 0) {
+    std::printf("\r\033[K");
+    std::fflush(stdout);
+  }
   last_width_ = -1;
+}
+
+void Report::epoch(const EpochRecord& rec) {
+  clear_progress();
   std::printf("epoch %3d  train_loss %.4f  train_acc %.4f  test_acc %.4f  %7.2f s  %8.0f img/s\n",
               rec.epoch, rec.train_loss, rec.train_accuracy, rec.test_accuracy, rec.seconds,
               rec.images_per_s);

@@ -22,6 +22,8 @@ class Report {
   Report(std::string json_path, bool progress_bar);
 
   void progress(int epoch, std::size_t step, std::size_t steps);
+  // Erases the progress bar, if one is drawn (before an epoch's line or an error).
+  void clear_progress();
   void epoch(const EpochRecord& rec);
   const std::vector<EpochRecord>& records() const { return records_; }
 

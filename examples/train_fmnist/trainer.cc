@@ -4,11 +4,29 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <random>
 #include <span>
 
 namespace fmnist {
+
+namespace {
+
+std::string non_finite_text(int epoch, std::size_t step, std::size_t steps, double loss,
+                            float lr) {
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "the training loss is %g at epoch %d, step %zu of %zu (learning rate %g)",
+                std::isnan(loss) ? std::fabs(loss) : loss,  // "nan", not "-nan"
+                epoch, step, steps, static_cast<double>(lr));
+  return text;
+}
+
+}  // namespace
+
+NonFiniteLoss::NonFiniteLoss(int epoch, std::size_t step, std::size_t steps, double loss, float lr)
+    : std::runtime_error(non_finite_text(epoch, step, steps, loss, lr)) {}
 
 Trainer::Trainer(synk::Communicator& comm, DatasetView train,
                  const synk::Data<std::uint8_t>& test_pixels,
@@ -34,7 +52,7 @@ Trainer::Trainer(synk::Communicator& comm, DatasetView train,
       optimizer_(
           make_optimizer(config_.optimizer, model_.num_params(), config_.lr, config_.momentum)),
       order_(train.count),
-      grad_(comm, "grad", std::vector<float>(model_.num_params())) {
+      grad_(comm, "grad", std::vector<float>(model_.num_params() + 2)) {
   if (comm_.rank() == 0) model_.init(config_.seed);
   comm_.broadcast(model_.params(), 0);
   std::iota(order_.begin(), order_.end(), 0u);
@@ -70,14 +88,25 @@ EpochRecord Trainer::run_epoch(int epoch,
                 std::span<const std::uint32_t>(order_).subspan(begin + mine.lo, mine.hi - mine.lo),
                 x_, y_);
     if (config_.schedule == "cosine") optimizer_->set_lr(scheduled_lr(epoch, step));
-    const BatchStats s = model_.loss_and_gradient(x_, y_, grad_.value());
+    std::vector<float>& buf = grad_.value();
+    const std::size_t n = model_.num_params();
+    const BatchStats s = model_.loss_and_gradient(x_, y_, std::span<float>(buf).first(n));
     local.loss_sum += s.loss_sum;
     local.correct += s.correct;
     local.count += s.count;
+    // The ranks decide on the sum of 0s and 1s, exact in any order: a sum of losses could
+    // overflow on one rank's order of addition and not on another's.
+    buf[n] = static_cast<float>(s.loss_sum);
+    buf[n + 1] = std::isfinite(buf[n]) ? 0.0f : 1.0f;
 
     grad_.all_reduce(synk::ReduceOp::sum);  // the one collective of the step
+    if (buf[n + 1] > 0) {
+      throw NonFiniteLoss(epoch, step + 1, steps, buf[n] / static_cast<double>(global),
+                          optimizer_->lr());
+    }
     // The global-batch mean, whatever the number of ranks; the same update on every rank.
-    optimizer_->step(model_.params(), grad_.value(), 1.0f / static_cast<float>(global));
+    optimizer_->step(model_.params(), std::span<const float>(buf).first(n),
+                     1.0f / static_cast<float>(global));
     if (progress) progress(step + 1, steps);
   }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ struct EpochRecord {
   double images_per_s = 0;  // training images of the epoch / seconds
 };
 
+// Thrown by run_epoch, on every rank alike, at the first step whose loss is NaN or infinite on
+// some rank: training does not recover from it, and no rank may go on alone into a collective.
+class NonFiniteLoss : public std::runtime_error {
+ public:
+  // step counts from 1; loss is the global batch's mean; lr the step's learning rate.
+  NonFiniteLoss(int epoch, std::size_t step, std::size_t steps, double loss, float lr);
+};
+
 class Trainer {
  public:
   // Rank 0 initializes the parameters from seed and broadcasts them (once). The test set is
@@ -48,7 +57,7 @@ class Trainer {
 
   std::size_t steps_per_epoch() const;
   // Runs one epoch (epochs count from 1) and the test evaluation after it. progress(step,
-  // steps) is called after every step.
+  // steps) is called after every step. Throws NonFiniteLoss (see there).
   EpochRecord run_epoch(int epoch, const std::function<void(std::size_t, std::size_t)>& progress);
   // Accuracy over the whole test set: a synk::Function, each rank evaluating its share of the
   // rows in slices of about 1024, the (correct, count) sums collected once.
@@ -67,7 +76,9 @@ class Trainer {
   Mlp<float> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::uint32_t> order_;
-  synk::Shared<float> grad_;  // the flat gradient, one Shared buffer on every rank
+  // The flat gradient, one Shared buffer on every rank, and after it two floats that ride the
+  // same all_reduce: the step's loss sum and the count of ranks whose loss is not finite.
+  synk::Shared<float> grad_;
   RowMatrix<float> x_;
   std::vector<std::uint8_t> y_;
 };

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # train_fmnist's command line and data errors, on one rank (no launcher): --help is exit 0;
-# a bad argument, a missing file and a corrupt file are one-line errors with exit 2.
+# a bad argument, a missing file and a corrupt file are one-line errors with exit 2; a loss that
+# is not finite is one with exit 3.
 # Usage: cli.sh TRAIN_FMNIST
 set -euo pipefail
 train=$1
@@ -37,6 +38,15 @@ for lr in nan -1 0 11 abc; do
   expect 2 "the learning rate must be a number above 0 and at most 10, not $lr" --lr "$lr"
 done
 expect 2 "the seed must be a whole number" --seed -1
+# nan passed CLI11's Range (an epoch of nan loss, exit 0); -1 wrapped to 2^64 - 1 (all images)
+for m in nan inf -0.1 1 abc; do
+  expect 2 "the momentum must be a number at least 0 and below 1, not $m" --momentum "$m"
+done
+for limit in -1 nan 1.5 1e3; do
+  expect 2 "the limit must be a whole number of images (0 for all), not $limit" --limit "$limit"
+done
+expect 2 "epochs: Value nan not in range 1 to 100000" --epochs nan
+expect 2 "batch: Value -1 not in range 1 to 1048576" --batch -1
 expect 2 "$work/none/train-images-idx3-ubyte.gz: cannot open" --data "$work/none"
 
 # A data directory whose training images are cut short.
@@ -51,6 +61,10 @@ if [ -d "$src" ]; then
   cp "$src/train-images-idx3-ubyte.gz" "$work/bad/"
   expect 2 "$work/bad/t10k-labels-idx1-ubyte.gz: IDX element type 0x00000901" \
     --data "$work/bad" --limit 10
+  # The bounds themselves are taken; a loss that is not finite stops the run (exit 3).
+  expect 0 "" --limit 256 --epochs 1 --momentum 0 --lr 10 --schedule constant
+  expect 3 "the training loss is \(nan\|inf\) at epoch 1, step [0-9]* of 256" \
+    --limit 1024 --batch 4 --lr 10 --schedule constant --seed 7 --epochs 1
   # A --json file that cannot be written.
   expect 2 "cannot write --json file" --limit 256 --epochs 1 --json "$work/no/such/dir.json"
 fi
