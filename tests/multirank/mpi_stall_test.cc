@@ -4,6 +4,10 @@
 //                   SYNK_CHECK_CALLS), and it goes on to sleep; the others wait in MPI_Allreduce.
 //   progress BACKEND: no rank stalls, but one all_reduce (run with SYNK_MPI_MAX_CHUNK=1: one MPI
 //                   call per element) takes longer than SYNK_TIMEOUT and its grace in all.
+//   compare BACKEND RANKS: the calls are compared first (SYNK_CHECK_CALLS=1, or hier): after one
+//                   call on every rank, RANKS (say "1,3") sleep while the others all_reduce;
+//                   each of those prints its Timeout, which must name exactly those ranks
+//                   (check_compare_stall.sh), and the job ends by MPI_Abort.
 // The waiting ranks must end the job within SYNK_TIMEOUT and a grace, naming their call; a call
 // that keeps making progress must not be cut short.
 #include <mpi.h>
@@ -11,22 +15,58 @@
 
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "synk/synk.h"
 
+namespace {
+
+// Whether `rank` is in the comma-separated list `ranks`.
+bool listed(const std::string& ranks, int rank) {
+  std::istringstream in(ranks);
+  for (std::string r; std::getline(in, r, ',');) {
+    if (r == std::to_string(rank)) return true;
+  }
+  return false;
+}
+
+// compare: a first call on every rank (so the ranks learn each other's nodes), then the listed
+// ranks stay away from the second.
+void compare_mode(synk::Communicator& comm, const std::string& stuck) {
+  float x = 1.0f;
+  comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+  if (comm.rank() == 0) std::fprintf(stderr, "backend %s\n", comm.backend().c_str());
+  if (listed(stuck, comm.rank())) {
+    std::fprintf(stderr, "rank %d pid %d sleeps\n", comm.rank(), static_cast<int>(getpid()));
+    sleep(120);
+  }
+  try {
+    comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+  } catch (const synk::Error& e) {
+    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
+    sleep(1);  // every waiting rank reports before the first abort ends the job
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: mpi_stall_test stall|reject BACKEND\n");
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (argc != (mode == "compare" ? 4 : 3)) {
+    std::fprintf(stderr, "usage: mpi_stall_test stall|reject|progress BACKEND\n"
+                         "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
   }
-  const std::string mode = argv[1];
   synk::Communicator comm(MPI_COMM_WORLD, synk::CommOptions{argv[2]});
   const bool odd = comm.rank() == comm.size() - 1;
   float x = 1.0f;
-  if (mode == "stall") {
+  if (mode == "compare") {
+    compare_mode(comm, argv[3]);
+  } else if (mode == "stall") {
     if (odd) {
       sleep(120);
     } else {

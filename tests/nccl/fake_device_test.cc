@@ -81,8 +81,8 @@ TEST(NcclFakeDevice, InitFailureIsAnErrorOnEveryRank) {
   const int r = world_rank(), n = world_size();
   EXPECT_EQ(e->code(), synk::ErrorCode::Backend) << message(e);
   EXPECT_THAT(message(e), HasSubstr("SYNK_BACKEND=nccl: rank " + std::to_string(r) +
-                                    ": ncclCommInitRankConfig(&comm, " + std::to_string(n) +
-                                    ", id, " + std::to_string(r) + ", &config) failed: "));
+                                    ": ncclCommInitRankConfig (rank " + std::to_string(r) +
+                                    " of " + std::to_string(n) + ") failed: "));
 }
 
 }  // namespace

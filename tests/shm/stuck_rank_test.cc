@@ -53,10 +53,11 @@ int main() {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string msg = e.what();
-    // Across (simulated) nodes the calls are compared first, in an exchange that cannot tell
-    // which rank is missing.
-    const bool named = (msg.find("rank " + std::to_string(kStuck)) != std::string::npos ||
-                        (comm.backend() == "hier" && msg.find("some rank has not") != std::string::npos)) &&
+    // Across (simulated) nodes the calls are compared first; that comparison names the ranks
+    // that have not reached it, with their node.
+    const std::string stuck = "rank " + std::to_string(kStuck);
+    const bool named = msg.find(comm.backend() == "hier" ? "for " + stuck + " (node 0)" : stuck) !=
+                           std::string::npos &&
                        msg.find("SYNK_TIMEOUT") != std::string::npos;
     if (e.code() != synk::ErrorCode::Timeout || !named) {
       return say("stuck_rank: rank " + std::to_string(me) + " FAILED: expected a Timeout naming " +

@@ -100,5 +100,62 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_SHM_SEGMENTS", "anonymous");
 }
 
+// One rule for every variable: spaces and tabs around a value are ignored (a value pasted with a
+// stray space is still meant), anything else malformed is refused naming the value as given.
+// Before, integers took ' 1' (strtoll skips it) but refused '1 ', and SYNK_TIMEOUT='5 ' and
+// SYNK_BACKEND=' mpi' were errors.
+TEST(Env, SurroundingSpacesAndTabsAreTrimmedForEveryVariable) {
+  const Settings s = parse({{"SYNK_BACKEND", " mpi"},
+                            {"SYNK_LOG", "debug "},
+                            {"SYNK_TIMEOUT", "5 "},
+                            {"SYNK_SIMULATE_NODES", "\t2\t"},
+                            {"SYNK_CHECK_CALLS", " 1"},
+                            {"SYNK_MPI_MAX_CHUNK", " 1000 "},
+                            {"SYNK_SHM_SLOT_BYTES", "\t8192"},
+                            {"SYNK_SHM_CMA_BYTES", "0 "},
+                            {"SYNK_SHM_SPIN_US", " \t10 \t"},
+                            {"SYNK_SHM_STREAM", " never"},
+                            {"SYNK_SHM_SEGMENTS", "named\t"},
+                            {"SYNK_CONTEXTS", " a->cuda0 "},
+                            {"SYNK_GPU", " 2,3 "},
+                            {"SYNK_LOCAL_RANK", "\t3 "}});
+  EXPECT_EQ(s.backend, "mpi");
+  EXPECT_EQ(s.log_level, LogLevel::debug);
+  EXPECT_DOUBLE_EQ(s.timeout_s, 5.0);
+  EXPECT_EQ(s.simulate_nodes, 2);
+  EXPECT_TRUE(s.check_calls);
+  EXPECT_EQ(s.mpi_max_chunk, 1000u);
+  EXPECT_EQ(s.shm_slot_bytes, 8192u);
+  EXPECT_EQ(s.shm_cma_bytes, 0);
+  EXPECT_EQ(s.shm_spin_us, 10);
+  EXPECT_EQ(s.shm_stream, "never");
+  EXPECT_EQ(s.shm_segments, "named");
+  EXPECT_EQ(s.contexts, "a->cuda0");
+  EXPECT_EQ(s.gpu, "2,3");
+  EXPECT_EQ(s.launcher_local_rank, 3);
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_LOCAL_RANK", " 4\t"}}).launcher_local_rank, 4);
+  // Only blanks: unset, as an empty value is.
+  const Settings blank = parse({{"SYNK_TIMEOUT", " \t "}, {"SYNK_BACKEND", " "}});
+  EXPECT_DOUBLE_EQ(blank.timeout_s, 300.0);
+  EXPECT_EQ(blank.backend, "auto");
+  // Malformed once trimmed, or white space other than spaces and tabs (which strtoll and strtod
+  // would have skipped): refused, naming the value as it was given.
+  expect_rejected("SYNK_TIMEOUT", " 5 s ");
+  expect_rejected("SYNK_TIMEOUT", "\n5");
+  expect_rejected("SYNK_CHECK_CALLS", "1 1");
+  expect_rejected("SYNK_CHECK_CALLS", "\n1");
+  expect_rejected("SYNK_SIMULATE_NODES", "\t2x\t");
+  expect_rejected("SYNK_BACKEND", " m pi ");
+  expect_rejected("SYNK_SHM_STREAM", "never\n");
+  try {
+    parse({{"SYNK_TIMEOUT", " 5 s "}});
+    ADD_FAILURE() << "SYNK_TIMEOUT=' 5 s ' was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "synk InvalidArgument: SYNK_TIMEOUT=' 5 s ' is not valid: expected a positive number "
+              "of seconds, at most 1e9");
+  }
+}
+
 }  // namespace
 }  // namespace synk::detail

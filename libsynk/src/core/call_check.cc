@@ -1,6 +1,7 @@
 // See call_check.h.
 #include "core/call_check.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "core/backoff.h"
 #include "core/env.h"
+#include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
 #include "core/poll_request.h"
@@ -21,70 +23,205 @@ namespace synk::detail {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// Notices of arrival travel point to point on the communicator (the mpi backend's gatherv uses
+// tag 0x5e7 there, with named sources).
+constexpr int kArrivalTag = 0x5e8;
+
 struct CallRecord {
-  std::int64_t coll;
-  std::int64_t dtype;
-  std::int64_t op;
-  std::int64_t root;
+  std::int32_t coll;
+  std::int32_t dtype;
+  std::int32_t op;
+  std::int32_t root;
+  std::int32_t error_code;  // -1: this rank's arguments passed local validation
+  std::int32_t node;        // this rank's (possibly simulated) node, for Timeout messages
   std::uint64_t count;
-  std::int64_t error_code;  // -1: this rank's arguments passed local validation
-  char message[208];
+  std::uint64_t notices;    // notices of arrival this rank had sent each other rank before
+  char message[216];
 };
+// 256 bytes: 272 made each call 0.5 us slower on 2 ranks here (Open MPI 4.1, shared memory).
+static_assert(sizeof(CallRecord) == 256, "one small record per rank, without padding");
 
 std::string describe(const CallRecord& r) {
   return describe_call(static_cast<Collective>(r.coll), r.count, static_cast<DataType>(r.dtype),
                        static_cast<ReduceOp>(r.op), static_cast<int>(r.root));
 }
 
-}  // namespace
+// The all-gather of the records cannot tell a waiting rank which ranks are missing. So a rank
+// that has waited a while (slow_after) tells every other rank that it waits in comparison k; at
+// the deadline the ranks it has heard nothing from are the ones that never came. A comparison
+// that ends quickly sends nothing, and receives only what the records say was sent to it.
+struct Arrivals {
+  struct Batch {
+    std::unique_ptr<std::uint64_t> seq;  // the payload, alive until every send is done
+    std::vector<MPI_Request> sends;
+  };
+  std::uint64_t seq = 0;               // comparisons this rank has entered on the communicator
+  std::uint64_t sent = 0;              // notices this rank has sent each other rank
+  std::uint64_t received = 0;          // notices it has received, from all ranks
+  std::vector<std::uint64_t> reached;  // per rank: the latest comparison it said it waits in
+  std::vector<int> node;               // per rank, once a comparison completed (empty before)
+  std::vector<Batch> sending;          // notices whose sends are not known to be done
+};
 
-void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
-  CallRecord mine{};
-  mine.coll = static_cast<std::int64_t>(a.coll);
-  mine.dtype = static_cast<std::int64_t>(a.dtype);
-  mine.op = static_cast<std::int64_t>(a.op);
-  mine.root = a.root;
-  mine.count = a.count;
-  mine.error_code = -1;
-  std::optional<Error> local_error;
-  try {
-    validate(a, ctx);
-  } catch (const Error& e) {
-    local_error = e;
-    mine.error_code = static_cast<std::int64_t>(e.code());
-    std::strncpy(mine.message, e.what(), sizeof mine.message - 1);
+// Drops the batches whose sends are done; with `give_up`, frees the others' requests too and
+// leaves their payload to MPI, which may still read it.
+void reap(Arrivals& st, bool give_up) {
+  std::erase_if(st.sending, [&](Arrivals::Batch& b) {
+    int done = 0;
+    if (MPI_Testall(static_cast<int>(b.sends.size()), b.sends.data(), &done,
+                    MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+      done = 0;
+    }
+    if (done || !give_up) return done != 0;
+    for (MPI_Request& r : b.sends) {
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    }
+    (void)b.seq.release();
+    return true;
+  });
+}
+
+// The attribute's delete callback: the communicator is being freed.
+int delete_arrivals(MPI_Comm, int, void* attr, void*) {
+  auto* st = static_cast<Arrivals*>(attr);
+  reap(*st, true);
+  delete st;
+  return MPI_SUCCESS;
+}
+
+// This rank's Arrivals on ctx.comm, kept as an MPI attribute so that it lives and dies with the
+// communicator (a copy of it, MPI_Comm_dup, starts with none).
+Arrivals& arrivals_of(const CommContext& ctx) {
+  static const int keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    SYNK_CHECK_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_arrivals, &k, nullptr));
+    return k;
+  }();
+  void* attr = nullptr;
+  int found = 0;
+  SYNK_CHECK_MPI(MPI_Comm_get_attr(ctx.comm, keyval, &attr, &found));
+  if (found) return *static_cast<Arrivals*>(attr);
+  auto st = std::make_unique<Arrivals>();
+  st->reached.assign(static_cast<std::size_t>(ctx.size), 0);
+  SYNK_CHECK_MPI(MPI_Comm_set_attr(ctx.comm, keyval, st.get()));
+  return *st.release();
+}
+
+// Tells every other rank that this one waits in comparison st.seq.
+void announce(Arrivals& st, const CommContext& ctx) {
+  reap(st, false);
+  Arrivals::Batch b{std::make_unique<std::uint64_t>(st.seq), {}};
+  b.sends.reserve(static_cast<std::size_t>(ctx.size));
+  for (int r = 0; r < ctx.size; ++r) {
+    if (r == ctx.rank) continue;
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int rc = MPI_Isend(b.seq.get(), 1, MPI_UINT64_T, r, kArrivalTag, ctx.comm, &req);
+    if (rc != MPI_SUCCESS) {
+      st.sending.push_back(std::move(b));  // the sends already started keep their payload
+      throw_mpi_error(rc, "MPI_Isend of the call comparison's notice of arrival");
+    }
+    b.sends.push_back(req);
   }
+  st.sending.push_back(std::move(b));
+  ++st.sent;
+  SYNK_LOG_AT(debug, "call comparison " << st.seq << ": still waiting; told the other ranks that "
+                                        "this one has arrived");
+}
 
-  // Polled rather than blocking: a rank that never arrives (stopped, or busy in a loop of its
-  // own) is a Timeout after SYNK_TIMEOUT, as in the shm backend's waits, not a hang. (With the
-  // hier backend this exchange comes first in every call, so it is where such a rank is met.)
-  auto sent = std::make_unique<CallRecord>(mine);
-  auto all = std::make_unique<std::vector<CallRecord>>(static_cast<std::size_t>(ctx.size));
-  MPI_Request req = MPI_REQUEST_NULL;
-  SYNK_CHECK_MPI(MPI_Iallgather(sent.get(), sizeof mine, MPI_BYTE, all->data(), sizeof mine,
-                                MPI_BYTE, ctx.comm, &req));
+// Takes in every notice of arrival that has come, from any comparison.
+void take_notices(Arrivals& st, const CommContext& ctx) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status status;
+    int rc = MPI_Iprobe(MPI_ANY_SOURCE, kArrivalTag, ctx.comm, &flag, &status);
+    if (rc != MPI_SUCCESS) throw_mpi_error(rc, "MPI_Iprobe for the call comparison's notices");
+    if (!flag) return;
+    std::uint64_t k = 0;
+    rc = MPI_Recv(&k, 1, MPI_UINT64_T, status.MPI_SOURCE, kArrivalTag, ctx.comm,
+                  MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) throw_mpi_error(rc, "MPI_Recv of a call comparison's notice");
+    std::uint64_t& seen = st.reached[static_cast<std::size_t>(status.MPI_SOURCE)];
+    seen = std::max(seen, k);
+    ++st.received;
+  }
+}
+
+// "3 (node 1)", or "3" before any comparison has told this rank the nodes.
+std::string with_node(const Arrivals& st, int r) {
+  std::string s = std::to_string(r);
+  if (!st.node.empty()) s += " (node " + std::to_string(st.node[static_cast<std::size_t>(r)]) + ")";
+  return s;
+}
+
+// The Timeout of a comparison that has not completed, naming the ranks that never said they
+// reached it (at most 8 of them, then how many more).
+Error missing_ranks_error(const Arrivals& st, const CommContext& ctx, const CallRecord& mine) {
+  std::vector<int> missing;
+  for (int r = 0; r < ctx.size; ++r) {
+    if (r != ctx.rank && st.reached[static_cast<std::size_t>(r)] < st.seq) missing.push_back(r);
+  }
+  std::string text = describe(mine) + ": rank " + std::to_string(ctx.rank) + " waited " +
+                     seconds_text(settings().timeout_s) + " (SYNK_TIMEOUT) for ";
+  if (missing.empty()) {
+    return Error(ErrorCode::Timeout,
+                 text + "every rank to reach this call (the calls are compared first): each has "
+                        "said it did, but the comparison has not completed");
+  }
+  const std::size_t shown = std::min<std::size_t>(missing.size(), 8);
+  text += missing.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < shown; ++i) {
+    if (i > 0) text += i + 1 == shown && shown == missing.size() ? " and " : ", ";
+    text += with_node(st, missing[i]);
+  }
+  if (shown < missing.size()) text += " and " + std::to_string(missing.size() - shown) + " more";
+  text += missing.size() == 1 ? ", which has" : ", which have";
+  return Error(ErrorCode::Timeout, text + " not reached this call (the calls are compared first)");
+}
+
+// Waits for the all-gather `req` of the records. Polled rather than blocking: a rank that never
+// arrives (stopped, or busy in a loop of its own) is a Timeout after SYNK_TIMEOUT, as in the shm
+// backend's waits, not a hang. (With the hier backend this exchange comes first in every call,
+// so it is where such a rank is met.)
+void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
+                      const CallRecord& mine, std::unique_ptr<CallRecord>& sent,
+                      std::unique_ptr<std::vector<CallRecord>>& all) {
+  const double timeout_s = settings().timeout_s;
+  const auto start = Clock::now();
+  const auto limit = start + wait_duration(timeout_s);
+  // Long enough that ordinary waits for a slower rank send nothing. A rank that arrived just
+  // before the deadline announces itself at most slow_after later: the grace waits for that.
+  const Clock::duration slow_after =
+      std::clamp<Clock::duration>(wait_duration(timeout_s / 100), std::chrono::milliseconds(10),
+                                  std::chrono::seconds(1));
+  const auto give_up = limit + slow_after + std::chrono::milliseconds(100);
+  bool announced = false;
   // Spin briefly, then yield for up to 10 ms (a rank on another core or node a little behind).
-  const auto limit = std::chrono::steady_clock::now() + wait_duration(settings().timeout_s);
   poll_request(
-      req, "MPI_Test(the call comparison's MPI_Iallgather)", std::chrono::microseconds(200),
+      req, "MPI_Test of the call comparison's MPI_Iallgather", std::chrono::microseconds(200),
       std::chrono::milliseconds(10),
       [&] {
-        if (std::chrono::steady_clock::now() < limit) return;
+        const auto now = Clock::now();
+        if (!announced && now >= start + slow_after) {
+          announce(st, ctx);
+          announced = true;
+        }
+        if (announced) take_notices(st, ctx);
+        if (now < give_up) return;
         note_peer_lost();
-        throw Error(ErrorCode::Timeout,
-                    std::string(to_string(a.coll)) + ": waited " +
-                        seconds_text(settings().timeout_s) +
-                        " (SYNK_TIMEOUT) for every rank to reach this call (the calls are "
-                        "compared first); some rank has not");
+        throw missing_ranks_error(st, ctx, mine);
       },
       [&] {
         // The exchange is still pending: MPI may write to these later, so they are never freed.
         (void)sent.release();
         (void)all.release();
       });
+}
 
-  if (local_error) throw *local_error;
-  const std::vector<CallRecord>& records = *all;
+// The records' verdict: a rank that rejected its arguments, or calls that differ.
+void compare_records(const CollArgs& a, const CommContext& ctx,
+                     const std::vector<CallRecord>& records) {
   for (int r = 0; r < ctx.size; ++r) {
     if (records[static_cast<std::size_t>(r)].error_code >= 0) {
       throw Error(ErrorCode::Remote, std::string(to_string(a.coll)) + ": rank " +
@@ -92,7 +229,6 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
                                          records[static_cast<std::size_t>(r)].message);
     }
   }
-
   const CallRecord& first = records[0];
   for (int r = 1; r < ctx.size; ++r) {
     const CallRecord& other = records[static_cast<std::size_t>(r)];
@@ -108,22 +244,68 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
                                                " called " + describe(other));
     }
   }
+}
 
-  if (a.coll == Collective::gatherv) {
-    // Only the root knows recv_counts: share them so every rank can compare its send count.
-    std::vector<std::uint64_t> counts(static_cast<std::size_t>(ctx.size));
-    if (ctx.rank == a.root) counts.assign(a.recv_counts.begin(), a.recv_counts.end());
-    SYNK_CHECK_MPI(MPI_Bcast(counts.data(), ctx.size, MPI_UINT64_T, a.root, ctx.comm));
-    for (int r = 0; r < ctx.size; ++r) {
-      if (counts[static_cast<std::size_t>(r)] != records[static_cast<std::size_t>(r)].count) {
-        throw Error(ErrorCode::InvalidUsage,
-                    "gatherv: rank " + std::to_string(r) + " sends " +
-                        std::to_string(records[static_cast<std::size_t>(r)].count) +
-                        " elements but the root's recv_counts[" + std::to_string(r) + "] is " +
-                        std::to_string(counts[static_cast<std::size_t>(r)]));
-      }
+// Only the root knows recv_counts: share them so every rank can compare its send count.
+void compare_gatherv_counts(const CollArgs& a, const CommContext& ctx,
+                            const std::vector<CallRecord>& records) {
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(ctx.size));
+  if (ctx.rank == a.root) counts.assign(a.recv_counts.begin(), a.recv_counts.end());
+  SYNK_CHECK_MPI(MPI_Bcast(counts.data(), ctx.size, MPI_UINT64_T, a.root, ctx.comm));
+  for (int r = 0; r < ctx.size; ++r) {
+    if (counts[static_cast<std::size_t>(r)] != records[static_cast<std::size_t>(r)].count) {
+      throw Error(ErrorCode::InvalidUsage,
+                  "gatherv: rank " + std::to_string(r) + " sends " +
+                      std::to_string(records[static_cast<std::size_t>(r)].count) +
+                      " elements but the root's recv_counts[" + std::to_string(r) + "] is " +
+                      std::to_string(counts[static_cast<std::size_t>(r)]));
     }
   }
+}
+
+}  // namespace
+
+void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
+  CallRecord mine{};
+  mine.coll = static_cast<std::int32_t>(a.coll);
+  mine.dtype = static_cast<std::int32_t>(a.dtype);
+  mine.op = static_cast<std::int32_t>(a.op);
+  mine.root = a.root;
+  mine.count = a.count;
+  mine.error_code = -1;
+  mine.node = ctx.node;
+  std::optional<Error> local_error;
+  try {
+    validate(a, ctx);
+  } catch (const Error& e) {
+    local_error = e;
+    mine.error_code = static_cast<std::int32_t>(e.code());
+    std::strncpy(mine.message, e.what(), sizeof mine.message - 1);
+  }
+
+  Arrivals& st = arrivals_of(ctx);
+  ++st.seq;
+  mine.notices = st.sent;
+  auto sent = std::make_unique<CallRecord>(mine);
+  auto all = std::make_unique<std::vector<CallRecord>>(static_cast<std::size_t>(ctx.size));
+  MPI_Request req = MPI_REQUEST_NULL;
+  SYNK_CHECK_MPI(MPI_Iallgather(sent.get(), sizeof mine, MPI_BYTE, all->data(), sizeof mine,
+                                MPI_BYTE, ctx.comm, &req));
+  wait_for_records(req, st, ctx, mine, sent, all);
+  // The notices the others say they sent this rank are taken in (those still on their way, at a
+  // later comparison), so none piles up in MPI's queue; when none was sent, nothing is asked.
+  std::uint64_t owed = 0;
+  for (const CallRecord& r : *all) owed += r.notices;
+  if (owed - mine.notices > st.received) take_notices(st, ctx);
+  if (!st.sending.empty()) reap(st, false);
+  if (st.node.empty()) {
+    st.node.resize(static_cast<std::size_t>(ctx.size));
+    for (std::size_t r = 0; r < st.node.size(); ++r) st.node[r] = (*all)[r].node;
+  }
+
+  if (local_error) throw *local_error;
+  compare_records(a, ctx, *all);
+  if (a.coll == Collective::gatherv) compare_gatherv_counts(a, ctx, *all);
 }
 
 }  // namespace synk::detail

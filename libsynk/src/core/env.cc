@@ -1,9 +1,12 @@
 // Parsing of the SYNK_* environment variables (see env.h).
 #include "core/env.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
+#include <optional>
 #include <string_view>
 
 #include "core/contexts.h"
@@ -13,94 +16,119 @@ namespace synk::detail {
 
 namespace {
 
-[[noreturn]] void bad(const char* var, const char* value, const std::string& expected) {
+// One variable as set: its name, its value as given (for errors) and that value without the
+// spaces and tabs around it, since a value pasted with a stray space is still meant.
+struct Value {
+  const char* var;
+  std::string given;
+  std::string text;  // trimmed; never empty
+};
+
+[[noreturn]] void bad(const Value& v, const std::string& expected) {
   throw Error(ErrorCode::InvalidArgument,
-              std::string(var) + "='" + value + "' is not valid: expected " + expected);
+              std::string(v.var) + "='" + v.given + "' is not valid: expected " + expected);
 }
 
-long long parse_integer(const char* var, const char* value, long long min, long long max) {
+// The one rule for every variable: surrounding spaces and tabs are trimmed, and a variable that
+// is unset, empty or blank takes its default (nullopt).
+std::optional<Value> read(const std::function<const char*(const char*)>& get, const char* var) {
+  const char* raw = get(var);
+  if (raw == nullptr) return std::nullopt;
+  const std::string_view given(raw);
+  const std::size_t first = given.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return std::nullopt;
+  const std::size_t last = given.find_last_not_of(" \t");
+  return Value{var, std::string(given), std::string(given.substr(first, last - first + 1))};
+}
+
+// strtoll and strtod skip any leading white space (newlines too) themselves: refuse what the
+// trim left, so that nothing but spaces and tabs is forgiven.
+bool starts_blank(const Value& v) {
+  return std::isspace(static_cast<unsigned char>(v.text[0])) != 0;
+}
+
+long long parse_integer(const Value& v, long long min, long long max) {
   errno = 0;
   char* end = nullptr;
-  const long long v = std::strtoll(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0' || v < min || v > max) {
-    bad(var, value, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  const long long n = std::strtoll(v.text.c_str(), &end, 10);
+  if (starts_blank(v) || errno != 0 || end == v.text.c_str() || *end != '\0' || n < min ||
+      n > max) {
+    bad(v, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
   }
-  return v;
+  return n;
+}
+
+double parse_seconds(const Value& v) {
+  errno = 0;
+  char* end = nullptr;
+  const double t = std::strtod(v.text.c_str(), &end);
+  // Past about 9.2e9 s the nanoseconds of a deadline overflow, and it passed at once.
+  if (starts_blank(v) || errno != 0 || end == v.text.c_str() || *end != '\0' ||
+      !std::isfinite(t) || t <= 0 || t > 1e9) {
+    bad(v, "a positive number of seconds, at most 1e9");
+  }
+  return t;
+}
+
+// The value when it is one of `names`, else an error that says `expected`.
+std::string one_of(const Value& v, std::initializer_list<std::string_view> names,
+                   const char* expected) {
+  for (std::string_view n : names) {
+    if (v.text == n) return v.text;
+  }
+  bad(v, expected);
 }
 
 }  // namespace
 
 Settings parse_settings(const std::function<const char*(const char*)>& get) {
   Settings s;
-  if (const char* v = get("SYNK_BACKEND"); v && *v) {
-    const std::string_view b(v);
-    if (b != "auto" && b != "mpi" && b != "shm" && b != "nccl") bad("SYNK_BACKEND", v, "auto, mpi, shm or nccl");
-    s.backend = b;
+  const auto var = [&](const char* name) { return read(get, name); };
+  if (const auto v = var("SYNK_BACKEND")) {
+    s.backend = one_of(*v, {"auto", "mpi", "shm", "nccl"}, "auto, mpi, shm or nccl");
   }
-  if (const char* v = get("SYNK_LOG"); v && *v) {
-    const std::string_view l(v);
-    if (l == "error") s.log_level = LogLevel::error;
-    else if (l == "warn") s.log_level = LogLevel::warn;
-    else if (l == "info") s.log_level = LogLevel::info;
-    else if (l == "debug") s.log_level = LogLevel::debug;
-    else bad("SYNK_LOG", v, "error, warn, info or debug");
+  if (const auto v = var("SYNK_LOG")) {
+    const std::string l =
+        one_of(*v, {"error", "warn", "info", "debug"}, "error, warn, info or debug");
+    s.log_level = l == "error" ? LogLevel::error
+                  : l == "warn" ? LogLevel::warn
+                  : l == "info" ? LogLevel::info
+                                : LogLevel::debug;
   }
-  if (const char* v = get("SYNK_TIMEOUT"); v && *v) {
-    errno = 0;
-    char* end = nullptr;
-    const double t = std::strtod(v, &end);
-    // Past about 9.2e9 s the nanoseconds of a deadline overflow, and it passed at once.
-    if (errno != 0 || end == v || *end != '\0' || !std::isfinite(t) || t <= 0 || t > 1e9) {
-      bad("SYNK_TIMEOUT", v, "a positive number of seconds, at most 1e9");
-    }
-    s.timeout_s = t;
+  if (const auto v = var("SYNK_TIMEOUT")) s.timeout_s = parse_seconds(*v);
+  if (const auto v = var("SYNK_SIMULATE_NODES")) {
+    s.simulate_nodes = static_cast<int>(parse_integer(*v, 1, 1 << 20));
   }
-  if (const char* v = get("SYNK_SIMULATE_NODES"); v && *v) {
-    s.simulate_nodes = static_cast<int>(parse_integer("SYNK_SIMULATE_NODES", v, 1, 1 << 20));
+  if (const auto v = var("SYNK_CHECK_CALLS")) s.check_calls = parse_integer(*v, 0, 1) != 0;
+  if (const auto v = var("SYNK_MPI_MAX_CHUNK")) {
+    s.mpi_max_chunk = static_cast<std::size_t>(parse_integer(*v, 0, 2147483647LL));
   }
-  if (const char* v = get("SYNK_CHECK_CALLS"); v && *v) {
-    s.check_calls = parse_integer("SYNK_CHECK_CALLS", v, 0, 1) != 0;
-  }
-  if (const char* v = get("SYNK_MPI_MAX_CHUNK"); v && *v) {
-    s.mpi_max_chunk =
-        static_cast<std::size_t>(parse_integer("SYNK_MPI_MAX_CHUNK", v, 0, 2147483647LL));
-  }
-  if (const char* v = get("SYNK_SHM_SLOT_BYTES"); v && *v) {
+  if (const auto v = var("SYNK_SHM_SLOT_BYTES")) {
     // A multiple of 4096 keeps every slot page- and cache-line-aligned.
-    const long long b = parse_integer("SYNK_SHM_SLOT_BYTES", v, 4096, 1LL << 30);
-    if (b % 4096 != 0) bad("SYNK_SHM_SLOT_BYTES", v, "a multiple of 4096");
+    const long long b = parse_integer(*v, 4096, 1LL << 30);
+    if (b % 4096 != 0) bad(*v, "a multiple of 4096");
     s.shm_slot_bytes = static_cast<std::size_t>(b);
   }
-  if (const char* v = get("SYNK_SHM_CMA_BYTES"); v && *v) {
-    s.shm_cma_bytes = parse_integer("SYNK_SHM_CMA_BYTES", v, 0, 1LL << 50);
+  if (const auto v = var("SYNK_SHM_CMA_BYTES")) s.shm_cma_bytes = parse_integer(*v, 0, 1LL << 50);
+  if (const auto v = var("SYNK_SHM_SPIN_US")) s.shm_spin_us = parse_integer(*v, 0, 60000000);
+  if (const auto v = var("SYNK_SHM_STREAM")) {
+    s.shm_stream = one_of(*v, {"auto", "always", "never"}, "auto, always or never");
   }
-  if (const char* v = get("SYNK_SHM_SPIN_US"); v && *v) {
-    s.shm_spin_us = parse_integer("SYNK_SHM_SPIN_US", v, 0, 60000000);
+  if (const auto v = var("SYNK_SHM_SEGMENTS")) {
+    s.shm_segments = one_of(*v, {"auto", "named"}, "auto or named");
   }
-  if (const char* v = get("SYNK_SHM_STREAM"); v && *v) {
-    const std::string_view m(v);
-    if (m != "auto" && m != "always" && m != "never")
-      bad("SYNK_SHM_STREAM", v, "auto, always or never");
-    s.shm_stream = m;
+  if (const auto v = var("SYNK_CONTEXTS")) {
+    parse_contexts(v->text);  // the syntax now; the device numbers once a backend knows them
+    s.contexts = v->text;
   }
-  if (const char* v = get("SYNK_SHM_SEGMENTS"); v && *v) {
-    const std::string_view m(v);
-    if (m != "auto" && m != "named") bad("SYNK_SHM_SEGMENTS", v, "auto or named");
-    s.shm_segments = m;
-  }
-  if (const char* v = get("SYNK_CONTEXTS"); v && *v) {
-    parse_contexts(v);  // the syntax now; the device numbers once a backend knows the devices
-    s.contexts = v;
-  }
-  if (const char* v = get("SYNK_GPU"); v && *v) s.gpu = v;
-  if (const char* v = get("SYNK_LOCAL_RANK"); v && *v) {
-    s.launcher_local_rank = static_cast<int>(parse_integer("SYNK_LOCAL_RANK", v, 0, 1 << 20));
-  } else if (const char* w = get("OMPI_COMM_WORLD_LOCAL_RANK"); w && *w) {
+  if (const auto v = var("SYNK_GPU")) s.gpu = v->text;
+  if (const auto v = var("SYNK_LOCAL_RANK")) {
+    s.launcher_local_rank = static_cast<int>(parse_integer(*v, 0, 1 << 20));
+  } else if (const auto w = var("OMPI_COMM_WORLD_LOCAL_RANK")) {
     // Under plain mpirun: the rank among all of the job's on this node. Without it, a
     // communicator split from the world counted its own ranks, and two halves of a node took
     // the same GPUs.
-    s.launcher_local_rank =
-        static_cast<int>(parse_integer("OMPI_COMM_WORLD_LOCAL_RANK", w, 0, 1 << 20));
+    s.launcher_local_rank = static_cast<int>(parse_integer(*w, 0, 1 << 20));
   }
   return s;
 }

@@ -36,8 +36,10 @@ struct Settings {
   int launcher_local_rank = -1;    // SYNK_LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK (-1: neither)
 };
 
-// Parses the variables through `get` (which returns nullptr for an unset variable).
-// Throws synk::Error(InvalidArgument) naming the variable and its value when one is malformed.
+// Parses the variables through `get` (which returns nullptr for an unset variable). One rule for
+// every variable: spaces and tabs around a value are ignored, and an empty or blank value means
+// the default. Throws synk::Error(InvalidArgument) naming the variable and its value (as given)
+// when one is malformed.
 Settings parse_settings(const std::function<const char*(const char*)>& get);
 
 // The process's settings, read from the environment on first use and cached.

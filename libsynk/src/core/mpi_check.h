@@ -1,28 +1,38 @@
 // SYNK_CHECK_MPI(expr): an MPI return code other than MPI_SUCCESS becomes a synk::Error(Backend)
-// carrying the call's text and MPI's own message. synk's communicators return errors
-// (MPI_ERRORS_RETURN) instead of aborting, so this sees them.
+// naming the MPI function and carrying MPI's own message and error class. synk's communicators
+// return errors (MPI_ERRORS_RETURN) instead of aborting, so this sees them.
 #pragma once
 
 #include <mpi.h>
 
 #include <string>
+#include <string_view>
 
+#include "core/call_name.h"
 #include "synk/error.h"
 
 namespace synk::detail {
 
-[[noreturn]] inline void throw_mpi_error(int rc, const char* call) {
+// "MPI_Bcast failed: MPI_ERR_COUNT: invalid count argument (error class 2)". `call` names the
+// MPI function (and, for a caller that says more, what it was doing), never its arguments' code.
+[[noreturn]] inline void throw_mpi_error(int rc, std::string_view call) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
-  throw Error(ErrorCode::Backend,
-              std::string(call) + " failed: " + (len ? std::string(msg, len) : "error " + std::to_string(rc)));
+  int error_class = rc;
+  if (MPI_Error_class(rc, &error_class) != MPI_SUCCESS) error_class = rc;
+  std::string text = std::string(call) + " failed: ";
+  text += len ? std::string(msg, static_cast<std::size_t>(len)) : "error " + std::to_string(rc);
+  throw Error(ErrorCode::Backend, text + " (error class " + std::to_string(error_class) + ")");
 }
 
 }  // namespace synk::detail
 
-#define SYNK_CHECK_MPI(expr)                                              \
-  do {                                                                    \
-    const int synk_mpi_rc_ = (expr);                                      \
-    if (synk_mpi_rc_ != MPI_SUCCESS) ::synk::detail::throw_mpi_error(synk_mpi_rc_, #expr); \
+#define SYNK_CHECK_MPI(expr)                                                              \
+  do {                                                                                    \
+    const int synk_mpi_rc_ = (expr);                                                      \
+    if (synk_mpi_rc_ != MPI_SUCCESS) {                                                    \
+      ::synk::detail::throw_mpi_error(synk_mpi_rc_,                                       \
+                                      ::synk::detail::call_name(#expr));          \
+    }                                                                                     \
   } while (0)

@@ -184,9 +184,9 @@ ncclComm_t init_comm(const CommContext& ctx, const ncclUniqueId& id, int device)
     const std::string msg = nccl_message(rc);
     if (comm) ncclCommAbort(comm);
     throw Error(ErrorCode::Backend, "SYNK_BACKEND=nccl: rank " + std::to_string(ctx.rank) +
-                                        ": ncclCommInitRankConfig(&comm, " +
-                                        std::to_string(ctx.size) + ", id, " +
-                                        std::to_string(ctx.rank) + ", &config) failed: " + msg);
+                                        ": ncclCommInitRankConfig (rank " +
+                                        std::to_string(ctx.rank) + " of " +
+                                        std::to_string(ctx.size) + ") failed: " + msg);
   }
   return comm;
 }

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/backoff.h"
+#include "core/call_name.h"
 #include "core/logging.h"
 #include "core/mpi_runtime.h"
 
@@ -73,11 +74,12 @@ std::string nccl_message(ncclResult_t rc) {
 
 void throw_cuda_error(cudaError_t rc, const char* call) {
   cudaGetLastError();  // a non-sticky error must not resurface in the next call
-  throw Error(ErrorCode::Backend, std::string(call) + " failed: " + cudaGetErrorString(rc));
+  throw Error(ErrorCode::Backend,
+              std::string(call_name(call)) + " failed: " + cudaGetErrorString(rc));
 }
 
 void throw_nccl_error(ncclResult_t rc, const char* call) {
-  throw Error(ErrorCode::Backend, std::string(call) + " failed: " + nccl_message(rc));
+  throw Error(ErrorCode::Backend, std::string(call_name(call)) + " failed: " + nccl_message(rc));
 }
 
 DeviceGuard::DeviceGuard(int device) {
@@ -154,8 +156,9 @@ void NcclComm::check_usable(const char* op) const {
   }
 }
 
-void NcclComm::issue(const char* op, const char* call, ncclResult_t rc) {
+void NcclComm::issue(const char* op, const char* call_text, ncclResult_t rc) {
   if (rc == ncclSuccess) return;
+  const std::string call(call_name(call_text));
   if (rc != ncclInProgress) {
     const std::string msg = nccl_message(rc);
     abort(std::string(op) + ": " + call + " failed");

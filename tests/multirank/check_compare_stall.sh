@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Usage: check_compare_stall.sh RANKS BACKEND WANT_BACKEND STUCK EXE MPIEXEC [MPIEXEC FLAGS...]
+# mpi_stall_test compare on RANKS ranks with SYNK_TIMEOUT=2, where the calls are compared first
+# (SYNK_CHECK_CALLS=1, or the hier backend): the ranks in STUCK ("2" or "1,3") never reach the
+# second call. Every other rank must print exactly one Timeout naming those ranks and their
+# nodes (before: "some rank has not"), and the job must end well within the limit.
+set -uo pipefail
+ranks=$1 backend=$2 want_backend=$3 stuck=$4 exe=$5
+shift 5
+fail() { echo "FAIL: $*"; exit 1; }
+# Open MPI's own shared memory goes to a directory removed at the end: mpirun kills the sleeping
+# ranks, which leave their segments behind.
+vader=$(mktemp -d)
+trap 'rm -rf "$vader"' EXIT
+start=$(date +%s)
+out=$(SYNK_TIMEOUT=2 timeout -k 5 60 "$@" --mca btl_vader_backing_directory "$vader" \
+        -np "$ranks" "$exe" compare "$backend" "$stuck" 2>&1)
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+echo "$out"
+echo "exit code $rc after ${elapsed} s"
+# Whatever happened, no sleeping rank stays behind (only if its pid is still this test's).
+for pid in $(sed -n 's/^rank [0-9]* pid \([0-9]*\) sleeps$/\1/p' <<<"$out"); do
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$(basename "$exe" | cut -c1-15)" ] &&
+    kill -KILL "$pid" && echo "killed the sleeping rank (pid $pid) left behind"
+done
+
+[ "$elapsed" -lt 40 ] || fail "the job did not end within 40 s"
+[ "$rc" -ne 0 ] || fail "the job exited 0"
+grep -qx "backend $want_backend" <<<"$out" || fail "the backend was not $want_backend"
+if grep -q "the call returned" <<<"$out"; then fail "a call returned"; fi
+# "rank 2 (node 1)", "ranks 1 (node 0) and 3 (node 0)": nodes are contiguous blocks of ranks.
+nodes=${SYNK_SIMULATE_NODES:-1}
+IFS=, read -ra list <<<"$stuck"
+names=""
+for i in "${!list[@]}"; do
+  r=${list[$i]}
+  if [ "$i" -gt 0 ]; then
+    if [ "$i" -eq $(( ${#list[@]} - 1 )) ]; then names+=" and "; else names+=", "; fi
+  fi
+  names+="$r (node $(( r * nodes / ranks )))"
+done
+who="ranks $names, which have"
+[ "${#list[@]}" -eq 1 ] && who="rank $names, which has"
+for ((w = 0; w < ranks; w++)); do
+  [[ ",$stuck," == *",$w,"* ]] && continue
+  want="rank $w: synk Timeout: all_reduce(count 1, float32, sum): rank $w waited 2 s"
+  want+=" (SYNK_TIMEOUT) for $who not reached this call (the calls are compared first)"
+  n=$(grep -cxF "$want" <<<"$out")
+  [ "$n" -eq 1 ] || fail "no line (or $n lines): $want"
+done
+echo "PASS: every waiting rank named $who not reached this call"
