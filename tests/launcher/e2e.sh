@@ -16,6 +16,22 @@ now() { date +%s.%N; }
 # A killed rank whose parent exited may linger as a zombie under a pid 1 that does not reap.
 alive() { [ -r "/proc/$1/stat" ] && ! awk '{ exit !($3 == "Z") }' "/proc/$1/stat" 2>/dev/null; }
 any_alive() { local p; for p in "$@"; do alive "$p" && return 0; done; return 1; }
+# expect_gone SECONDS WHAT PID...: every PID ends within SECONDS, else it is killed and the case
+# fails naming it ("pid P (its command) outlived WHAT").
+expect_gone() {
+  local limit=$1 what=$2 start p
+  shift 2
+  start=$(now)
+  while any_alive "$@" && elapsed_below "$start" "$limit"; do sleep 0.05; done
+  for p in "$@"; do
+    if alive "$p"; then
+      local cmd
+      cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)
+      kill -KILL "$@" 2>/dev/null
+      fail "pid $p ($cmd) outlived $what by $limit s"
+    fi
+  done
+}
 elapsed_below() { awk -v a="$1" -v b="$(now)" -v lim="$2" 'BEGIN { exit !((b - a) < lim) }'; }
 
 # "0-2,5" for the cpus of local rank $1 in synkrun's JSON plan for $2 ranks on this machine.
@@ -146,15 +162,7 @@ mpirun_killed)
   [ -n "$mpirun_pid" ] || fail "no mpirun under synkrun"
   kill -KILL "$mpirun_pid"
   wait "$pid"
-  for _ in $(seq 50); do
-    left=0
-    for f in "$work"/pids/*; do alive "$(cat "$f")" && left=1; done
-    [ "$left" = 0 ] && break
-    sleep 0.1
-  done
-  for f in "$work"/pids/*; do
-    if alive "$(cat "$f")"; then kill -KILL "$(cat "$f")"; fail "rank pid $(cat "$f") outlived mpirun"; fi
-  done
+  expect_gone 5 mpirun $(cat "$work"/pids/*)
   ;;
 synkrun_killed)
   # Whatever ends synkrun, the job ends with it within 2 s: SIGKILL (mpirun gets SIGTERM from
@@ -166,8 +174,7 @@ synkrun_killed)
     mkdir "$work/pids"
     # A script's background jobs ignore SIGINT and SIGQUIT; the defaults, as at a terminal.
     TMPDIR="$work/tmp" PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 env --default-signal \
-      "$SYNKRUN" -np 2 "$PROBE" \
-      >"$work/out" 2>"$work/err" &
+      "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err" &
     pid=$!
     for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" = 2 ] && break; sleep 0.1; done
     [ "$(ls "$work/pids" | wc -l)" = 2 ] || fail "SIG$sig: ranks did not start"
@@ -176,7 +183,6 @@ synkrun_killed)
     # (Open MPI keeps its session directory there, ompi.*; synkrun kept its topology export.)
     [ -z "$(ls "$work/tmp" | grep -v '^ompi\.')" ] ||
       fail "SIG$sig: synkrun wrote to TMPDIR: $(ls "$work/tmp")"
-    start=$(now)
     kill -"$sig" "$pid"
     wait "$pid"
     rc=$?
@@ -186,15 +192,7 @@ synkrun_killed)
             grep -q 'stopped by signal 3; exit code 131' "$work/err" || fail "SIGQUIT: message" ;;
       USR1) [ "$rc" != 0 ] || fail "SIGUSR1: the ranks did not get it (exit 0)" ;;
     esac
-    while any_alive "$mpirun_pid" $(cat "$work"/pids/*) && elapsed_below "$start" 2; do
-      sleep 0.05
-    done
-    for p in "$mpirun_pid" $(cat "$work"/pids/*); do
-      if alive "$p"; then
-        kill -KILL "$mpirun_pid" $(cat "$work"/pids/*) 2>/dev/null
-        fail "SIG$sig: pid $p ($(tr '\0' ' ' </proc/$p/cmdline)) outlived synkrun by 2 s"
-      fi
-    done
+    expect_gone 2 "synkrun (SIG$sig)" "$mpirun_pid" $(cat "$work"/pids/*)
     [ -z "$(ls "$work/tmp" | grep -v '^ompi\.')" ] || fail "SIG$sig: left in TMPDIR: $(ls "$work/tmp")"
   done
   ;;
@@ -210,15 +208,7 @@ stderr_closed)
   set +o pipefail
   [ "$rc" = 141 ] || fail "exit code $rc, expected 141"
   [ "$(cat "$work/out")" = x ] || fail "head saw: $(cat "$work/out")"
-  for _ in $(seq 40); do
-    left=0
-    for f in "$work"/pids/*; do alive "$(cat "$f")" && left=1; done
-    [ "$left" = 0 ] && break
-    sleep 0.05
-  done
-  for f in "$work"/pids/*; do
-    if alive "$(cat "$f")"; then kill -KILL "$(cat "$f")"; fail "rank pid $(cat "$f") outlived synkrun"; fi
-  done
+  expect_gone 2 synkrun $(cat "$work"/pids/*)
   ;;
 stuck_mpirun)
   # An mpirun that ignores the signal synkrun forwards (one was seen up 19 minutes after its
