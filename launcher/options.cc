@@ -75,7 +75,9 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
       "Each rank gets SYNK_RANK, SYNK_WORLD_SIZE, SYNK_LOCAL_RANK, SYNK_LOCAL_SIZE,\n"
       "SYNK_NODE_RANK, SYNK_GPU, SYNK_CPUS, CUDA_DEVICE_ORDER=PCI_BUS_ID and\n"
       "CUDA_VISIBLE_DEVICES. Exit code: the first failing rank's; 124 on --timeout;\n"
-      "127 (126) when PROGRAM is not found (cannot be run); 2 on a usage error.\n"
+      "127 (126) when PROGRAM is not found (cannot be run); 2 on a usage error;\n"
+      "128 + N when signal N stopped the job (141: synkrun's stderr was closed).\n"
+      "Whatever ends synkrun, even SIGKILL, ends the job.\n"
       "Like mpirun, a PROGRAM without a slash is looked up on PATH, then in the\n"
       "current directory. On a node with GPUs, a CUDA_VISIBLE_DEVICES already set\n"
       "here needs --gpus LIST (which GPUs the ranks may use).");
