@@ -174,7 +174,27 @@ Layout make_layout(Coll c, std::size_t bytes, DataType dtype, int nranks) {
   return l;
 }
 
+// The non-blocking call, waited for at once: what issuing costs beside the blocking call.
+void call_synk_nonblocking(Communicator& comm, const CallArgs& a) {
+  const std::size_t b = a.layout.block;
+  Request r;
+  switch (a.coll) {
+    case Coll::allreduce: r = comm.iall_reduce(a.send, a.recv, b, a.dtype, a.op); break;
+    case Coll::broadcast: r = comm.ibroadcast(a.recv, b, a.dtype, a.root); break;
+    case Coll::reduce: r = comm.ireduce(a.send, a.recv, b, a.dtype, a.op, a.root); break;
+    case Coll::allgather: r = comm.iall_gather(a.send, a.recv, b, a.dtype); break;
+    case Coll::reduce_scatter: r = comm.ireduce_scatter(a.send, a.recv, b, a.dtype, a.op); break;
+    case Coll::gather: r = comm.igather(a.send, a.recv, b, a.dtype, a.root); break;
+    case Coll::scatter: r = comm.iscatter(a.send, a.recv, b, a.dtype, a.root); break;
+  }
+  r.wait();
+}
+
 void call_synk(Communicator& comm, const CallArgs& a) {
+  if (a.nonblocking) {
+    call_synk_nonblocking(comm, a);
+    return;
+  }
   const std::size_t b = a.layout.block;
   switch (a.coll) {
     case Coll::allreduce:

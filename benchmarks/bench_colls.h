@@ -47,6 +47,7 @@ struct CallArgs {
   int root;
   void* send;  // broadcast uses recv only, as its one buffer
   void* recv;
+  bool nonblocking = false;  // -N 1: the non-blocking call, then wait()
 };
 
 void call_synk(Communicator& comm, const CallArgs& a);

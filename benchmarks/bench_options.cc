@@ -145,6 +145,7 @@ Options parse_options(int argc, char** argv) {
   int check = 1;
   int fresh = 0;
   int node_buffers = 0;
+  int nonblocking = 0;
 
   CLI::App app(
       "synk-bench: nccl-tests style benchmark of synk's collectives, with the raw MPI call "
@@ -212,6 +213,12 @@ Options parse_options(int argc, char** argv) {
                  "buffer, README), which the shm backend's all_gather and large all_reduce (and "
                  "reduce on 3+ ranks) let the other ranks read in place; the MPI column uses the "
                  "same buffers. 0: ordinary memory")
+      ->type_name("0|1")
+      ->capture_default_str();
+  app.add_option("-N,--nonblocking", nonblocking,
+                 "1: synk's side makes the non-blocking call (iall_reduce, ...) and waits for it "
+                 "at once, so that the table shows what issuing costs beside -N 0's blocking "
+                 "call; the MPI column stays MPI's blocking call")
       ->type_name("0|1")
       ->capture_default_str();
   app.add_option("--backend", backend_text,
@@ -284,6 +291,7 @@ Options parse_options(int argc, char** argv) {
   o.check = zero_or_one(check, "-c");
   o.fresh = zero_or_one(fresh, "-F");
   o.node_buffers = zero_or_one(node_buffers, "-R");
+  o.nonblocking = zero_or_one(nonblocking, "-N");
   const bool bad_offset = o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0;
   if (o.page_offset != -1 && bad_offset) {
     throw UsageError("-P " + std::to_string(o.page_offset) +

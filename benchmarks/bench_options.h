@@ -33,6 +33,7 @@ struct Options {
   bool fresh = false;  // -F 1: new input before every timed call
   int page_offset = -1;  // -P: every buffer this many bytes past a page's start; -1: as allocated
   bool node_buffers = false;  // -R 1: buffers from Communicator::alloc
+  bool nonblocking = false;   // -N 1: synk's non-blocking calls, each waited for at once
   std::vector<std::string> backends;  // "mpi", "shm", "nccl"
   bool backend_all = false;           // --backend all: skip the ones that cannot be built
   std::string json_file;              // empty: no JSON

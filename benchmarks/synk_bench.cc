@@ -162,13 +162,13 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   text += "# command: " + command_line(argc, argv) + "\n";
   std::snprintf(buf, sizeof buf,
                 "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
-                "rounds: %d validation: %d fresh: %d page offset: %s node buffers: %d dtype: %s "
-                "op: %s root: %d backend: %s\n",
+                "rounds: %d validation: %d fresh: %d page offset: %s node buffers: %d "
+                "nonblocking: %d dtype: %s op: %s root: %d backend: %s\n",
                 o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, kRounds, o.check ? 1 : 0,
                 o.fresh ? 1 : 0,
                 o.page_offset < 0 ? "default" : std::to_string(o.page_offset).c_str(),
-                o.node_buffers ? 1 : 0, to_string(o.dtype), to_string(o.op), o.root,
-                backends.c_str());
+                o.node_buffers ? 1 : 0, o.nonblocking ? 1 : 0, to_string(o.dtype),
+                to_string(o.op), o.root, backends.c_str());
   text += buf;
   text += "#\n# Using ranks\n";
   for (int r = 0; r < w.size; ++r) {
@@ -375,8 +375,8 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   }
   std::uint64_t total_wrong = 0;
   for (std::size_t s : steps) {
-    CallArgs a{coll,      make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root, send.get(),
-               recv.get()};
+    CallArgs a{coll,       make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root,
+               send.get(), recv.get(),  o.nonblocking};
     if (a.layout.count == 0) continue;
     for (Bench& b : benches) {
       fill_buffers(a, w.rank, w.size);

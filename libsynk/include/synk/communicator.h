@@ -12,6 +12,7 @@
 
 #include "synk/error.h"
 #include "synk/node_buffer.h"
+#include "synk/request.h"
 #include "synk/types.h"
 
 struct CUstream_st;  // CUDA's stream object (cudaStream_t is CUstream_st*); no CUDA header here
@@ -103,6 +104,82 @@ class Communicator {
                       ReduceOp op);
   void barrier();
 
+  // Non-blocking collectives: the same calls, arguments and conventions, started and returned
+  // at once as a Request that completes when the call has ended (wait() and test() rethrow its
+  // error). Every call, blocking or not (and alloc), runs in the order this rank issued it, as
+  // MPI's non-blocking collectives do. The buffers, and gatherv's recv_counts, are synk's until
+  // the Request completes; a Request destroyed before then waits for it. On the shm backend the
+  // calls run on a progress thread of this communicator's, asleep while nothing is queued; on
+  // the mpi and hier backends, and under SYNK_CHECK_CALLS, where a call makes MPI calls of its
+  // own, it runs before it returns (its Request complete), for now; on nccl a call returns once
+  // it is queued on the stream, and wait() synchronizes. Issuing from one thread while another
+  // waits is safe; two threads issuing at once on one communicator have no order, as in MPI.
+  Request iall_reduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                      ReduceOp op);
+  Request ireduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                  int root);
+  Request ibroadcast(void* buf, std::size_t count, DataType dtype, int root);
+  Request iall_gather(const void* send, void* recv, std::size_t count, DataType dtype);
+  Request igather(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  Request igatherv(const void* send, std::size_t send_count, void* recv,
+                   std::span<const std::size_t> recv_counts, DataType dtype, int root);
+  Request iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType dtype,
+                          ReduceOp op);
+  Request ibarrier();
+
+  // Typed non-blocking conveniences, on the caller's buffers.
+  template <class T>
+  Request iall_reduce(std::span<T> buf, ReduceOp op = ReduceOp::sum) {
+    return iall_reduce(buf.data(), buf.data(), buf.size(), data_type_of<T>(), op);
+  }
+  template <class T>
+  Request iall_reduce(std::span<const T> send, std::span<T> recv, ReduceOp op = ReduceOp::sum) {
+    check_same_size("all_reduce", send.size(), recv.size(), data_type_of<T>());
+    return iall_reduce(send.data(), recv.data(), send.size(), data_type_of<T>(), op);
+  }
+  template <class T>
+  Request iall_reduce(std::vector<T>& buf, ReduceOp op = ReduceOp::sum) {
+    return iall_reduce(std::span<T>(buf), op);
+  }
+  template <class T>
+  Request ireduce(std::span<T> buf, int root, ReduceOp op = ReduceOp::sum) {
+    return ireduce(buf.data(), buf.data(), buf.size(), data_type_of<T>(), op, root);
+  }
+  template <class T>
+  Request ibroadcast(std::span<T> buf, int root) {
+    return ibroadcast(buf.data(), buf.size(), data_type_of<T>(), root);
+  }
+  template <class T>
+  Request ibroadcast(std::vector<T>& buf, int root) {
+    return ibroadcast(std::span<T>(buf), root);
+  }
+  // recv holds size() * send.size() elements.
+  template <class T>
+  Request iall_gather(std::span<const T> send, std::span<T> recv) {
+    check_blocks("all_gather", send.size(), recv.size(), data_type_of<T>());
+    return iall_gather(send.data(), recv.data(), send.size(), data_type_of<T>());
+  }
+  // At the root recv holds size() * send.size() elements; elsewhere it may be empty.
+  template <class T>
+  Request igather(std::span<const T> send, std::span<T> recv, int root) {
+    if (rank() == root) check_blocks("gather", send.size(), recv.size(), data_type_of<T>(), root);
+    return igather(send.data(), recv.data(), send.size(), data_type_of<T>(), root);
+  }
+  // send holds size() * recv.size() elements (at the root; elsewhere it may be empty).
+  template <class T>
+  Request iscatter(std::span<const T> send, std::span<T> recv, int root) {
+    if (rank() == root) check_blocks("scatter", recv.size(), send.size(), data_type_of<T>(), root);
+    return iscatter(send.data(), recv.data(), recv.size(), data_type_of<T>(), root);
+  }
+  // send holds size() * recv.size() elements.
+  template <class T>
+  Request ireduce_scatter(std::span<const T> send, std::span<T> recv,
+                          ReduceOp op = ReduceOp::sum) {
+    check_blocks("reduce_scatter", recv.size(), send.size(), data_type_of<T>());
+    return ireduce_scatter(send.data(), recv.data(), recv.size(), data_type_of<T>(), op);
+  }
+
   // Typed conveniences: the DataType comes from the element type.
   template <class T>
   void all_reduce(std::span<T> buf, ReduceOp op = ReduceOp::sum) {
@@ -188,9 +265,13 @@ class Communicator {
   // it as a rejected argument does (so the other ranks fail too where the backend can tell
   // them: shm, hier, SYNK_CHECK_CALLS=1). Always throws.
   [[noreturn]] void reject_typed(const char* op, std::size_t count, DataType dtype,
-                                 const std::string& why);
+                                 const std::string& why, int root = 0);
   void check_same_size(const char* op, std::size_t send, std::size_t recv, DataType dtype);
-  detail::CommState& st() const;  // throws InvalidUsage after a move
+  // `whole` must be size() blocks of `block` elements (all_gather's recv, scatter's send...).
+  void check_blocks(const char* op, std::size_t block, std::size_t whole, DataType dtype,
+                    int root = 0);
+  NodeBuffer alloc_now(std::size_t bytes);  // alloc, once the earlier calls have run
+  detail::CommState& st() const;            // throws InvalidUsage after a move
   std::unique_ptr<detail::CommState> state_;
 };
 

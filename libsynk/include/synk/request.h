@@ -1,8 +1,11 @@
-// synk::Request: completion of a collective. Host backends complete before returning;
-// device backends (NCCL) return while work is queued on a stream.
+// synk::Request: completion of a collective. The blocking calls complete before returning;
+// the non-blocking ones (Communicator::iall_reduce, ...) return a Request at once: on the host
+// backends the call runs on a progress thread, on the nccl backend it is queued on a stream.
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <span>
 
 namespace synk {
 
@@ -19,7 +22,10 @@ class Request {
   Request() = default;  // an already complete request
   explicit Request(std::shared_ptr<Pending> pending) : pending_(std::move(pending)) {}
 
+  // Whether the call has completed; never blocks. Rethrows the call's error once it has.
   bool test() { return !pending_ || pending_->test(); }
+  // Until the call has completed (each call ends within SYNK_TIMEOUT of its peers' arrival);
+  // rethrows its error.
   void wait() {
     if (pending_) pending_->wait();
   }
@@ -27,5 +33,11 @@ class Request {
  private:
   std::shared_ptr<Pending> pending_;
 };
+
+// Waits for every request; then rethrows the first error among them, if any.
+void wait_all(std::span<Request> requests);
+// Waits until one of the requests has completed and returns its index (rethrowing its error);
+// requests.size() when there are none.
+std::size_t wait_any(std::span<Request> requests);
 
 }  // namespace synk

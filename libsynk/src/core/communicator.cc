@@ -2,10 +2,14 @@
 #include "synk/communicator.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/call_check.h"
+#include "core/call_queue.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
@@ -26,9 +30,29 @@ struct CommState {
   bool check_calls = settings().check_calls;  // SYNK_CHECK_CALLS, read once
   bool buffer_rules = false;                  // backend->has_buffer_rules(), asked once
   bool waits_in_mpi = false;                  // backend->waits_in_mpi(), asked once
+  bool on_device = false;                     // backend->device() >= 0: calls go on a stream
+  // Whether non-blocking calls run on a progress thread: only where they make no MPI call
+  // (shm without SYNK_CHECK_CALLS). Elsewhere they run before they return, for now: synk's
+  // other MPI calls on the communicator (alloc, split, Data...) would need the same order.
+  bool background = false;
+  // The non-blocking calls, from the first one on; read without the mutex by blocking calls.
+  std::atomic<CallQueue*> queue{nullptr};
+  std::unique_ptr<CallQueue> queue_owner;
+  std::mutex queue_mutex;
+
+  CallQueue& calls() {
+    if (CallQueue* q = queue.load(std::memory_order_acquire)) return *q;
+    std::lock_guard lk(queue_mutex);
+    if (!queue_owner) {
+      queue_owner = std::make_unique<CallQueue>();
+      queue.store(queue_owner.get(), std::memory_order_release);
+    }
+    return *queue_owner;
+  }
 
   ~CommState() {
-    backend.reset();  // before the communicators it uses
+    queue_owner.reset();  // waits for the calls issued, while the backend is still there
+    backend.reset();      // before the communicators it uses
     free_context(ctx);
   }
 };
@@ -59,6 +83,8 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   // shm backend tells its node inside the call (reject), but MPI between the nodes cannot.
   // One small all-gather per call, which is little next to crossing the network.
   if (state->backend_name == "hier") state->check_calls = true;
+  state->on_device = state->backend->device() >= 0;
+  state->background = !(state->waits_in_mpi || state->check_calls);
   return state;
 }
 
@@ -157,8 +183,9 @@ void Communicator::check_same_size(const char* op, std::size_t send, std::size_t
 
 namespace {
 
-// Validate once (locally, or against every rank under SYNK_CHECK_CALLS), then dispatch.
-void run(detail::CommState& st, CollArgs&& a) {
+// Validate once (locally, or against every rank under SYNK_CHECK_CALLS), then dispatch; the
+// backend's Request (complete, except on a device backend) is waited for by the caller.
+Request dispatch(detail::CommState& st, CollArgs&& a) {
   a.stream = st.stream;
   std::string buffers;
   if (st.buffer_rules) buffers = st.backend->buffer_error(a);
@@ -188,7 +215,50 @@ void run(detail::CommState& st, CollArgs&& a) {
     case Collective::reduce_scatter: req = b.reduce_scatter(a); break;
     case Collective::barrier: req = b.barrier(); break;
   }
-  req.wait();
+  if (watch) req.wait();  // inside the watch: MPI's waits are what it watches
+  return req;
+}
+
+// A blocking call: after the non-blocking calls issued before it.
+void run(detail::CommState& st, CollArgs&& a) {
+  detail::CallQueue* q = st.queue.load(std::memory_order_acquire);
+  if (q == nullptr) {
+    dispatch(st, std::move(a)).wait();
+    return;
+  }
+  q->run_in_order([&st, &a] { dispatch(st, CollArgs(a)).wait(); }, detail::to_string(a.coll));
+}
+
+// A non-blocking call on the progress thread's queue; `counts` owns gatherv's recv_counts.
+class QueuedCollective final : public detail::QueuedCall {
+ public:
+  QueuedCollective(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts)
+      : QueuedCall(detail::to_string(a.coll)),
+        st_(st),
+        a_(std::move(a)),
+        counts_(std::move(counts)) {
+    if (!counts_.empty()) a_.recv_counts = counts_;
+  }
+  void run() override { dispatch(st_, CollArgs(a_)).wait(); }
+
+ private:
+  detail::CommState& st_;
+  CollArgs a_;
+  std::vector<std::size_t> counts_;
+};
+
+// A non-blocking call; its errors reach the program through the Request, wherever it ran.
+Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts = {}) {
+  if (st.on_device || !st.background) {
+    try {
+      if (st.on_device) return dispatch(st, std::move(a));  // queued on the stream
+      run(st, std::move(a));  // the call needs MPI on this thread: it runs now
+      return {};
+    } catch (...) {
+      return detail::failed_request(std::current_exception());
+    }
+  }
+  return st.calls().submit<QueuedCollective>(st, std::move(a), std::move(counts));
 }
 
 CollArgs args(Collective c, const void* send, void* recv, std::size_t count, DataType dtype,
@@ -204,13 +274,22 @@ CollArgs args(Collective c, const void* send, void* recv, std::size_t count, Dat
   return a;
 }
 
+// The collective a typed helper named `op` makes, so that its rejection pairs with the others'
+// call of it.
+Collective collective_named(const std::string& op) {
+  for (Collective c : {Collective::reduce_scatter, Collective::all_gather, Collective::gather,
+                       Collective::scatter}) {
+    if (op == detail::to_string(c)) return c;
+  }
+  return Collective::all_reduce;
+}
+
 }  // namespace
 
 void Communicator::reject_typed(const char* op, std::size_t count, DataType dtype,
-                                const std::string& why) {
+                                const std::string& why, int root) {
   const std::string name = op;
-  const Collective c = name == "reduce_scatter" ? Collective::reduce_scatter : Collective::all_reduce;
-  CollArgs a = args(c, nullptr, nullptr, count, dtype);
+  CollArgs a = args(collective_named(name), nullptr, nullptr, count, dtype, ReduceOp::sum, root);
   a.typed_error = &why;
   run(st(), std::move(a));  // validate() throws why, after telling the other ranks
   throw Error(ErrorCode::InvalidArgument, name + ": " + why);  // not reached
@@ -221,6 +300,17 @@ void Communicator::set_stream(::CUstream_st* stream) { st().stream = stream; }
 ::CUstream_st* Communicator::stream() const { return st().stream; }
 
 NodeBuffer Communicator::alloc(std::size_t bytes) {
+  // After the calls issued before it: the shm backend adds the buffer to the tables that a
+  // call running on the progress thread reads.
+  if (detail::CallQueue* q = st().queue.load(std::memory_order_acquire)) {
+    NodeBuffer out;
+    q->run_in_order([&] { out = alloc_now(bytes); }, "alloc");
+    return out;
+  }
+  return alloc_now(bytes);
+}
+
+NodeBuffer Communicator::alloc_now(std::size_t bytes) {
   // Every rank must ask for as much (each maps the others' parts): checked on every rank, so a
   // disagreement is an error everywhere, not a segment of the wrong size on some.
   unsigned long long mine[2] = {bytes, ~static_cast<unsigned long long>(bytes)}, most[2] = {};
@@ -276,5 +366,63 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
 }
 
 void Communicator::barrier() { run(st(), args(Collective::barrier, nullptr, nullptr, 0, DataType::uint8)); }
+
+void Communicator::check_blocks(const char* op, std::size_t block, std::size_t whole,
+                                DataType dtype, int root) {
+  const auto n = static_cast<std::size_t>(size());
+  if (whole / n != block || whole % n != 0) {
+    reject_typed(op, block, dtype,
+                 "a buffer of " + std::to_string(whole) + " elements where " +
+                     std::to_string(n) + " blocks of " + std::to_string(block) + " are needed",
+                 root);
+  }
+}
+
+Request Communicator::iall_reduce(const void* send, void* recv, std::size_t count,
+                                  DataType dtype, ReduceOp op) {
+  return issue(st(), args(Collective::all_reduce, send, recv, count, dtype, op));
+}
+
+Request Communicator::ireduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                              ReduceOp op, int root) {
+  return issue(st(), args(Collective::reduce, send, recv, count, dtype, op, root));
+}
+
+Request Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int root) {
+  return issue(st(), args(Collective::broadcast, buf, buf, count, dtype, ReduceOp::sum, root));
+}
+
+Request Communicator::iall_gather(const void* send, void* recv, std::size_t count,
+                                  DataType dtype) {
+  return issue(st(), args(Collective::all_gather, send, recv, count, dtype));
+}
+
+Request Communicator::igather(const void* send, void* recv, std::size_t count, DataType dtype,
+                              int root) {
+  return issue(st(), args(Collective::gather, send, recv, count, dtype, ReduceOp::sum, root));
+}
+
+Request Communicator::igatherv(const void* send, std::size_t send_count, void* recv,
+                               std::span<const std::size_t> recv_counts, DataType dtype,
+                               int root) {
+  CollArgs a = args(Collective::gatherv, send, recv, send_count, dtype, ReduceOp::sum, root);
+  a.recv_counts = recv_counts;
+  return issue(st(), std::move(a),
+               std::vector<std::size_t>(recv_counts.begin(), recv_counts.end()));
+}
+
+Request Communicator::iscatter(const void* send, void* recv, std::size_t count, DataType dtype,
+                               int root) {
+  return issue(st(), args(Collective::scatter, send, recv, count, dtype, ReduceOp::sum, root));
+}
+
+Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count,
+                                      DataType dtype, ReduceOp op) {
+  return issue(st(), args(Collective::reduce_scatter, send, recv, recv_count, dtype, op));
+}
+
+Request Communicator::ibarrier() {
+  return issue(st(), args(Collective::barrier, nullptr, nullptr, 0, DataType::uint8));
+}
 
 }  // namespace synk
