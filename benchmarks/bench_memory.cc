@@ -2,13 +2,11 @@
 #include "bench_memory.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <limits>
-#include <sstream>
 
 #include "backends/shm/cpu_share.h"      // read_file_text
-#include "backends/shm/segment_share.h"  // cgroup_memory_room
+#include "backends/shm/segment_share.h"  // cgroup_memory_room, meminfo_bytes
 
 namespace synk::bench {
 
@@ -26,14 +24,9 @@ std::string gib(std::uint64_t bytes) {
 }  // namespace
 
 std::uint64_t available_memory(const std::string& meminfo, std::uint64_t cgroup_room) {
-  std::istringstream lines(meminfo);
-  for (std::string line; std::getline(lines, line);) {
-    std::uint64_t kib = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %" SCNu64 " kB", &kib) == 1) {
-      return std::min(kib * 1024, cgroup_room);
-    }
-  }
-  return cgroup_room;  // kUnknown too where no cgroup limits
+  const std::optional<std::uint64_t> available = shm::meminfo_bytes(meminfo, "MemAvailable");
+  // Without MemAvailable, the cgroup's room (kUnknown too where no cgroup limits).
+  return available ? std::min(*available, cgroup_room) : cgroup_room;
 }
 
 std::uint64_t available_memory() {

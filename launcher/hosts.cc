@@ -13,18 +13,6 @@
 namespace synk::launch {
 namespace {
 
-// Beyond this many slots on one host the count is a typo; the ranks-per-core guard says so.
-constexpr long long kMaxSlots = 1 << 20;
-
-std::optional<long long> parse_slots(const std::string& s) {
-  long long v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v < 1 || v > kMaxSlots) {
-    return std::nullopt;
-  }
-  return v;
-}
-
 std::string without_user(const std::string& name) {
   const auto at = name.rfind('@');
   return at == std::string::npos ? name : name.substr(at + 1);
@@ -71,14 +59,23 @@ std::string hostfile_slots(const std::string& rest, std::optional<long long>& sl
     const auto eq = p.find('=');
     const std::string key = lower(p.substr(0, eq));
     if (key != "slots" && key != "count" && key != "cpu") continue;
-    slots = eq == std::string::npos ? std::nullopt : parse_slots(p.substr(eq + 1));
+    slots = eq == std::string::npos ? std::nullopt : parse_count(p.substr(eq + 1), kMaxRanks);
     if (!slots) return "\"" + p + "\" is not slots=N (N a whole number from 1 to " +
-                       std::to_string(kMaxSlots) + ")";
+                       std::to_string(kMaxRanks) + ")";
   }
   return "";
 }
 
 }  // namespace
+
+std::optional<int> parse_count(const std::string& text, int max) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < 1 || v > max) {
+    return std::nullopt;
+  }
+  return v;
+}
 
 std::string host_name_error(const std::string& name) {
   if (name.empty()) return "an empty host name";
@@ -102,8 +99,8 @@ std::string parse_host_list(const std::string& text, std::vector<HostSlots>& out
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(pos, end - pos);
     const std::size_t colon = item.find(':');
-    const std::optional<long long> n =
-        colon == std::string::npos ? 1 : parse_slots(item.substr(colon + 1));
+    const std::optional<int> n =
+        colon == std::string::npos ? 1 : parse_count(item.substr(colon + 1), kMaxRanks);
     if (colon == 0 || item.empty() || !n) {
       return "-H: \"" + item + "\" is not HOST or HOST:SLOTS (SLOTS a whole number >= 1)";
     }

@@ -11,6 +11,13 @@
 
 namespace synk::launch {
 
+// Beyond this many ranks (-np) or slots on a host, a count is a typo, not a job: a plan for
+// 2^31 ranks ran out of memory.
+inline constexpr int kMaxRanks = 1 << 20;
+
+// `text` as a whole number from 1 to `max`, or nullopt (-np's ranks, -H's and hostfile slots).
+std::optional<int> parse_count(const std::string& text, int max);
+
 struct HostSlots {
   std::string name;  // as written, possibly user@host
   long long slots = 1;

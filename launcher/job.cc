@@ -20,6 +20,8 @@
 #include <regex>
 #include <stdexcept>
 
+#include "write_all.h"
+
 namespace synk::launch {
 namespace {
 
@@ -30,18 +32,6 @@ constexpr double kKillGraceSeconds = 3.0;
 // one seen still up 19 minutes later (its ranks zombies) is killed, with its group, after this.
 // A second such signal kills at once, as a second Ctrl-C does to mpirun.
 constexpr double kSignalGraceSeconds = 10.0;
-
-// False when the write failed (a closed pipe: EPIPE).
-bool write_all(int fd, const char* data, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    data += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
 
 class Fd {
  public:

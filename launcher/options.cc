@@ -28,10 +28,8 @@ struct Raw {
   std::string timeout;
 };
 
-// Beyond these, a count or a duration is a typo, not a job: a plan for 2^31 ranks ran out of
-// memory, and seconds past about 9.2e9 overflow the nanoseconds of a deadline (which then
-// passed at once).
-constexpr int kMaxRanks = 1 << 20;
+// Beyond this, a duration is a typo, not a job: seconds past about 9.2e9 overflow the
+// nanoseconds of a deadline (which then passed at once). (kMaxRanks: hosts.h.)
 constexpr double kMaxTimeoutSeconds = 1e9;  // about 31 years
 
 void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& program_help) {
@@ -135,14 +133,6 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
   return "";
 }
 
-std::optional<int> parse_count(const std::string& s, int max) {
-  int v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v < 1 || v > max) {
-    return std::nullopt;
-  }
-  return v;
-}
 
 std::string seconds_text(double s) {
   char buf[64];

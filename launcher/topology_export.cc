@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "write_all.h"
+
 namespace synk::launch {
 
 TopologyExport TopologyExport::create(const std::string& xml) {
@@ -17,14 +19,8 @@ TopologyExport TopologyExport::create(const std::string& xml) {
   if (fd < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
   TopologyExport e;
   e.fd_ = fd;
-  const char* data = xml.data();
-  std::size_t left = xml.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd, data, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw std::runtime_error(std::string("write: ") + std::strerror(errno));
-    data += w;
-    left -= static_cast<std::size_t>(w);
+  if (!write_all(fd, xml.data(), xml.size())) {
+    throw std::runtime_error(std::string("write: ") + std::strerror(errno));
   }
   e.path_ = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd);
   return e;

@@ -32,7 +32,6 @@ namespace synk::detail {
   do {                                                                                    \
     const int synk_mpi_rc_ = (expr);                                                      \
     if (synk_mpi_rc_ != MPI_SUCCESS) {                                                    \
-      ::synk::detail::throw_mpi_error(synk_mpi_rc_,                                       \
-                                      ::synk::detail::call_name(#expr));          \
+      ::synk::detail::throw_mpi_error(synk_mpi_rc_, ::synk::detail::call_name(#expr));    \
     }                                                                                     \
   } while (0)

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "backends/shm/cpu_share.h"
@@ -71,9 +72,9 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
   }
   int all = 0;
   SYNK_CHECK_MPI(MPI_Allreduce(&mapped, &all, 1, MPI_INT, MPI_MIN, comm));
-  // Every rank has mapped it (or failed): the name, or the descriptor, is no longer needed.
-  out.segment.unlink();
+  // Every rank has mapped it (or failed): the descriptor, or the name, is no longer needed.
   out.segment.close_handle();
+  out.segment.unlink();
   out.ok = all != 0;
   if (!out.ok) out.segment = Segment();
   return out;
@@ -121,14 +122,19 @@ SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes, SegmentKind ki
   return named;
 }
 
-std::uint64_t anonymous_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room) {
-  std::uint64_t available = 0, total = 0, shmem = 0;
+std::optional<std::uint64_t> meminfo_bytes(const std::string& meminfo, const std::string& field) {
   std::istringstream lines(meminfo);
+  const std::string key = field + ":";
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("MemAvailable:", 0) == 0) available = bytes_in(line.substr(13)) * 1024;
-    if (line.rfind("MemTotal:", 0) == 0) total = bytes_in(line.substr(9)) * 1024;
-    if (line.rfind("Shmem:", 0) == 0) shmem = bytes_in(line.substr(6)) * 1024;
+    if (line.rfind(key, 0) == 0) return bytes_in(line.substr(key.size())) * 1024;
   }
+  return std::nullopt;
+}
+
+std::uint64_t anonymous_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room) {
+  const std::uint64_t available = meminfo_bytes(meminfo, "MemAvailable").value_or(0);
+  const std::uint64_t total = meminfo_bytes(meminfo, "MemTotal").value_or(0);
+  const std::uint64_t shmem = meminfo_bytes(meminfo, "Shmem").value_or(0);
   // Half of what is still available, and all shared memory together (memfds count in Shmem)
   // within half the machine, as /dev/shm's default size holds named segments: one segment
   // after another cannot take it all either.

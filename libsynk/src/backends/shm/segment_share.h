@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "backends/shm/segment.h"
@@ -29,6 +30,9 @@ enum class SegmentKind {
 // map (the result says, on every rank, so that callers can agree on an error); MPI errors throw.
 SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes,
                                 SegmentKind kind = SegmentKind::any);
+
+// A field of /proc/meminfo's text ("MemAvailable"), in bytes; nullopt where it is missing.
+std::optional<std::uint64_t> meminfo_bytes(const std::string& meminfo, const std::string& field);
 
 // The largest anonymous segment made: half of the memory the process may still take (the
 // kernel's MemAvailable, or less under a cgroup memory limit), and no more than leaves all shared
