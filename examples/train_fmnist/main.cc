@@ -34,6 +34,7 @@ struct Options {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::size_t limit = 0;
   std::string json;
+  bool overlap = false;
 };
 
 // This process's rank as its launcher says, before MPI starts: errors in the command line are
@@ -115,6 +116,10 @@ int parse(int argc, char** argv, Options& o) {
       ->check(whole_check("limit", "of images (0 for all)"))
       ->capture_default_str();
   app.add_option("--json", o.json, "write the per-epoch records to this file (rank 0)");
+  app.add_flag("--overlap", o.overlap,
+               "push each layer's gradient as soon as backprop has made it (synk::KeyValue) and "
+               "wait for it just before the layer's next forward, instead of one all_reduce "
+               "per step; the same updates");
   app.footer(
       "Exit status: 0 success; 1 failure while training; 2 bad command line, missing or "
       "corrupt data, or an unavailable backend; 3 the training loss became NaN or infinite "
@@ -203,6 +208,7 @@ int run(const Options& o) {
   config.seed = o.seed;
   config.schedule = o.schedule;
   config.epochs = o.epochs;
+  config.overlap = o.overlap;
   fmnist::Trainer trainer(*comm, train, test_pixels, test_labels, config);
   if (root) {
     char momentum[32] = "";
@@ -211,10 +217,11 @@ int run(const Options& o) {
     }
     std::printf(
         "train_fmnist: %d rank(s), backend %s; %zu train / %zu test images; batch %zu, "
-        "%zu steps/epoch; %s lr %g (%s)%s; seed %llu\n",
+        "%zu steps/epoch; %s lr %g (%s)%s; seed %llu%s\n",
         comm->size(), comm->backend().c_str(), n_train, n_test, o.batch,
         trainer.steps_per_epoch(), o.optimizer.c_str(), static_cast<double>(o.lr),
-        o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed));
+        o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed),
+        o.overlap ? "; gradients overlapped layer by layer" : "");
     std::fflush(stdout);
   }
   try {

@@ -49,13 +49,14 @@ void Mlp<Scalar>::init(std::uint64_t seed) {
 }
 
 template <class Scalar>
-void Mlp<Scalar>::forward(const Matrix& x) {
+void Mlp<Scalar>::forward(const Matrix& x, const LayerHooks& hooks) {
   if (x.cols() != sizes_[0]) {
     throw std::invalid_argument("Mlp: input has " + std::to_string(x.cols()) +
                                 " columns, expected " + std::to_string(sizes_[0]));
   }
   const Matrix* in = &x;
   for (int l = 0; l < num_layers(); ++l) {
+    if (hooks.before_forward) hooks.before_forward(l);
     Matrix& out = act_[static_cast<std::size_t>(l)];
     out.noalias() = *in * weight(params_.data(), l);
     out.rowwise() += bias(params_.data(), l);
@@ -89,21 +90,28 @@ BatchStats Mlp<Scalar>::score(std::span<const std::uint8_t> labels, Matrix* dlog
 
 template <class Scalar>
 BatchStats Mlp<Scalar>::loss_and_gradient(const Matrix& x, std::span<const std::uint8_t> labels,
-                                          std::span<Scalar> grad) {
+                                          std::span<Scalar> grad, const LayerHooks& hooks) {
   if (grad.size() != params_.size())
     throw std::invalid_argument("Mlp: gradient buffer has the wrong size");
   if (static_cast<std::size_t>(x.rows()) != labels.size())
     throw std::invalid_argument("Mlp: rows and labels differ");
-  if (x.rows() == 0) {
+  if (x.rows() == 0) {  // the hooks see every layer all the same
+    for (int l = 0; l < num_layers(); ++l)
+      if (hooks.before_forward) hooks.before_forward(l);
+    if (hooks.on_loss) hooks.on_loss({});
     std::fill(grad.begin(), grad.end(), Scalar(0));
+    for (int l = num_layers() - 1; l >= 0; --l)
+      if (hooks.on_layer_gradient) hooks.on_layer_gradient(l);
     return {};
   }
-  forward(x);
+  forward(x, hooks);
   const BatchStats stats = score(labels, &delta_);
+  if (hooks.on_loss) hooks.on_loss(stats);
   for (int l = num_layers() - 1; l >= 0; --l) {
     const Matrix& in = l == 0 ? x : act_[static_cast<std::size_t>(l - 1)];
     weight(grad.data(), l).noalias() = in.transpose() * delta_;
     bias(grad.data(), l) = delta_.colwise().sum();
+    if (hooks.on_layer_gradient) hooks.on_layer_gradient(l);
     if (l == 0) break;
     delta_prev_.noalias() = delta_ * weight(params_.data(), l).transpose();
     // ReLU': the stored activation is positive exactly where its input was.

@@ -55,6 +55,10 @@ Trainer::Trainer(synk::Communicator& comm, DatasetView train,
       grad_(comm, "grad", std::vector<float>(model_.num_params() + 2)) {
   if (comm_.rank() == 0) model_.init(config_.seed);
   comm_.broadcast(model_.params(), 0);
+  if (config_.overlap) {
+    overlap_ = std::make_unique<LayerExchange>(comm_, model_, config_.optimizer, config_.lr,
+                                               config_.momentum);
+  }
   std::iota(order_.begin(), order_.end(), 0u);
 }
 
@@ -80,6 +84,7 @@ EpochRecord Trainer::run_epoch(int epoch,
 
   BatchStats local;
   const std::size_t steps = steps_per_epoch();
+  const std::size_t n = model_.num_params();
   for (std::size_t step = 0; step < steps; ++step) {
     const std::size_t begin = step * config_.batch;
     const std::size_t global = std::min(config_.batch, train_.count - begin);  // last may be short
@@ -87,29 +92,26 @@ EpochRecord Trainer::run_epoch(int epoch,
     gather_rows(train_,
                 std::span<const std::uint32_t>(order_).subspan(begin + mine.lo, mine.hi - mine.lo),
                 x_, y_);
-    if (config_.schedule == "cosine") optimizer_->set_lr(scheduled_lr(epoch, step));
-    std::vector<float>& buf = grad_.value();
-    const std::size_t n = model_.num_params();
-    const BatchStats s = model_.loss_and_gradient(x_, y_, std::span<float>(buf).first(n));
+    const float lr = config_.schedule == "cosine" ? scheduled_lr(epoch, step) : config_.lr;
+    const float grad_scale = 1.0f / static_cast<float>(global);  // the global-batch mean
+    StepSums sums;
+    const BatchStats s =
+        overlap_ ? overlap_->step(x_, y_, {lr, grad_scale}, sums) : all_reduce_step(sums);
     local.loss_sum += s.loss_sum;
     local.correct += s.correct;
     local.count += s.count;
-    // The ranks decide on the sum of 0s and 1s, exact in any order: a sum of losses could
-    // overflow on one rank's order of addition and not on another's.
-    buf[n] = static_cast<float>(s.loss_sum);
-    buf[n + 1] = std::isfinite(buf[n]) ? 0.0f : 1.0f;
-
-    grad_.all_reduce(synk::ReduceOp::sum);  // the one collective of the step
-    if (buf[n + 1] > 0) {
-      throw NonFiniteLoss(epoch, step + 1, steps, buf[n] / static_cast<double>(global),
-                          optimizer_->lr());
+    if (sums.non_finite > 0) {
+      throw NonFiniteLoss(epoch, step + 1, steps, sums.loss_sum / static_cast<double>(global), lr);
     }
-    // The global-batch mean, whatever the number of ranks; the same update on every rank.
-    optimizer_->step(model_.params(), std::span<const float>(buf).first(n),
-                     1.0f / static_cast<float>(global));
+    if (!overlap_) {  // with overlap, each layer's update comes before its next forward
+      optimizer_->set_lr(lr);
+      optimizer_->step(model_.params(), std::span<const float>(grad_.value()).first(n),
+                       grad_scale);
+    }
     if (progress) progress(step + 1, steps);
   }
 
+  if (overlap_) overlap_->finish();
   // One all_reduce per epoch for the training stats; counts are exact in double below 2^53.
   std::vector<double> sums{local.loss_sum, static_cast<double>(local.correct),
                            static_cast<double>(local.count)};
@@ -124,6 +126,19 @@ EpochRecord Trainer::run_epoch(int epoch,
   rec.images_per_s = sums[2] / seconds;
   rec.test_accuracy = test_accuracy();
   return rec;
+}
+
+BatchStats Trainer::all_reduce_step(StepSums& sums) {
+  std::vector<float>& buf = grad_.value();
+  const std::size_t n = model_.num_params();
+  const BatchStats s = model_.loss_and_gradient(x_, y_, std::span<float>(buf).first(n));
+  // The ranks decide on the sum of 0s and 1s, exact in any order: a sum of losses could
+  // overflow on one rank's order of addition and not on another's.
+  buf[n] = static_cast<float>(s.loss_sum);
+  buf[n + 1] = std::isfinite(buf[n]) ? 0.0f : 1.0f;
+  grad_.all_reduce(synk::ReduceOp::sum);  // the one collective of the step
+  sums = {buf[n], buf[n + 1]};
+  return s;
 }
 
 double Trainer::test_accuracy() {

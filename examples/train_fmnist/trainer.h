@@ -1,6 +1,7 @@
 // Data-parallel training of the MLP, SPMD: every rank draws the same global batches, computes
 // the summed-loss gradient of its linspace share of the rows, and one all_reduce per step
-// makes the global-batch mean on every rank, so every rank applies the same update.
+// makes the global-batch mean on every rank, so every rank applies the same update. With
+// overlap, the gradients travel layer by layer instead (overlap.h), to the same update.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include "dataset.h"
 #include "mlp.h"
 #include "optimizer.h"
+#include "overlap.h"
 #include "synk/synk.h"
 
 namespace fmnist {
@@ -29,6 +31,9 @@ struct TrainConfig {
   std::string schedule = "cosine";
   int epochs = 1;  // the length of the cosine schedule
   std::uint64_t seed = 1;
+  // Push each layer's gradient as backprop makes it (synk::KeyValue) instead of one
+  // all_reduce after the backward pass.
+  bool overlap = false;
 };
 
 struct EpochRecord {
@@ -66,6 +71,8 @@ class Trainer {
 
  private:
   float scheduled_lr(int epoch, std::size_t step) const;
+  // The step's gradient and one all_reduce of it with the sums; the update is the caller's.
+  BatchStats all_reduce_step(StepSums& sums);
 
   synk::Communicator& comm_;
   DatasetView train_;
@@ -75,6 +82,7 @@ class Trainer {
   TrainConfig config_;
   Mlp<float> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LayerExchange> overlap_;  // set with config.overlap
   std::vector<std::uint32_t> order_;
   // The flat gradient, one Shared buffer on every rank, and after it two floats that ride the
   // same all_reduce: the step's loss sum and the count of ranks whose loss is not finite.

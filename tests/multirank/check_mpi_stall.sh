@@ -12,7 +12,7 @@ shift 3
 vader=$(mktemp -d)
 trap 'rm -rf "$vader"' EXIT
 start=$(date +%s)
-out=$(SYNK_TIMEOUT=2 SYNK_MPI_MAX_CHUNK=1 timeout -k 5 60 "$@" \
+out=$(SYNK_TIMEOUT=2 SYNK_STALL_WARN=1 SYNK_MPI_MAX_CHUNK=1 timeout -k 5 60 "$@" \
         --mca btl_vader_backing_directory "$vader" -np 2 "$exe" "$mode" "$backend" 2>&1)
 rc=$?
 elapsed=$(( $(date +%s) - start ))
@@ -31,7 +31,17 @@ fi
 [ "$elapsed" -lt 40 ] || { echo "FAIL: the job did not end within 40 s"; exit 1; }
 [ "$rc" -ne 0 ] || { echo "FAIL: the job exited 0"; exit 1; }
 call='all_reduce(count 1, float32, sum)'
-want="synk Timeout: rank 0: $call on the $backend backend has waited [0-9]* s inside MPI without progress, past SYNK_TIMEOUT (2 s)"
+if [ "$backend" = shm ]; then
+  # shm's own wait: a warning at SYNK_STALL_WARN, then an error naming the rank.
+  warn="all_reduce: rank 0 has waited 1 s (SYNK_STALL_WARN) for rank 1, which has not reached this call; it fails after 2 s (SYNK_TIMEOUT)"
+  want="synk Timeout: all_reduce: rank 0 waited 2 s (SYNK_TIMEOUT) for rank 1, which has not reached this call"
+else
+  warn="rank 0: $call on the $backend backend has waited [0-9]* s inside MPI (SYNK_STALL_WARN): some rank has not reached it; this process ends after SYNK_TIMEOUT (2 s)"
+  want="synk Timeout: rank 0: $call on the $backend backend has waited [0-9]* s inside MPI without progress, past SYNK_TIMEOUT (2 s)"
+fi
 echo "$out" | grep -q "$want" || { echo "FAIL: no line matching: $want"; exit 1; }
+n=$(echo "$out" | grep -c "(SYNK_STALL_WARN)")
+[ "$n" -eq 1 ] && echo "$out" | grep -q "$warn" ||
+  { echo "FAIL: not one warning line (SYNK_STALL_WARN=1) matching: $warn"; exit 1; }
 if echo "$out" | grep -q "the call returned"; then echo "FAIL: a call returned"; exit 1; fi
 echo "the waiting rank ended the job"

@@ -41,6 +41,22 @@ TEST(Env, Defaults) {
   EXPECT_EQ(s.mpi_max_chunk, 0u);
   EXPECT_EQ(s.shm_stream, "auto");
   EXPECT_EQ(s.shm_spin_us, -1);
+  EXPECT_EQ(s.fusion_bytes, std::size_t{64} << 20);
+  EXPECT_DOUBLE_EQ(s.stall_warn_s, 60.0);
+  EXPECT_EQ(s.cycle_ms, 0);
+  EXPECT_EQ(s.timeline, "");
+}
+
+TEST(Env, KeyValueSettings) {
+  EXPECT_EQ(parse({{"SYNK_FUSION_BYTES", "0"}}).fusion_bytes, 0u);
+  EXPECT_EQ(parse({{"SYNK_FUSION_BYTES", " 4096 "}}).fusion_bytes, 4096u);
+  EXPECT_DOUBLE_EQ(parse({{"SYNK_STALL_WARN", "0.5"}}).stall_warn_s, 0.5);
+  EXPECT_EQ(parse({{"SYNK_CYCLE_MS", "5"}}).cycle_ms, 5);
+  EXPECT_EQ(parse({{"SYNK_TIMELINE", " /tmp/t.json"}}).timeline, "/tmp/t.json");
+  expect_rejected("SYNK_FUSION_BYTES", "-1");
+  expect_rejected("SYNK_FUSION_BYTES", "64M");
+  expect_rejected("SYNK_STALL_WARN", "0");
+  expect_rejected("SYNK_CYCLE_MS", "10001");
 }
 
 TEST(Env, EmptyMeansDefault) {

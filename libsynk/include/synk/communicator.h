@@ -25,11 +25,20 @@ struct CommState;
 struct CommContext;
 // libsynk's own parts (Data, ...) reach the rank layout through this.
 const CommContext& context_of(const Communicator& comm);
+// KeyValue's own communicator: a duplicate of comm on comm's backend (a host one for nccl),
+// whose waiting ranks yield their core at once. Collective over comm.
+Communicator duplicate_for_engine(const Communicator& comm);
+// Whether comm's calls may run on a thread of their own beside the caller's calls (they make
+// no MPI call: shm without SYNK_CHECK_CALLS).
+bool runs_in_background(const Communicator& comm);
 }  // namespace detail
 
 struct CommOptions {
   // "auto", "mpi", "shm" or "nccl"; empty means the SYNK_BACKEND variable (default auto).
   std::string backend;
+  // A rank that waits in a call for the others yields its core at once, instead of polling
+  // first (SYNK_SHM_SPIN_US): for calls made on a thread beside computation on the same core.
+  bool yield_when_waiting = false;
 };
 
 // Buffer conventions (those of NCCL):
@@ -261,6 +270,7 @@ class Communicator {
 
  private:
   friend const detail::CommContext& detail::context_of(const Communicator& comm);
+  friend bool detail::runs_in_background(const Communicator& comm);
   // Fails the call `op` of count elements of dtype on this rank because of `why`, taking part in
   // it as a rejected argument does (so the other ranks fail too where the backend can tell
   // them: shm, hier, SYNK_CHECK_CALLS=1). Always throws.

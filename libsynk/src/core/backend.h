@@ -51,6 +51,7 @@ struct CommContext {
   int local_size = 1;
   int node = 0;
   int num_nodes = 1;
+  bool yields_core = false;  // CommOptions::yield_when_waiting
 };
 
 // One call, as the user made it. Meaning of count: per rank for all_gather, gather and scatter,

@@ -15,6 +15,7 @@
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
 #include "core/mpi_watchdog.h"
+#include "core/timeline.h"
 #include "core/validation.h"
 
 namespace synk {
@@ -26,6 +27,10 @@ struct CommState {
   std::unique_ptr<Backend> backend;
   std::string backend_name;
   std::string requested;  // what the user asked for ("auto", ...): a split chooses again
+  // SYNK_TIMELINE's rows of this communicator's calls: the collective's name, and " (comm N)"
+  // after it for the process's Nth communicator from the second on, so that calls of two
+  // communicators running at once (a KeyValue engine's and the program's) never share a row.
+  std::string timeline_suffix;
   ::CUstream_st* stream = nullptr;  // set_stream: the caller's cudaStream_t for device backends
   bool check_calls = settings().check_calls;  // SYNK_CHECK_CALLS, read once
   bool buffer_rules = false;                  // backend->has_buffer_rules(), asked once
@@ -59,6 +64,16 @@ struct CommState {
 
 const CommContext& context_of(const Communicator& comm) { return comm.st().ctx; }
 
+bool runs_in_background(const Communicator& comm) { return comm.st().background; }
+
+Communicator duplicate_for_engine(const Communicator& comm) {
+  CommOptions options;
+  const std::string& b = comm.backend();
+  options.backend = b == "hier" || b == "nccl" ? "auto" : b;
+  options.yield_when_waiting = true;
+  return Communicator(comm.mpi_comm(), options);
+}
+
 }  // namespace detail
 
 namespace {
@@ -70,7 +85,13 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   const detail::Settings& s = detail::settings();
   auto state = std::make_unique<detail::CommState>();
   state->ctx = detail::make_context(comm, s.simulate_nodes);
+  state->ctx.yields_core = options.yield_when_waiting;
   if (comm == MPI_COMM_WORLD) detail::set_log_rank(state->ctx.rank);
+  detail::timeline::start(state->ctx);  // SYNK_TIMELINE: once per process
+  static std::atomic<int> communicators{0};
+  if (const int n = ++communicators; n > 1) {
+    state->timeline_suffix = " (comm " + std::to_string(n) + ")";
+  }
   const std::string requested = options.backend.empty() ? s.backend : options.backend;
   state->backend = detail::make_backend(requested, state->ctx);
   state->backend_name = state->backend->name();
@@ -219,14 +240,36 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
   return req;
 }
 
+std::uint64_t bytes_of(const CollArgs& a) { return a.count * size_of(a.dtype); }
+std::string track_of(const detail::CommState& st, Collective c) {
+  return detail::to_string(c) + st.timeline_suffix;
+}
+
+// Runs a call to its end on this thread; on the timeline, its "running" span.
+void execute(detail::CommState& st, CollArgs&& a) {
+  if (!detail::timeline::on()) {
+    dispatch(st, std::move(a)).wait();
+    return;
+  }
+  const std::string track = track_of(st, a.coll);
+  detail::timeline::begin(track, "running", bytes_of(a));
+  try {
+    dispatch(st, std::move(a)).wait();
+  } catch (...) {
+    detail::timeline::end(track);
+    throw;
+  }
+  detail::timeline::end(track);
+}
+
 // A blocking call: after the non-blocking calls issued before it.
 void run(detail::CommState& st, CollArgs&& a) {
   detail::CallQueue* q = st.queue.load(std::memory_order_acquire);
   if (q == nullptr) {
-    dispatch(st, std::move(a)).wait();
+    execute(st, std::move(a));
     return;
   }
-  q->run_in_order([&st, &a] { dispatch(st, CollArgs(a)).wait(); }, detail::to_string(a.coll));
+  q->run_in_order([&st, &a] { execute(st, CollArgs(a)); }, detail::to_string(a.coll));
 }
 
 // A non-blocking call on the progress thread's queue; `counts` owns gatherv's recv_counts.
@@ -236,22 +279,35 @@ class QueuedCollective final : public detail::QueuedCall {
       : QueuedCall(detail::to_string(a.coll)),
         st_(st),
         a_(std::move(a)),
-        counts_(std::move(counts)) {
+        counts_(std::move(counts)),
+        issued_ns_(detail::timeline::on() ? detail::timeline::clock_ns() : 0) {
     if (!counts_.empty()) a_.recv_counts = counts_;
   }
-  void run() override { dispatch(st_, CollArgs(a_)).wait(); }
+  void run() override {
+    if (issued_ns_ != 0 && detail::timeline::on()) {  // its wait in the queue, then it runs
+      const std::string track = track_of(st_, a_.coll);
+      detail::timeline::async_span(track, track + " queued", issued_ns_, bytes_of(a_));
+    }
+    execute(st_, CollArgs(a_));
+  }
 
  private:
   detail::CommState& st_;
   CollArgs a_;
   std::vector<std::size_t> counts_;
+  std::uint64_t issued_ns_;  // timeline::clock_ns() at issue, when the timeline is on
 };
 
 // A non-blocking call; its errors reach the program through the Request, wherever it ran.
 Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts = {}) {
   if (st.on_device || !st.background) {
     try {
-      if (st.on_device) return dispatch(st, std::move(a));  // queued on the stream
+      if (st.on_device) {  // queued on the stream
+        if (detail::timeline::on()) {
+          detail::timeline::instant(track_of(st, a.coll), "enqueued", bytes_of(a));
+        }
+        return dispatch(st, std::move(a));
+      }
       run(st, std::move(a));  // the call needs MPI on this thread: it runs now
       return {};
     } catch (...) {

@@ -130,6 +130,14 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
     // the same GPUs.
     s.launcher_local_rank = static_cast<int>(parse_integer(*w, 0, 1 << 20));
   }
+  if (const auto v = var("SYNK_FUSION_BYTES")) {
+    s.fusion_bytes = static_cast<std::size_t>(parse_integer(*v, 0, 1LL << 40));
+  }
+  if (const auto v = var("SYNK_STALL_WARN")) s.stall_warn_s = parse_seconds(*v);
+  if (const auto v = var("SYNK_CYCLE_MS")) {
+    s.cycle_ms = static_cast<int>(parse_integer(*v, 0, 10000));
+  }
+  if (const auto v = var("SYNK_TIMELINE")) s.timeline = v->text;
   return s;
 }
 

@@ -34,6 +34,14 @@ struct Settings {
   // Set by synkrun for the NCCL backend's device choice (see backends/nccl).
   std::string gpu;                 // SYNK_GPU: the rank's GPU index(es), "2" or "2,3"; empty: none
   int launcher_local_rank = -1;    // SYNK_LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK (-1: neither)
+  // SYNK_FUSION_BYTES: the largest fused collective of KeyValue and the list collectives (0:
+  // every key or array on its own).
+  std::size_t fusion_bytes = std::size_t{64} << 20;
+  double stall_warn_s = 60.0;  // SYNK_STALL_WARN: seconds before a stalled key is reported
+  // SYNK_CYCLE_MS: how long KeyValue gathers pushes before it agrees with the other ranks on
+  // which keys are ready (0: at once).
+  int cycle_ms = 0;
+  std::string timeline;  // SYNK_TIMELINE: the Chrome trace file to write (empty: none)
 };
 
 // Parses the variables through `get` (which returns nullptr for an unset variable). One rule for

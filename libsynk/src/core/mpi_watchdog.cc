@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "core/backoff.h"
+#include "core/env.h"
 #include "core/logging.h"
 
 namespace synk::detail {
@@ -67,8 +69,20 @@ void expire(const Slot& s, std::uint64_t calls, double waited_s) {
   std::_Exit(kWatchdogExitCode);
 }
 
+// SYNK_STALL_WARN: one line, the call going on (it may still end well).
+void warn_stalled(const Slot& s, double waited_s) {
+  SYNK_LOG_AT(warn, "rank " << s.rank << ": " << describe_call(s.coll, s.count, s.dtype, s.op, s.root)
+                            << " on the " << s.backend << " backend has waited "
+                            << static_cast<long long>(waited_s)
+                            << " s inside MPI (SYNK_STALL_WARN): some rank has not reached it; "
+                               "this process ends after SYNK_TIMEOUT ("
+                            << seconds_text(s.timeout_s) << ")");
+}
+
 void watch() {
+  const double stall_warn_s = settings().stall_warn_s;
   std::uint64_t seen[kSlots] = {};     // the count last seen in each slot
+  std::uint64_t warned[kSlots] = {};   // the count of the last call warned of
   Clock::time_point since[kSlots] = {};  // when it was first seen
   Clock::time_point last = Clock::now();
   while (true) {
@@ -94,6 +108,10 @@ void watch() {
       const double limit = slots[i].timeout_s + std::max(2.0, slots[i].timeout_s * 0.05);
       const double waited = std::chrono::duration<double>(now - since[i]).count();
       if (waited > limit) expire(slots[i], calls, waited);
+      if (waited > stall_warn_s && warned[i] != calls && stall_warn_s < slots[i].timeout_s) {
+        warned[i] = calls;
+        warn_stalled(slots[i], waited);
+      }
     }
   }
 }

@@ -33,7 +33,7 @@ ShmNode join_every_node(const CommContext& ctx) {
   std::exception_ptr failure;
   std::string reason;
   try {
-    node = join_shm_node(ctx.local_comm, ctx.comm);
+    node = join_shm_node(ctx.local_comm, ctx.comm, ctx.yields_core);
   } catch (const Error& e) {
     failure = std::current_exception();
     reason = e.message();  // the message that carries it says its own code

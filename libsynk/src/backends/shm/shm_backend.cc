@@ -25,7 +25,7 @@ shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what) {
   return std::move(s.segment);
 }
 
-ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job) {
+ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   int rank = 0, size = 1;
   SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   SYNK_CHECK_MPI(MPI_Comm_size(comm, &size));
@@ -40,8 +40,13 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job) {
   cfg.size = size;
   if (s.shm_slot_bytes) cfg.slot_bytes = s.shm_slot_bytes;
   cfg.timeout_s = s.timeout_s;
+  cfg.stall_warn_s = s.stall_warn_s;
   if (s.shm_cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.shm_cma_bytes);
   if (s.shm_spin_us >= 0) cfg.spin_us = static_cast<std::uint32_t>(s.shm_spin_us);
+  if (yield_at_once) {
+    cfg.spin_us = 0;
+    cfg.sleep_when_waiting = true;
+  }
   cfg.machine_ranks = machine_ranks;
   cfg.store_mode = s.shm_stream == "always"  ? shm::StoreMode::streaming
                    : s.shm_stream == "never" ? shm::StoreMode::ordinary
@@ -63,7 +68,7 @@ ShmBackend::ShmBackend(const CommContext& ctx) {
                     "picks the hierarchical backend)");
   }
   comm_ = ctx.comm;
-  node_ = join_shm_node(ctx.comm, ctx.comm);
+  node_ = join_shm_node(ctx.comm, ctx.comm, ctx.yields_core);
   group_ = node_.group.get();
 }
 

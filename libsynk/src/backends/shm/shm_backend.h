@@ -20,7 +20,7 @@ struct ShmNode {
 // job (comm's ranks, or more when SYNK_SIMULATE_NODES splits a machine into several groups):
 // the job's ranks on this machine all compete for its CPUs, which decides how a waiting rank
 // waits (GroupConfig::machine_ranks). A failure on any rank is an error on every rank.
-ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job);
+ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once = false);
 // A new segment of `bytes` that every rank of `comm` (one node) has mapped, with no name left
 // (try_share_segment). Collective; a failure on any rank is an error on every rank. `what`
 // names it in errors.

@@ -47,10 +47,15 @@ struct GroupConfig {
   // the root's buffer (cross-memory attach, shm_cma.cc); 0: never.
   std::size_t cma_min_bytes = std::size_t{1} << 20;
   double timeout_s = 300.0;
+  double stall_warn_s = 60.0;  // a wait this long is one warning line (SYNK_STALL_WARN)
   StoreMode store_mode = StoreMode::tuned;  // how large calls write the slots (store_tuner.h)
   // Where every rank has a CPU of its own (cpu_share.h), a waiting rank polls this long before
   // it starts yielding its core; where ranks share CPUs it yields after a few polls.
   std::uint32_t spin_us = 2000;
+  // A waiting rank that has yielded for a while sleeps between polls instead: for calls made on
+  // a thread beside the caller's computation (KeyValue's engine), whose waits for a rank that
+  // has not pushed yet may last as long as that rank's computation.
+  bool sleep_when_waiting = false;
   // Ranks of the job on this machine, this group's and others' (more than `size` where
   // SYNK_SIMULATE_NODES splits a machine into groups): with fewer CPUs than these, the ranks
   // share CPUs whatever this group's affinity masks say. 0: `size`.

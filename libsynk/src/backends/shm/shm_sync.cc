@@ -17,12 +17,14 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "backends/shm/shm_group.h"
 #include "backends/shm/shm_layout.h"
 #include "backends/shm/stream_copy.h"
 #include "core/backoff.h"
+#include "core/logging.h"
 #include "core/mpi_runtime.h"
 #include "synk/error.h"
 
@@ -35,6 +37,11 @@ using layout::Entry;
 using layout::entry_of;
 
 namespace {
+
+// GroupConfig::sleep_when_waiting: after this long yielding, a waiting rank sleeps this long
+// between polls (a late peer is noticed that much later; an idle wait costs no core).
+constexpr auto kYieldBeforeSleep = std::chrono::microseconds(200);
+constexpr auto kSleepBetweenPolls = std::chrono::microseconds(50);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -393,9 +400,15 @@ void Group::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::ui
   // Where every rank has a CPU of its own, polls go on for spin_before_yield_ before the
   // first yield, which may hand this core to another process for a time slice (cpu_share.h).
   const auto spin_until = start + spin_before_yield_;
+  const auto sleep_after = start + kYieldBeforeSleep;
+  bool warn_pending = cfg_.stall_warn_s < cfg_.timeout_s;
+  const auto warn_at = start + detail::wait_duration(cfg_.stall_warn_s);
   bool yielding = spin_before_yield_.count() == 0;
+  bool sleeping = false;
   for (std::uint32_t i = 1;; ++i) {
-    if (yielding) {
+    if (sleeping) {
+      std::this_thread::sleep_for(kSleepBetweenPolls);
+    } else if (yielding) {
       sched_yield();
     } else {
       cpu_relax();
@@ -405,6 +418,7 @@ void Group::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::ui
     if ((i & 31) != 0) continue;
     const auto now = Clock::now();
     yielding = yielding || now >= spin_until;
+    sleeping = cfg_.sleep_when_waiting && now >= sleep_after;
     if (now >= next_liveness_check) {
       next_liveness_check = now + std::chrono::milliseconds(10);
       if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) {
@@ -415,6 +429,14 @@ void Group::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::ui
                         std::to_string(block_at(blocks_, peer).pid.load()) + ") died; rank " +
                         std::to_string(cfg_.rank) + " was waiting for it");
       }
+    }
+    if (warn_pending && now >= warn_at) {
+      warn_pending = false;
+      SYNK_LOG_AT(warn, op_name_ << ": rank " << cfg_.rank << " has waited "
+                                 << detail::seconds_text(cfg_.stall_warn_s)
+                                 << " (SYNK_STALL_WARN) for rank " << peer
+                                 << ", which has not reached this call; it fails after "
+                                 << detail::seconds_text(cfg_.timeout_s) << " (SYNK_TIMEOUT)");
     }
     if (now >= deadline) {
       broken_ = true;

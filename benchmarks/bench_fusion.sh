@@ -1,0 +1,27 @@
+#!/bin/bash
+# KeyValue's tensor fusion on NP ranks (default 2), one table: per step 1,000 keys of 4 KiB pushed
+# and pulled through synk::KeyValue, fused (synk's default SYNK_FUSION_BYTES) and unfused
+# (SYNK_FUSION_BYTES=0: one collective per key), against 1,000 blocking comm.all_reduce and
+# 1,000 MPI_Allreduce of 4 KiB. SYNK_FUSION_BYTES is read once per process, so the unfused row
+# comes from a second run; each row's vs_mpi is against the MPI_Allreduce timed in its own run.
+# The issue's target: fused at least 5x faster than MPI.
+# Usage: benchmarks/bench_fusion.sh [path/to/bin] [np] [extra bench_fusion args...]
+set -eu
+bin=${1:-$(dirname "$0")/../build/bin}
+np=${2:-2}
+shift $(($# < 2 ? $# : 2))
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset SYNK_FUSION_BYTES
+
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
+rc=0  # a run with a wrong element (exit 1) still shows its rows, then fails the script
+fused=$("$bin/synkrun" -np "$np" "$bin/bench_fusion" --modes kv,all_reduce,mpi "$@") || rc=$?
+unfused=$(SYNK_FUSION_BYTES=0 "$bin/synkrun" -np "$np" "$bin/bench_fusion" --modes kv \
+  --no-header "$@") || rc=$?
+# One table, in the order of the issue: fused, unfused, all_reduce, MPI.
+grep -E '^(#|mode )' <<< "$fused"
+grep '^kv fused' <<< "$fused"
+grep '^kv unfused' <<< "$unfused"
+grep -E '^(all_reduce|MPI_Allreduce) ' <<< "$fused"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit "$rc"

@@ -1,0 +1,603 @@
+// See kv_engine.h.
+#include "kv/kv_engine.h"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "core/env.h"
+#include "core/logging.h"
+#include "core/timeline.h"
+#include "kv/kv_stall.h"
+
+namespace synk::detail {
+
+namespace {
+
+constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
+
+// How long the engine pauses between cycles that reduced nothing while some rank still has a
+// push waiting: short, since a late rank's push waits for the others' next cycle.
+constexpr auto kPause = std::chrono::microseconds(500);
+
+std::string key_text(int key) { return "key " + std::to_string(key); }
+
+// The timeline's row of a key.
+std::string key_track(int key) { return "KeyValue " + key_text(key); }
+
+KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, double timeout_s) {
+  if (!k.push_pending) return kNotPushed;
+  const double waited = std::chrono::duration<double>(now - k.pushed_at).count();
+  return waited > timeout_s ? kTimedOut : waited > warn_s ? kStalled : kPushed;
+}
+
+}  // namespace
+
+KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
+    : user_(comm),
+      engine_comm_(duplicate_for_engine(comm)),
+      updater_(std::move(options.updater)),
+      fusion_bytes_(settings().fusion_bytes),
+      stall_warn_s_(settings().stall_warn_s),
+      timeout_s_(settings().timeout_s),
+      cycle_ms_(settings().cycle_ms),
+      // One rank waits for no one: its pushes are reduced in push itself (reduce_alone).
+      background_(comm.size() > 1 && runs_in_background(engine_comm_)),
+      owned_bytes_(static_cast<std::size_t>(comm.size()), 0) {
+  // With a thread, the fusion buffer is made now, whole, on this thread: alloc is collective
+  // and makes MPI calls, which the engine's thread must not; the shm backend's pages are only
+  // backed where a cycle writes them. Without, it grows in the cycles as buckets need it.
+  if (background_) {
+    if (fusion_bytes_ > 0) fusion_ = engine_comm_.alloc(fusion_bytes_);
+    thread_ = std::thread([this] { engine_loop(); });
+  }
+}
+
+KvEngine::~KvEngine() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    SYNK_LOG_AT(error, "KeyValue destroyed after a failure: " << e.what());
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+KeySlot& KvEngine::slot_of(int key, const char* op) {
+  const auto it = index_.find(key);
+  if (it == index_.end()) {
+    throw Error(ErrorCode::InvalidUsage, std::string("KeyValue::") + op + ": " + key_text(key) +
+                                             " was not declared (init_key)");
+  }
+  return slots_[it->second];
+}
+
+const KeySlot& KvEngine::declared(int key, const char* op) const {
+  std::lock_guard lk(m_);
+  return const_cast<KvEngine*>(this)->slot_of(key, op);
+}
+
+void KvEngine::throw_if_failed_locked() {
+  if (!failed_) return;
+  failure_seen_ = true;
+  std::rethrow_exception(failed_);
+}
+
+int KvEngine::choose_owner(std::size_t bytes) {
+  const auto least = std::min_element(owned_bytes_.begin(), owned_bytes_.end());
+  *least += bytes;
+  return static_cast<int>(least - owned_bytes_.begin());
+}
+
+void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
+                        const void* weights) {
+  {
+    std::lock_guard lk(m_);
+    throw_if_failed_locked();
+    if (closing_) throw Error(ErrorCode::InvalidUsage, "KeyValue::init_key: the KeyValue is closed");
+  }
+  const int rank = user_.rank();
+  std::string refused;
+  if (index_.count(key) != 0) {
+    refused = key_text(key) + " is declared already";
+  } else if (!is_valid(dtype) || !is_valid(op)) {
+    refused = "not a valid dtype or op";
+  } else if (updater_ && rank == 0 && weights == nullptr && count > 0) {
+    refused = "with an Updater, rank 0 passes the key's initial weights (weights is null)";
+  }
+  // Every rank declares the same key, count, dtype and op, and knows whether one refused.
+  const auto i = [](auto v) { return static_cast<std::int64_t>(v); };
+  std::int64_t v[9] = {i(key), -i(key), i(count), -i(count), i(dtype), -i(dtype), i(op), -i(op),
+                       refused.empty() ? 0 : 1};
+  user_.all_reduce(v, v, 9, DataType::int64, ReduceOp::max);
+  if (!refused.empty()) throw Error(ErrorCode::InvalidArgument, "KeyValue::init_key: " + refused);
+  if (v[8] != 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                "KeyValue::init_key(" + key_text(key) + "): another rank's arguments were refused");
+  }
+  if (v[0] != -v[1] || v[2] != -v[3] || v[4] != -v[5] || v[6] != -v[7]) {
+    throw Error(ErrorCode::InvalidUsage,
+                "KeyValue::init_key: the ranks declared different keys (this rank: " +
+                    key_text(key) + ", " + std::to_string(count) + " elements of " +
+                    to_string(dtype) + ", " + to_string(op) +
+                    "); every rank declares the same keys in the same order");
+  }
+  KeySlot s;
+  s.key = key;
+  s.count = count;
+  s.dtype = dtype;
+  s.op = op;
+  s.bytes = count * size_of(dtype);
+  if (updater_) {
+    s.owner = choose_owner(s.bytes);
+    std::vector<std::byte> w(s.bytes);
+    if (rank == 0 && s.bytes > 0) std::memcpy(w.data(), weights, s.bytes);
+    user_.broadcast(w.data(), s.bytes, DataType::uint8, 0);
+    if (rank == s.owner) {
+      s.weights = std::move(w);
+      updater_->init(key, KeyArray{s.weights.data(), count, dtype});
+    }
+  }
+  std::lock_guard lk(m_);
+  index_[key] = slots_.size();
+  slots_.push_back(std::move(s));
+}
+
+void KvEngine::push(int key, const void* data, int priority) {
+  {
+    std::lock_guard lk(m_);
+    throw_if_failed_locked();
+    if (closing_) throw Error(ErrorCode::InvalidUsage, "KeyValue::push: the KeyValue is closed");
+    KeySlot& k = slot_of(key, "push");
+    if (data == nullptr && k.bytes > 0) {
+      throw Error(ErrorCode::InvalidArgument, "KeyValue::push: " + key_text(key) + ": data is null");
+    }
+    if (k.push_pending || k.awaiting_pull) {
+      throw Error(ErrorCode::InvalidUsage,
+                  "KeyValue::push: " + key_text(key) +
+                      " is pushed again before its pull (push, pull, pull_wait, then push)");
+    }
+    k.pushed = data;
+    k.push_pending = true;
+    k.awaiting_pull = !(k.pull_open && !k.pull_done);  // a pull made before it waits for it
+    k.push_priority = priority;
+    k.pushed_at = KvClock::now();
+    k.warned = false;
+    if (timeline::on()) {
+      k.pushed_ns = timeline::clock_ns();
+      timeline::instant(key_track(key), "pushed", k.bytes);
+    }
+    ++pending_;
+    ++pushes_;
+  }
+  if (engine_comm_.size() == 1) {
+    reduce_alone(const_cast<KeySlot&>(declared(key, "push")));
+    return;
+  }
+  wake_.notify_one();  // no system call when the engine is not waiting
+}
+
+// One rank: the reduction of a push is the push itself (with an Updater, the update of it).
+void KvEngine::reduce_alone(KeySlot& k) {
+  const void* src = k.pushed;
+  if (k.owner >= 0) {
+    std::vector<std::byte> reduced(static_cast<const std::byte*>(k.pushed),
+                                   static_cast<const std::byte*>(k.pushed) + k.bytes);
+    update_on_owner(k, reduced.data());
+    src = k.weights.data();
+  }
+  deliver({&k}, {src});
+}
+
+void KvEngine::pull(int key, void* out, int priority, std::function<void()> callback) {
+  std::unique_lock lk(m_);
+  throw_if_failed_locked();
+  if (closing_) throw Error(ErrorCode::InvalidUsage, "KeyValue::pull: the KeyValue is closed");
+  KeySlot& k = slot_of(key, "pull");
+  if (k.pull_open) {
+    throw Error(ErrorCode::InvalidUsage, "KeyValue::pull: " + key_text(key) +
+                                             " is pulled again before pull_wait of its last pull");
+  }
+  if (out == nullptr && k.bytes > 0) {
+    throw Error(ErrorCode::InvalidArgument, "KeyValue::pull: " + key_text(key) + ": out is null");
+  }
+  k.pull_open = true;
+  k.pull_done = false;
+  k.out = out;
+  k.pull_priority = priority;
+  k.callback = std::move(callback);
+  k.awaiting_pull = false;
+  if (!k.has_result) return;
+  // The reduction came first: it is here already.
+  if (k.bytes > 0) std::memcpy(out, k.result.data(), k.bytes);
+  k.has_result = false;
+  std::function<void()> run = std::move(k.callback);
+  k.delivering = true;
+  lk.unlock();
+  if (run) run();
+  lk.lock();
+  k.delivering = false;
+  k.pull_done = true;
+}
+
+void KvEngine::pull_wait(int key) {
+  KeySlot* k = nullptr;
+  {
+    std::lock_guard lk(m_);
+    k = &slot_of(key, "pull_wait");
+    if (!k->pull_open) {
+      throw Error(ErrorCode::InvalidUsage, "KeyValue::pull_wait: " + key_text(key) +
+                                               " has no pull to wait for (pull, then pull_wait)");
+    }
+    if (!k->pull_done && !k->delivering && !k->push_pending && !failed_) {
+      // Only this rank's push can make it ready: waiting would never end.
+      throw Error(ErrorCode::InvalidUsage,
+                  "KeyValue::pull_wait: " + key_text(key) +
+                      " has not been pushed on this rank since its last result (push, pull, "
+                      "pull_wait)");
+    }
+  }
+  if (!background_) run_cycles_until([k] { return k->pull_done; });
+  std::unique_lock lk(m_);
+  ++k->waiters;
+  done_.wait(lk, [&] { return k->pull_done || failed_ || finished_; });
+  --k->waiters;
+  k->pull_open = false;
+  if (k->pull_done) {
+    k->pull_done = false;
+    return;
+  }
+  throw_if_failed_locked();
+  throw Error(ErrorCode::InvalidUsage,
+              "KeyValue::pull_wait: " + key_text(key) + ": the KeyValue closed before its result");
+}
+
+void KvEngine::close() {
+  {
+    std::lock_guard lk(m_);
+    if (closed_) return;
+    closing_ = true;
+  }
+  wake_.notify_all();
+  if (background_) {
+    if (thread_.joinable()) thread_.join();
+  } else {
+    run_cycles_until([this] { return finished_; });
+  }
+  std::lock_guard lk(m_);
+  closed_ = true;
+  if (failed_ && !failure_seen_) throw_if_failed_locked();
+}
+
+void KvEngine::fail(std::exception_ptr error) {
+  {
+    std::lock_guard lk(m_);
+    if (!failed_) failed_ = std::move(error);
+  }
+  done_.notify_all();  // every waiter, whatever its key
+}
+
+// The engine's thread: a cycle whenever some rank has a push waiting, a pause after one that
+// reduced nothing, asleep while no rank has anything to do.
+void KvEngine::engine_loop() {
+  // The shm waits of this thread sleep between polls (GroupConfig::sleep_when_waiting): with the
+  // default timer slack (50 us) each sleep lasts up to that much longer than asked.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  bool active = false;
+  bool progressed = false;
+  const auto pause = std::max<KvClock::duration>(kPause, std::chrono::milliseconds(cycle_ms_));
+  for (;;) {
+    {
+      std::unique_lock lk(m_);
+      if (!active && !closing_) {
+        wake_.wait(lk, [&] { return pending_ > 0 || closing_; });
+        if (cycle_ms_ > 0 && !closing_) {  // gather the pushes that follow this one
+          wake_.wait_for(lk, std::chrono::milliseconds(cycle_ms_), [&] { return closing_; });
+        }
+      } else if (!progressed) {
+        const std::uint64_t seen = pushes_;
+        wake_.wait_for(lk, pause, [&] { return pushes_ != seen; });
+      }
+    }
+    CycleOutcome o;
+    if (!try_cycle(o) || o.finished) return;
+    active = o.group_active;
+    progressed = o.progressed;
+  }
+}
+
+// The cycles on the caller's thread (where the engine has no thread of its own). One thread
+// runs them at a time; another one waits for its own condition meanwhile, and takes over when
+// the first returns. (Holding the turn while waiting deadlocked two threads per rank: one whose
+// key was done waited behind the other, so its rank never pushed the keys the other waited for.)
+void KvEngine::run_cycles_until(const std::function<bool()>& done) {
+  bool progressed = true;
+  for (;;) {
+    std::unique_lock turn(cycle_m_, std::defer_lock);
+    {
+      std::unique_lock lk(m_);
+      const auto stop = [&] { return done() || failed_ || finished_; };
+      if (stop()) return;
+      if (!turn.try_lock()) {
+        done_.wait_for(lk, kPause, stop);
+        continue;
+      }
+      if (!progressed) wake_.wait_for(lk, kPause);
+    }
+    CycleOutcome o;
+    if (!try_cycle(o)) return;
+    progressed = o.progressed;
+  }
+}
+
+// A cycle whose failure fails the engine (every pull and later call rethrows it): false then.
+bool KvEngine::try_cycle(CycleOutcome& o) {
+  try {
+    o = run_cycle();
+    return true;
+  } catch (...) {
+    fail(std::current_exception());
+    return false;
+  }
+}
+
+KvEngine::CycleOutcome KvEngine::run_cycle() {
+  std::int64_t header[4] = {};
+  {
+    std::lock_guard lk(m_);
+    const auto now = KvClock::now();
+    bool stalled = false;
+    for (const KeySlot& k : slots_) {
+      const KeyStatus s = status_of(k, now, stall_warn_s_, timeout_s_);
+      stalled = stalled || s == kTimedOut || (s == kStalled && !k.warned);
+    }
+    header[0] = static_cast<std::int64_t>(slots_.size());
+    header[1] = pending_ > 0 ? 1 : 0;
+    header[2] = closing_ ? 0 : 1;
+    header[3] = stalled ? 1 : 0;
+  }
+  engine_comm_.all_reduce(header, header, 4, DataType::int64, ReduceOp::max);
+  const auto n = static_cast<std::size_t>(header[0]);
+  const bool all_closing = header[2] == 0;
+  CycleOutcome o;
+  o.group_active = header[1] != 0;
+  if (o.group_active) {
+    // Per slot: 1 where this rank has not pushed it (max: 0 means every rank has), then the
+    // priority (max over the ranks that pushed it).
+    std::vector<std::int64_t> agreed(2 * n, 1);
+    std::vector<KeySlot*> by_slot(n, nullptr);
+    {
+      std::lock_guard lk(m_);
+      for (std::size_t i = 0; i < n; ++i) {
+        agreed[n + i] = kNoPriority;
+        if (i >= slots_.size()) continue;
+        KeySlot& k = slots_[i];
+        by_slot[i] = &k;
+        if (!k.push_pending) continue;
+        agreed[i] = 0;
+        agreed[n + i] = std::max(k.push_priority, k.pull_open ? k.pull_priority : k.push_priority);
+      }
+    }
+    engine_comm_.all_reduce(agreed.data(), agreed.data(), agreed.size(), DataType::int64,
+                            ReduceOp::max);
+    std::vector<ReadyKey> ready;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (agreed[i] != 0) continue;
+      const KeySlot& k = *by_slot[i];
+      ready.push_back({i, agreed[n + i], k.bytes, k.dtype, k.op, k.owner});
+    }
+    if (timeline::on()) trace_ready(ready, by_slot);
+    for (const Bucket& b : plan_buckets(ready, fusion_bytes_)) {
+      std::vector<KeySlot*> keys;
+      for (std::size_t s : b.slots) keys.push_back(by_slot[s]);
+      if (b.fused && keys.size() > 1) {
+        run_fused(b, keys);
+      } else {
+        for (KeySlot* k : keys) run_alone(*k);
+      }
+    }
+    o.progressed = !ready.empty();
+  }
+  if (o.progressed && timeline::on()) timeline::flush();
+  if (header[3] != 0 || (all_closing && o.group_active)) inspect(n, all_closing);
+  if (all_closing) {
+    o.finished = true;
+    {
+      std::lock_guard lk(m_);
+      finished_ = true;
+    }
+    done_.notify_all();
+  }
+  return o;
+}
+
+// Every rank's status of every slot; warns of (or fails) the keys that some ranks pushed long
+// ago and others have not. When every rank has closed, any such key fails at once.
+void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
+  std::vector<std::uint8_t> mine(n, kNotPushed);
+  std::vector<int> keys(n);
+  {
+    std::lock_guard lk(m_);
+    const auto now = KvClock::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      keys[i] = static_cast<int>(i);  // a slot this rank has not declared yet: its number
+      if (i >= slots_.size()) continue;
+      keys[i] = slots_[i].key;
+      mine[i] = status_of(slots_[i], now, stall_warn_s_, timeout_s_);
+    }
+  }
+  const int size = engine_comm_.size();
+  std::vector<std::uint8_t> all(n * static_cast<std::size_t>(size));
+  engine_comm_.all_gather(mine.data(), all.data(), n, DataType::uint8);
+  const auto stalled = find_stalled(all, size, keys, closing_everywhere ? kPushed : kStalled);
+  std::string errors;
+  const int rank = engine_comm_.rank();
+  for (const StalledKey& k : stalled) {
+    const std::string why = closing_everywhere     ? closed_error(k)
+                            : k.worst == kTimedOut ? stall_error(k, timeout_s_)
+                                                   : std::string();
+    if (!why.empty()) {
+      errors += (errors.empty() ? "" : "; ") + why;
+      continue;
+    }
+    std::lock_guard lk(m_);
+    const auto it = index_.find(k.key);
+    if (k.reporter == rank && it != index_.end() && !slots_[it->second].warned) {
+      SYNK_LOG_AT(warn, stall_warning(k, stall_warn_s_, timeout_s_));
+    }
+  }
+  {
+    std::lock_guard lk(m_);
+    for (std::size_t i = 0; i < n && i < slots_.size(); ++i) {
+      if (mine[i] >= kStalled) slots_[i].warned = true;
+    }
+  }
+  if (!errors.empty()) {
+    throw Error(closing_everywhere ? ErrorCode::InvalidUsage : ErrorCode::Timeout, errors);
+  }
+}
+
+void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
+  if (fusion_.size() < b.bytes) {  // only without a thread (see the constructor)
+    const std::size_t grown = std::min(fusion_bytes_, std::max(b.bytes, 2 * fusion_.size()));
+    fusion_ = engine_comm_.alloc(grown);
+  }
+  const bool traced = timeline::on();
+  if (traced) {
+    timeline::begin("KeyValue fusion", "fused", b.bytes);
+    for (const KeySlot* k : keys) timeline::begin(key_track(k->key), "fused", k->bytes);
+  }
+  auto* base = static_cast<std::byte*>(fusion_.data());
+  std::size_t offset = 0;
+  for (const KeySlot* k : keys) {
+    std::memcpy(base + offset, k->pushed, k->bytes);
+    offset += k->bytes;
+  }
+  const std::size_t count = b.bytes / size_of(b.dtype);
+  if (b.owner < 0) {
+    engine_comm_.all_reduce(base, base, count, b.dtype, b.op);
+  } else {
+    engine_comm_.reduce(base, base, count, b.dtype, b.op, b.owner);
+    if (engine_comm_.rank() == b.owner) {
+      offset = 0;
+      for (KeySlot* k : keys) {
+        update_on_owner(*k, base + offset);
+        offset += k->bytes;
+      }
+    }
+    engine_comm_.broadcast(base, count, b.dtype, b.owner);
+  }
+  if (traced) {
+    timeline::end("KeyValue fusion");
+    for (const KeySlot* k : keys) timeline::end(key_track(k->key));
+  }
+  std::vector<const void*> srcs;
+  offset = 0;
+  for (const KeySlot* k : keys) {
+    srcs.push_back(base + offset);
+    offset += k->bytes;
+  }
+  deliver(keys, srcs);
+}
+
+// A key on its own: reduced straight into its pull's buffer when the pull is there already.
+void KvEngine::run_alone(KeySlot& k) {
+  void* dest = nullptr;
+  {
+    std::lock_guard lk(m_);
+    if (k.pull_open && !k.pull_done) {
+      dest = k.out;
+    } else {
+      k.result.resize(k.bytes);
+      dest = k.result.data();
+    }
+  }
+  const bool traced = timeline::on();
+  if (traced) timeline::begin(key_track(k.key), "running", k.bytes);
+  if (k.owner < 0) {
+    engine_comm_.all_reduce(k.pushed, dest, k.count, k.dtype, k.op);
+  } else {
+    engine_comm_.reduce(k.pushed, dest, k.count, k.dtype, k.op, k.owner);
+    if (engine_comm_.rank() == k.owner) update_on_owner(k, dest);
+    engine_comm_.broadcast(dest, k.count, k.dtype, k.owner);
+  }
+  if (traced) timeline::end(key_track(k.key));
+  deliver({&k}, {dest});
+}
+
+// On the timeline: each ready key's wait from its push to the cycle that found every rank had
+// pushed it ("queued", an async span: the waits of several keys overlap).
+void KvEngine::trace_ready(const std::vector<ReadyKey>& ready,
+                           const std::vector<KeySlot*>& by_slot) {
+  for (const ReadyKey& r : ready) {
+    const KeySlot& k = *by_slot[r.slot];
+    timeline::async_span(key_track(k.key), "queued", k.pushed_ns, k.bytes);
+    timeline::instant(key_track(k.key), "negotiated", k.bytes);
+  }
+}
+
+// On the owner: `reduced` holds the key's reduced gradient; it leaves holding the new weights.
+void KvEngine::update_on_owner(KeySlot& k, void* reduced) {
+  updater_->update(k.key, KeyArray{reduced, k.count, k.dtype},
+                   KeyArray{k.weights.data(), k.count, k.dtype});
+  if (k.bytes > 0) std::memcpy(reduced, k.weights.data(), k.bytes);
+}
+
+// Each key's result is at its src: into its pull's buffer (then its callback), or kept for the
+// pull. One bucket at a time, under one lock and with one wake-up: a waiter woken per key took
+// turns with this thread on the rank's core, key after key.
+void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<const void*>& srcs) {
+  if (timeline::on()) {
+    for (const KeySlot* k : keys) timeline::instant(key_track(k->key), "done", k->bytes);
+  }
+  std::vector<std::pair<KeySlot*, std::function<void()>>> callbacks;
+  bool wake = false;
+  {
+    std::lock_guard lk(m_);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      KeySlot& k = *keys[i];
+      k.push_pending = false;
+      --pending_;
+      if (k.pull_open && !k.pull_done) {
+        if (k.out != srcs[i] && k.bytes > 0) std::memcpy(k.out, srcs[i], k.bytes);
+        if (k.callback) {
+          k.delivering = true;
+          callbacks.emplace_back(&k, std::move(k.callback));
+          continue;
+        }
+        k.pull_done = true;
+        wake = wake || k.waiters > 0;
+        continue;
+      }
+      if (srcs[i] != k.result.data()) {
+        const auto* p = static_cast<const std::byte*>(srcs[i]);
+        k.result.assign(p, p + k.bytes);
+      }
+      k.has_result = true;
+    }
+  }
+  if (callbacks.empty()) {
+    if (wake) done_.notify_all();
+    return;
+  }
+  for (auto& [k, callback] : callbacks) {
+    try {
+      callback();
+    } catch (const std::exception& e) {
+      SYNK_LOG_AT(error, "KeyValue: the pull callback of " << key_text(k->key)
+                                                           << " threw: " << e.what());
+    }
+  }
+  {
+    std::lock_guard lk(m_);
+    for (auto& [k, callback] : callbacks) {
+      k->delivering = false;
+      k->pull_done = true;
+    }
+  }
+  done_.notify_all();
+}
+
+}  // namespace synk::detail

@@ -1,0 +1,137 @@
+// The machinery behind synk::KeyValue (synk/key_value.h).
+//
+// Keys are declared collectively (init_key), so the n-th key is the same on every rank and is
+// known by its slot n. Pushes and pulls only change a slot's state under the mutex; the engine
+// runs cycles, each collective over a private duplicate of the communicator:
+//  1. a header (max over the ranks): how many slots, whether any rank has a push not yet
+//     reduced, whether any rank is still open (not closing), whether any rank sees a stall;
+//  2. when some rank has a push waiting, per slot "not pushed here" and the push priority (max
+//     over the ranks): the slots that every rank has pushed are ready, with their priority;
+//  3. on a stall, every rank's status byte per slot (all_gather), to name the ranks missing;
+//  4. the ready keys in buckets (kv_plan.h): fused into the fusion buffer, or alone in place;
+//     then each key's result goes to its pull (or waits for it in the slot).
+// On a backend whose calls make no MPI call (shm), a thread of the engine runs the cycles, so
+// that they overlap the caller's work; the ranks' threads sleep together when a cycle finds no
+// push waiting anywhere, and a push wakes its rank's thread. Elsewhere (mpi, hier, where MPI is
+// not for two threads at once) the cycles run in pull_wait and close, on the caller's thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_plan.h"
+#include "synk/communicator.h"
+#include "synk/key_value.h"
+
+namespace synk::detail {
+
+using KvClock = std::chrono::steady_clock;
+
+struct KeySlot {
+  int key = 0;
+  std::size_t count = 0;
+  DataType dtype = DataType::float32;
+  ReduceOp op = ReduceOp::sum;
+  std::size_t bytes = 0;
+  int owner = -1;
+  std::vector<std::byte> weights;  // on the owner, with an Updater
+
+  // The push: data is the caller's until the push has been reduced.
+  const void* pushed = nullptr;
+  bool push_pending = false;  // pushed, not reduced yet
+  bool awaiting_pull = false;  // pushed, and no pull since
+  int push_priority = 0;
+  KvClock::time_point pushed_at;
+  bool warned = false;  // this push has been part of a stall warning
+  std::uint64_t pushed_ns = 0;  // timeline::clock_ns() at the push, when the timeline is on
+
+  // A result that came before its pull.
+  std::vector<std::byte> result;
+  bool has_result = false;
+
+  // The pull: open from pull() until pull_wait() returns.
+  bool pull_open = false;
+  bool pull_done = false;
+  bool delivering = false;  // the result is in out; its callback runs (pull_done comes next)
+  int waiters = 0;          // threads in pull_wait for it: a delivery wakes them
+  void* out = nullptr;
+  int pull_priority = 0;
+  std::function<void()> callback;
+};
+
+class KvEngine {
+ public:
+  KvEngine(Communicator& comm, KeyValueOptions options);
+  ~KvEngine();
+  KvEngine(const KvEngine&) = delete;
+  KvEngine& operator=(const KvEngine&) = delete;
+
+  void init_key(int key, std::size_t count, DataType dtype, ReduceOp op, const void* weights);
+  void push(int key, const void* data, int priority);
+  void pull(int key, void* out, int priority, std::function<void()> callback);
+  void pull_wait(int key);
+  void close();
+  // The slot's fixed fields (count, dtype, owner); throws InvalidUsage for an unknown key.
+  const KeySlot& declared(int key, const char* op) const;
+
+ private:
+  struct CycleOutcome {
+    bool progressed = false;    // some keys were reduced
+    bool group_active = false;  // some rank had a push waiting
+    bool finished = false;      // every rank has closed: no more cycles
+  };
+
+  KeySlot& slot_of(int key, const char* op);  // under m_
+  void engine_loop();
+  void run_cycles_until(const std::function<bool()>& done);
+  bool try_cycle(CycleOutcome& o);
+  CycleOutcome run_cycle();
+  void inspect(std::size_t slots, bool closing_everywhere);
+  void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
+  void run_alone(KeySlot& k);
+  void reduce_alone(KeySlot& k);
+  void update_on_owner(KeySlot& k, void* reduced);
+  void deliver(const std::vector<KeySlot*>& keys, const std::vector<const void*>& srcs);
+  void trace_ready(const std::vector<ReadyKey>& ready, const std::vector<KeySlot*>& by_slot);
+  void fail(std::exception_ptr error);
+  void throw_if_failed_locked();
+  int choose_owner(std::size_t bytes);
+
+  Communicator& user_;
+  Communicator engine_comm_;
+  std::shared_ptr<Updater> updater_;
+  std::size_t fusion_bytes_;
+  double stall_warn_s_;
+  double timeout_s_;
+  int cycle_ms_;
+  bool background_;
+  NodeBuffer fusion_;
+  std::vector<std::size_t> owned_bytes_;  // per rank, for choose_owner
+
+  mutable std::mutex m_;
+  std::condition_variable wake_;  // the engine thread sleeps on it
+  std::condition_variable done_;  // pull_wait and close wait on it
+  std::deque<KeySlot> slots_;     // deque: a slot stays where it is while others are added
+  std::unordered_map<int, std::size_t> index_;
+  std::size_t pending_ = 0;       // pushes not yet reduced
+  std::uint64_t pushes_ = 0;      // every push counts, so a pause can end at the next
+  bool closing_ = false;
+  bool closed_ = false;
+  bool finished_ = false;         // the cycles have ended
+  std::exception_ptr failed_;
+  bool failure_seen_ = false;
+  std::mutex cycle_m_;            // one thread runs cycles at a time (inline mode)
+  std::thread thread_;
+};
+
+}  // namespace synk::detail

@@ -1,0 +1,40 @@
+// Which collectives a KeyValue cycle runs for the keys every rank has pushed: highest priority
+// first, small keys of one kind fused into buckets of at most the fusion size. A pure function
+// of what every rank agreed on, so every rank plans the same buckets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "synk/types.h"
+
+namespace synk::detail {
+
+// A key that every rank has pushed.
+struct ReadyKey {
+  std::size_t slot = 0;       // the key's place in the order of init_key
+  std::int64_t priority = 0;  // the highest of the ranks' push priorities
+  std::size_t bytes = 0;
+  DataType dtype = DataType::float32;
+  ReduceOp op = ReduceOp::sum;
+  int owner = -1;  // with an Updater: the rank that updates it
+};
+
+// One collective: the keys (slots), in this order, packed one after another into the fusion
+// buffer (fused), or a lone key reduced where it is (not fused).
+struct Bucket {
+  std::vector<std::size_t> slots;
+  std::size_t bytes = 0;
+  bool fused = false;
+  DataType dtype = DataType::float32;
+  ReduceOp op = ReduceOp::sum;
+  int owner = -1;
+};
+
+// The buckets in the order to run them: keys by priority (then slot), each joining the open
+// bucket of its kind (dtype, op, owner) while it fits in fusion_bytes; a key larger than that,
+// or every key when fusion_bytes is 0, runs alone. Buckets run in the order of their first key.
+std::vector<Bucket> plan_buckets(std::vector<ReadyKey> ready, std::size_t fusion_bytes);
+
+}  // namespace synk::detail

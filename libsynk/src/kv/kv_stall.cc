@@ -1,0 +1,57 @@
+// See kv_stall.h.
+#include "kv/kv_stall.h"
+
+#include <algorithm>
+
+#include "core/backoff.h"
+
+namespace synk::detail {
+
+std::vector<StalledKey> find_stalled(std::span<const std::uint8_t> status, int ranks,
+                                     std::span<const int> keys, KeyStatus at_least) {
+  std::vector<StalledKey> out;
+  const std::size_t n = keys.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    StalledKey k;
+    k.key = keys[i];
+    for (int r = 0; r < ranks; ++r) {
+      const auto s = static_cast<KeyStatus>(status[static_cast<std::size_t>(r) * n + i]);
+      (s == kNotPushed ? k.missing : k.pushed).push_back(r);
+      if (s >= kStalled && k.reporter < 0) k.reporter = r;
+      k.worst = std::max(k.worst, s);
+    }
+    if (!k.pushed.empty() && !k.missing.empty() && k.worst >= at_least) out.push_back(k);
+  }
+  return out;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  constexpr std::size_t kShown = 8;
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size() && i < kShown; ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kShown) s += " and " + std::to_string(ranks.size() - kShown) + " more";
+  return s;
+}
+
+std::string stall_warning(const StalledKey& k, double stall_warn_s, double timeout_s) {
+  return "KeyValue: key " + std::to_string(k.key) + " has waited more than " +
+         seconds_text(stall_warn_s) + " (SYNK_STALL_WARN): pushed by " + rank_list(k.pushed) +
+         ", not yet by " + rank_list(k.missing) + "; it fails after " + seconds_text(timeout_s) +
+         " (SYNK_TIMEOUT)";
+}
+
+std::string stall_error(const StalledKey& k, double timeout_s) {
+  return "KeyValue: key " + std::to_string(k.key) + " was pushed by " + rank_list(k.pushed) +
+         " but not by " + rank_list(k.missing) + " within " + seconds_text(timeout_s) +
+         " (SYNK_TIMEOUT)";
+}
+
+std::string closed_error(const StalledKey& k) {
+  return "KeyValue: closed on every rank while key " + std::to_string(k.key) + " was pushed by " +
+         rank_list(k.pushed) + " but never by " + rank_list(k.missing);
+}
+
+}  // namespace synk::detail

@@ -1,0 +1,364 @@
+// synk::KeyValue (push/pull by key): sums against exact expected values with pushes in a seeded
+// random order per rank, priorities, fusion boundaries, callbacks run once, update on the owner
+// against a one-process reference, the errors (double push, double pull, undeclared keys,
+// mismatched declarations), pushes from two threads, and a key one rank never pushes. Run on
+// every host backend (CMakeLists.txt).
+#include <gtest/gtest.h>
+#include <synk/key_value.h>
+#include <synk/synk.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mpi_test.h"
+
+namespace synk_test {
+namespace {
+
+using synk::DataType;
+using synk::KeyValue;
+using synk::ReduceOp;
+
+// Element i of rank r's push of key k: small integers, exact in float and in their sums.
+float value(int r, int k, std::size_t i) { return static_cast<float>((r + 1) * (k % 7 + 1) + i % 5); }
+
+// The message of the synk::Error fn throws ("" when it throws none).
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  const auto e = caught(std::forward<Fn>(fn));
+  return e ? std::string(e->what()) : std::string();
+}
+
+float sum_over_ranks(int ranks, int k, std::size_t i) {
+  float s = 0;
+  for (int r = 0; r < ranks; ++r) s += value(r, k, i);
+  return s;
+}
+
+std::vector<float> pushed(int k, std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = value(world().rank(), k, i);
+  return v;
+}
+
+void expect_sums(int k, const std::vector<float>& got) {
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], sum_over_ranks(world().size(), k, i)) << "key " << k << " element " << i;
+  }
+}
+
+TEST(KeyValue, TwoKeysPushPullWait) {
+  KeyValue kv(world());
+  kv.init_key(3, 5, DataType::float32);
+  kv.init_key(7, 1000, DataType::float32);
+  std::vector<float> a = pushed(3, 5), b = pushed(7, 1000);
+  kv.push(3, a.data());
+  kv.push(7, b.data());
+  kv.pull(3, a.data());  // into the pushed buffer itself
+  std::vector<float> out(1000);
+  kv.pull(7, std::span<float>(out));
+  kv.pull_wait(7);
+  kv.pull_wait(3);
+  expect_sums(3, a);
+  expect_sums(7, out);
+  EXPECT_EQ(kv.count(7), 1000u);
+  EXPECT_EQ(kv.owner(7), -1);
+}
+
+// Many keys of several sizes, pushed in a different random order on every rank, over several
+// steps, each pull issued right after its push (mshadow-ps's advice) or later.
+TEST(KeyValue, RandomOrdersPerRank) {
+  KeyValue kv(world());
+  const std::size_t sizes[] = {1, 3, 100, 1024, 5000, 70000};
+  constexpr int kKeys = 40;
+  for (int k = 0; k < kKeys; ++k) kv.init_key(k, sizes[k % 6], DataType::float32);
+  std::mt19937 rng(1234u + static_cast<unsigned>(world().rank()));
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int> order(kKeys);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::vector<float>> bufs(kKeys);
+    for (int k : order) {
+      bufs[static_cast<std::size_t>(k)] = pushed(k + step, sizes[k % 6]);
+      kv.push(k, bufs[static_cast<std::size_t>(k)].data(), static_cast<int>(rng() % 4));
+      if (k % 2 == 0) kv.pull(k, bufs[static_cast<std::size_t>(k)].data());
+    }
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int k : order) {
+      if (k % 2 != 0) kv.pull(k, bufs[static_cast<std::size_t>(k)].data());
+      kv.pull_wait(k);
+    }
+    for (int k = 0; k < kKeys; ++k) expect_sums(k + step, bufs[static_cast<std::size_t>(k)]);
+  }
+}
+
+// Mixed dtypes and ops fuse only with their own kind.
+TEST(KeyValue, DtypesAndOps) {
+  KeyValue kv(world());
+  kv.init_key(1, 10, DataType::float64, ReduceOp::max);
+  kv.init_key(2, 10, DataType::int32, ReduceOp::sum);
+  kv.init_key(3, 10, DataType::float32, ReduceOp::avg);
+  const int r = world().rank(), n = world().size();
+  std::vector<double> d(10, r * 2.0);
+  std::vector<std::int32_t> i(10, r + 1);
+  std::vector<float> f(10, static_cast<float>(2 * r));
+  kv.push(2, std::span<const std::int32_t>(i));
+  kv.push(1, std::span<const double>(d));
+  kv.push(3, std::span<const float>(f));
+  for (int k : {1, 2, 3}) kv.pull(k, k == 1 ? static_cast<void*>(d.data())
+                                    : k == 2 ? static_cast<void*>(i.data())
+                                             : static_cast<void*>(f.data()));
+  for (int k : {3, 1, 2}) kv.pull_wait(k);
+  for (int j = 0; j < 10; ++j) {
+    EXPECT_EQ(d[j], (n - 1) * 2.0);
+    EXPECT_EQ(i[j], n * (n + 1) / 2);
+    EXPECT_FLOAT_EQ(f[j], static_cast<float>(n - 1));
+  }
+}
+
+// Run with SYNK_FUSION_BYTES=4096: 500 keys of 3 floats fill several fused buckets, and a key
+// of 10,000 floats is larger than the fusion buffer (it runs alone, in place).
+TEST(KeyValue, FusionBoundaries) {
+  KeyValue kv(world());
+  constexpr int kTiny = 500;
+  for (int k = 0; k < kTiny; ++k) kv.init_key(k, 3, DataType::float32);
+  kv.init_key(kTiny, 10000, DataType::float32);
+  std::vector<std::vector<float>> bufs;
+  for (int k = 0; k <= kTiny; ++k) bufs.push_back(pushed(k, k == kTiny ? 10000 : 3));
+  for (int k = kTiny; k >= 0; --k) {
+    kv.push(k, bufs[static_cast<std::size_t>(k)].data());
+    kv.pull(k, bufs[static_cast<std::size_t>(k)].data());
+  }
+  for (int k = 0; k <= kTiny; ++k) kv.pull_wait(k);
+  for (int k = 0; k <= kTiny; ++k) expect_sums(k, bufs[static_cast<std::size_t>(k)]);
+}
+
+TEST(KeyValue, CallbacksRunOnceBeforePullWaitReturns) {
+  KeyValue kv(world());
+  constexpr int kKeys = 20;
+  for (int k = 0; k < kKeys; ++k) kv.init_key(k, 64, DataType::float32);
+  std::vector<std::atomic<int>> calls(kKeys);
+  std::vector<std::vector<float>> bufs;
+  for (int step = 0; step < 3; ++step) {
+    bufs.clear();
+    for (int k = 0; k < kKeys; ++k) bufs.push_back(pushed(k, 64));
+    for (int k = 0; k < kKeys; ++k) {
+      kv.push(k, bufs[static_cast<std::size_t>(k)].data());
+      float* out = bufs[static_cast<std::size_t>(k)].data();
+      kv.pull(k, out, 0, [&calls, k, out] {
+        // The result is in place when the callback runs.
+        EXPECT_EQ(out[0], sum_over_ranks(world().size(), k, 0));
+        ++calls[static_cast<std::size_t>(k)];
+      });
+    }
+    for (int k = 0; k < kKeys; ++k) {
+      kv.pull_wait(k);
+      EXPECT_EQ(calls[static_cast<std::size_t>(k)].load(), step + 1) << "key " << k;
+    }
+  }
+}
+
+// A pull made after the key's result has arrived gets it at once; a pull made before its push
+// waits for it.
+TEST(KeyValue, PullBeforePushAndAfterResult) {
+  KeyValue kv(world());
+  kv.init_key(0, 8, DataType::float32);
+  std::vector<float> out(8, -1.0f);
+  kv.pull(0, out.data());
+  std::vector<float> in = pushed(0, 8);
+  kv.push(0, in.data());
+  kv.pull_wait(0);
+  expect_sums(0, out);
+  kv.push(0, in.data());
+  world().barrier();  // lets the reduction run before the pull on most ranks
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::fill(out.begin(), out.end(), -1.0f);
+  kv.pull(0, out.data());
+  kv.pull_wait(0);
+  expect_sums(0, out);
+}
+
+// Run with SYNK_FUSION_BYTES=0 and SYNK_CYCLE_MS=200: every key runs alone, and the pushes of
+// a step, made within the cycle time, are agreed in one cycle; they complete highest priority
+// first (the callbacks run in the order of the reductions).
+TEST(KeyValue, PrioritiesOrderTheReductions) {
+  const char* cycle = std::getenv("SYNK_CYCLE_MS");
+  if (cycle == nullptr || std::atoi(cycle) < 100) GTEST_SKIP() << "needs SYNK_CYCLE_MS >= 100";
+  KeyValue kv(world());
+  constexpr int kKeys = 12;
+  for (int k = 0; k < kKeys; ++k) kv.init_key(k, 16, DataType::float32);
+  std::mutex m;
+  std::vector<int> order;
+  std::vector<std::vector<float>> bufs;
+  for (int k = 0; k < kKeys; ++k) bufs.push_back(pushed(k, 16));
+  world().barrier();
+  // Priority (k * 5) % 12: a permutation of 0..11, pushed in key order.
+  for (int k = 0; k < kKeys; ++k) {
+    kv.push(k, bufs[static_cast<std::size_t>(k)].data(), (k * 5) % kKeys);
+    kv.pull(k, bufs[static_cast<std::size_t>(k)].data(), 0, [&, k] {
+      std::lock_guard lk(m);
+      order.push_back(k);
+    });
+  }
+  for (int k = 0; k < kKeys; ++k) kv.pull_wait(k);
+  std::vector<int> want(kKeys);
+  std::iota(want.begin(), want.end(), 0);
+  std::sort(want.begin(), want.end(), [](int a, int b) { return (a * 5) % kKeys > (b * 5) % kKeys; });
+  EXPECT_EQ(order, want);
+}
+
+// An SGD updater on the owner: the weights every rank pulls equal a one-process SGD on the
+// summed gradients, exactly (small integers and lr 0.5 are exact in float).
+class Sgd : public synk::Updater {
+ public:
+  void init(int key, synk::KeyArray weights) override {
+    (void)weights;
+    inits.push_back(key);
+  }
+  void update(int key, synk::KeyArray grad, synk::KeyArray weights) override {
+    (void)key;
+    auto g = grad.as<float>();
+    auto w = weights.as<float>();
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= 0.5f * g[i];
+    ++updates;
+  }
+  std::vector<int> inits;
+  int updates = 0;
+};
+
+TEST(KeyValue, UpdateOnOwnerEqualsOneProcessSgd) {
+  auto sgd = std::make_shared<Sgd>();
+  KeyValue kv(world(), {sgd});
+  const std::size_t sizes[] = {1000, 10, 300, 7, 2000};
+  std::vector<std::vector<float>> reference;
+  for (int k = 0; k < 5; ++k) {
+    std::vector<float> w0(sizes[k]);
+    for (std::size_t i = 0; i < w0.size(); ++i) w0[i] = static_cast<float>(100 + i % 9);
+    std::vector<float> mine = w0;
+    if (world().rank() != 0) std::fill(mine.begin(), mine.end(), 0.0f);  // rank 0's count
+    kv.init_key(k, std::span<const float>(mine));
+    reference.push_back(w0);
+    EXPECT_GE(kv.owner(k), 0);
+    EXPECT_LT(kv.owner(k), world().size());
+  }
+  if (world().size() > 1) {
+    EXPECT_NE(kv.owner(0), kv.owner(4));  // spread by size
+  }
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::vector<float>> bufs;
+    for (int k = 0; k < 5; ++k) bufs.push_back(pushed(k + step, sizes[k]));
+    for (int k = 4; k >= 0; --k) {
+      kv.push(k, bufs[static_cast<std::size_t>(k)].data());
+      kv.pull(k, bufs[static_cast<std::size_t>(k)].data());
+    }
+    for (int k = 0; k < 5; ++k) {
+      kv.pull_wait(k);
+      std::vector<float>& w = reference[static_cast<std::size_t>(k)];
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] -= 0.5f * sum_over_ranks(world().size(), k + step, i);
+      ASSERT_EQ(bufs[static_cast<std::size_t>(k)], w) << "key " << k << " step " << step;
+    }
+  }
+  int owned = 0;
+  for (int k = 0; k < 5; ++k) owned += kv.owner(k) == world().rank() ? 1 : 0;
+  EXPECT_EQ(static_cast<int>(sgd->inits.size()), owned);
+  EXPECT_EQ(sgd->updates, 3 * owned);
+}
+
+TEST(KeyValue, DoublePushAndDoublePullAreErrorsNamingTheKey) {
+  KeyValue kv(world());
+  kv.init_key(42, 4, DataType::float32);
+  std::vector<float> v = pushed(42, 4);
+  kv.push(42, v.data());
+  const std::string push_error = error_of([&] { kv.push(42, v.data()); });
+  EXPECT_NE(push_error.find("key 42 is pushed again before its pull"), std::string::npos)
+      << push_error;
+  kv.pull(42, v.data());
+  const std::string pull_error = error_of([&] { kv.pull(42, v.data()); });
+  EXPECT_NE(pull_error.find("key 42 is pulled again before pull_wait"), std::string::npos)
+      << pull_error;
+  kv.pull_wait(42);
+  expect_sums(42, v);
+  EXPECT_NE(error_of([&] { kv.pull_wait(42); }).find("no pull to wait for"), std::string::npos);
+  EXPECT_NE(error_of([&] { kv.push(9, v.data()); }).find("key 9 was not declared"),
+            std::string::npos);
+  // A pull of a key this rank has not pushed since: waiting would never end.
+  kv.pull(42, v.data());
+  EXPECT_NE(error_of([&] { kv.pull_wait(42); }).find("has not been pushed on this rank"),
+            std::string::npos);
+}
+
+TEST(KeyValue, MismatchedDeclarationsFailOnEveryRank) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  KeyValue kv(world());
+  const std::size_t count = world().rank() == 1 ? 5 : 4;
+  const std::string e = error_of([&] { kv.init_key(1, count, DataType::float32); });
+  EXPECT_NE(e.find("the ranks declared different keys"), std::string::npos) << e;
+  kv.init_key(2, 4, DataType::float32);  // usable after it
+  std::vector<float> v = pushed(2, 4);
+  kv.push(2, v.data());
+  kv.pull(2, v.data());
+  kv.pull_wait(2);
+  expect_sums(2, v);
+}
+
+// Two threads push and pull keys of their own on one KeyValue.
+TEST(KeyValue, TwoThreads) {
+  KeyValue kv(world());
+  for (int k = 0; k < 20; ++k) kv.init_key(k, 256, DataType::float32);
+  std::vector<std::vector<float>> bufs(20);
+  auto work = [&](int first) {
+    for (int step = 0; step < 5; ++step) {
+      for (int k = first; k < 20; k += 2) {
+        bufs[static_cast<std::size_t>(k)] = pushed(k + step, 256);
+        kv.push(k, bufs[static_cast<std::size_t>(k)].data());
+        kv.pull(k, bufs[static_cast<std::size_t>(k)].data());
+      }
+      for (int k = first; k < 20; k += 2) {
+        kv.pull_wait(k);
+        expect_sums(k + step, bufs[static_cast<std::size_t>(k)]);
+      }
+    }
+  };
+  std::thread other(work, 1);
+  work(0);
+  other.join();
+}
+
+// Rank 1 never pushes key 1 (run with SYNK_STALL_WARN=1 SYNK_TIMEOUT=3): the others' pull_wait
+// fails naming the key and rank 1, and so does rank 1's close, after one warning line
+// (check_kv_stall.sh reads it).
+TEST(KeyValueStall, ARankThatNeverPushes) {
+  if (std::getenv("SYNK_KV_STALL_TEST") == nullptr) GTEST_SKIP() << "run by check_kv_stall.sh";
+  KeyValue kv(world());
+  kv.init_key(0, 4, DataType::float32);
+  kv.init_key(1, 4, DataType::float32);
+  std::vector<float> a = pushed(0, 4), b = pushed(1, 4);
+  kv.push(0, a.data());
+  kv.pull(0, a.data());
+  if (world().rank() != 1) {
+    kv.push(1, b.data());
+    kv.pull(1, b.data());
+  }
+  kv.pull_wait(0);
+  expect_sums(0, a);
+  const auto start = std::chrono::steady_clock::now();
+  std::string e = world().rank() != 1 ? error_of([&] { kv.pull_wait(1); })
+                                      : error_of([&] { kv.close(); });
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(e.find("key 1 was pushed by rank"), std::string::npos) << e;
+  EXPECT_NE(e.find("but not by rank 1 within 3 s (SYNK_TIMEOUT)"), std::string::npos) << e;
+  EXPECT_LT(waited, 10.0);
+  std::printf("rank %d error: %s\n", world().rank(), e.c_str());
+}
+
+}  // namespace
+}  // namespace synk_test

@@ -1,0 +1,87 @@
+// KeyValue's pure parts: the bucket plan of a cycle (kv_plan.h) and the stall inspector's
+// reading of every rank's status bytes (kv_stall.h).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kv/kv_plan.h"
+#include "kv/kv_stall.h"
+
+namespace synk::detail {
+namespace {
+
+ReadyKey key(std::size_t slot, std::int64_t priority, std::size_t bytes,
+             DataType t = DataType::float32, int owner = -1) {
+  ReadyKey k;
+  k.slot = slot;
+  k.priority = priority;
+  k.bytes = bytes;
+  k.dtype = t;
+  k.owner = owner;
+  return k;
+}
+
+std::vector<std::vector<std::size_t>> slots_of(const std::vector<Bucket>& buckets) {
+  std::vector<std::vector<std::size_t>> out;
+  for (const Bucket& b : buckets) out.push_back(b.slots);
+  return out;
+}
+
+TEST(KvPlan, HighestPriorityFirstThenSlot) {
+  const auto b = plan_buckets({key(0, 1, 8), key(1, 5, 8), key(2, 1, 8), key(3, 9, 8)}, 0);
+  EXPECT_EQ(slots_of(b), (std::vector<std::vector<std::size_t>>{{3}, {1}, {0}, {2}}));
+  for (const Bucket& x : b) EXPECT_FALSE(x.fused);
+}
+
+TEST(KvPlan, FusesUpToTheFusionSize) {
+  std::vector<ReadyKey> ready;
+  for (std::size_t s = 0; s < 10; ++s) ready.push_back(key(s, 0, 400));
+  const auto b = plan_buckets(ready, 1000);  // two keys of 400 fit, a third does not
+  ASSERT_EQ(b.size(), 5u);
+  for (const Bucket& x : b) {
+    EXPECT_TRUE(x.fused);
+    EXPECT_EQ(x.bytes, 800u);
+    EXPECT_EQ(x.slots.size(), 2u);
+  }
+  EXPECT_EQ(b[0].slots, (std::vector<std::size_t>{0, 1}));
+}
+
+TEST(KvPlan, ALargeKeyRunsAloneAndKindsDoNotMix) {
+  const auto b = plan_buckets({key(0, 3, 100), key(1, 2, 5000), key(2, 1, 100, DataType::float64),
+                               key(3, 0, 100), key(4, 0, 100, DataType::float32, 1)},
+                              1000);
+  EXPECT_EQ(slots_of(b), (std::vector<std::vector<std::size_t>>{{0, 3}, {1}, {2}, {4}}));
+  EXPECT_TRUE(b[0].fused);
+  EXPECT_FALSE(b[1].fused);
+  EXPECT_EQ(b[3].owner, 1);
+}
+
+TEST(KvStall, FindsPartKeysAndNamesTheRanks) {
+  // 3 ranks, 3 keys: key 10 pushed everywhere; key 11 by ranks 0 and 2, rank 2 waiting long;
+  // key 12 by rank 1 only, recently.
+  const std::vector<std::uint8_t> status = {kPushed, kPushed,    kNotPushed,   // rank 0
+                                            kPushed, kNotPushed, kPushed,      // rank 1
+                                            kPushed, kTimedOut,  kNotPushed};  // rank 2
+  const std::vector<int> keys = {10, 11, 12};
+  const auto stalled = find_stalled(status, 3, keys);
+  ASSERT_EQ(stalled.size(), 1u);
+  EXPECT_EQ(stalled[0].key, 11);
+  EXPECT_EQ(stalled[0].pushed, (std::vector<int>{0, 2}));
+  EXPECT_EQ(stalled[0].missing, (std::vector<int>{1}));
+  EXPECT_EQ(stalled[0].worst, kTimedOut);
+  EXPECT_EQ(stalled[0].reporter, 2);
+  EXPECT_EQ(stall_error(stalled[0], 3),
+            "KeyValue: key 11 was pushed by ranks 0, 2 but not by rank 1 within 3 s (SYNK_TIMEOUT)");
+  // At close every part key counts, however short its wait.
+  EXPECT_EQ(find_stalled(status, 3, keys, kPushed).size(), 2u);
+}
+
+TEST(KvStall, RankListIsShortForManyRanks) {
+  std::vector<int> many(12);
+  for (int i = 0; i < 12; ++i) many[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(rank_list({3}), "rank 3");
+  EXPECT_EQ(rank_list(many), "ranks 0, 1, 2, 3, 4, 5, 6, 7 and 4 more");
+}
+
+}  // namespace
+}  // namespace synk::detail
