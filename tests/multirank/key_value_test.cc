@@ -14,6 +14,7 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -270,6 +271,64 @@ TEST(KeyValue, UpdateOnOwnerEqualsOneProcessSgd) {
   for (int k = 0; k < 5; ++k) owned += kv.owner(k) == world().rank() ? 1 : 0;
   EXPECT_EQ(static_cast<int>(sgd->inits.size()), owned);
   EXPECT_EQ(sgd->updates, 3 * owned);
+}
+
+// An Updater that throws on its owner fails the KeyValue on every rank (the others used to wait
+// in the broadcast of the new weights until SYNK_TIMEOUT).
+class ThrowsAtStep1 : public synk::Updater {
+ public:
+  void update(int key, synk::KeyArray grad, synk::KeyArray weights) override {
+    (void)grad;
+    (void)weights;
+    if (key == 1 && ++calls == 2) throw std::runtime_error("no update for you");
+  }
+  int calls = 0;
+};
+
+TEST(KeyValue, AnUpdaterThatThrowsFailsEveryRank) {
+  KeyValue kv(world(), {std::make_shared<ThrowsAtStep1>()});
+  std::vector<float> w(8, 1.0f);
+  kv.init_key(0, std::span<const float>(w));
+  kv.init_key(1, std::span<const float>(w));
+  std::string e;
+  for (int step = 0; step < 2 && e.empty(); ++step) {
+    e = error_of([&] {
+      std::vector<float> a = pushed(0, 8), b = pushed(1, 8);
+      kv.push(0, a.data());
+      kv.pull(0, a.data());
+      kv.push(1, b.data());
+      kv.pull(1, b.data());
+      kv.pull_wait(0);
+      kv.pull_wait(1);
+    });
+    if (step == 0) {
+      EXPECT_EQ(e, "");
+    }
+  }
+  if (world().rank() == kv.owner(1)) {
+    EXPECT_NE(e.find("the Updater of key 1 threw: no update for you"), std::string::npos) << e;
+  } else {
+    EXPECT_NE(e.find("the Updater threw on rank " + std::to_string(kv.owner(1))),
+              std::string::npos)
+        << e;
+  }
+  // Every later call rethrows the failure; close, which it has been seen, only ends it.
+  std::vector<float> v(8);
+  EXPECT_NE(error_of([&] { kv.push(0, v.data()); }).find("Updater"), std::string::npos);
+  EXPECT_EQ(error_of([&] { kv.close(); }), "");
+}
+
+// A callback that pushes its key again: the push is refused while the pull is not complete.
+TEST(KeyValue, APushFromThePullCallbackIsRefused) {
+  KeyValue kv(world());
+  kv.init_key(5, 4, DataType::float32);
+  std::vector<float> v = pushed(5, 4);
+  std::string inside;
+  kv.push(5, v.data());
+  kv.pull(5, v.data(), 0, [&] { inside = error_of([&] { kv.push(5, v.data()); }); });
+  kv.pull_wait(5);
+  EXPECT_NE(inside.find("key 5 is pushed again before its pull"), std::string::npos) << inside;
+  expect_sums(5, v);
 }
 
 TEST(KeyValue, DoublePushAndDoublePullAreErrorsNamingTheKey) {

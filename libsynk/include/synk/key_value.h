@@ -8,6 +8,14 @@
 // different times. With an Updater, each key has an owner rank that alone applies the update to
 // the reduced gradient, and pull returns the new weights: a sharded parameter server built from
 // a reduce and a broadcast.
+//
+// Where the work runs: on the shm backend a thread of the KeyValue runs the cycles (so they
+// overlap the caller's work), and the pull callbacks and Updater calls run on it. On the mpi and
+// hier backends (MPI is not called from two threads at once), the cycles run on the caller's
+// thread inside pull_wait and close, with no overlap: there a rank must not wait in a collective
+// of its own for a rank that waits in pull_wait (the first never pushes, the second waits for
+// it). With one rank a push is reduced in push itself. Callbacks and updates run one at a time;
+// a callback may push and pull, but not wait (pull_wait, close).
 #pragma once
 
 #include <cstddef>
@@ -53,8 +61,8 @@ class Updater {
     (void)weights;
   }
   // On the key's owner, once per push of the key by every rank: `reduced_gradient` is the
-  // reduction of the ranks' pushes (the key's op); change `weights` in place. Runs on synk's
-  // thread, one call at a time.
+  // reduction of the ranks' pushes (the key's op); change `weights` in place. One call at a
+  // time (see "Where the work runs"). An exception fails the KeyValue on every rank.
   virtual void update(int key, KeyArray reduced_gradient, KeyArray weights) = 0;
 };
 
@@ -65,11 +73,14 @@ struct KeyValueOptions {
 
 class KeyValue {
  public:
-  // Collective over comm. KeyValue makes its own calls on a duplicate of comm (with comm's
-  // backend), never mixing them with the caller's; comm must outlive it.
+  // Collective over comm. KeyValue's cycles run on a duplicate of comm (with comm's backend; a
+  // host backend for nccl: the arrays are host memory), never mixing with the caller's calls;
+  // init_key is a collective call on comm itself. comm must outlive it. Every rank must have the
+  // same SYNK_FUSION_BYTES (checked here).
   explicit KeyValue(Communicator& comm, KeyValueOptions options = {});
   // Collective: waits until every rank has closed (close()), logging a failure instead of
-  // throwing it.
+  // throwing it. A pull still open then is completed first: its buffer must outlive the
+  // KeyValue.
   ~KeyValue();
   KeyValue(const KeyValue&) = delete;
   KeyValue& operator=(const KeyValue&) = delete;
@@ -82,12 +93,14 @@ class KeyValue {
                 const void* weights = nullptr);
   // Starts the reduction of `data` (the key's count elements) with the other ranks' pushes of
   // the key; `data` is synk's until this rank's pull of the key has completed. A higher priority
-  // runs sooner (among the keys every rank has pushed, by the sum of the ranks' priorities).
-  // Pushing a key again before its pull is an error naming the key.
+  // runs sooner: among the keys every rank has pushed, by the highest over the ranks of the
+  // push's priority plus that of its pull, when the pull came first. Pushing a key again before
+  // its pull is an error naming the key.
   void push(int key, const void* data, int priority = 0);
   // Asks for the result of the key's push (the reduction, or with an Updater the owner's new
   // weights) in `out` (count elements; may be the pushed data itself); `callback`, if any, runs
-  // on synk's thread once out holds it. Returns at once. A second pull of a key before
+  // once out holds it (see "Where the work runs"; in pull itself when the result is already
+  // there). Returns at once. A second pull of a key before
   // pull_wait of the first is an error naming the key.
   void pull(int key, void* out, int priority = 0, std::function<void()> callback = {});
   // Until the key's pull has completed (its callback has run); rethrows what failed it: a
@@ -95,8 +108,8 @@ class KeyValue {
   // warning at SYNK_STALL_WARN), or a failure of the collectives. Throws InvalidUsage when the
   // key has no pull.
   void pull_wait(int key);
-  // Collective: waits until every rank has closed, so that no push is lost; after it every call
-  // is an error. Throws what failed (a key some ranks pushed and others never did, named).
+  // Collective: waits until every rank has closed, so that no push is lost; after it init_key,
+  // push and pull are errors. Throws what failed (a key some ranks pushed and others never did, named).
   void close();
 
   std::size_t count(int key) const;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "core/backoff.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/timeline.h"
@@ -47,6 +48,16 @@ KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
       // One rank waits for no one: its pushes are reduced in push itself (reduce_alone).
       background_(comm.size() > 1 && runs_in_background(engine_comm_)),
       owned_bytes_(static_cast<std::size_t>(comm.size()), 0) {
+  // The buckets depend on SYNK_FUSION_BYTES: a rank that plans other ones pairs the wrong calls.
+  const auto f = static_cast<std::int64_t>(fusion_bytes_);
+  std::int64_t most[2] = {f, -f};
+  engine_comm_.all_reduce(most, most, 2, DataType::int64, ReduceOp::max);
+  if (most[0] != f || most[1] != -f) {
+    throw Error(ErrorCode::InvalidUsage,
+                "KeyValue: the ranks have different SYNK_FUSION_BYTES (this rank " +
+                    std::to_string(f) + ", the largest " + std::to_string(most[0]) +
+                    ", the smallest " + std::to_string(-most[1]) + ")");
+  }
   // With a thread, the fusion buffer is made now, whole, on this thread: alloc is collective
   // and makes MPI calls, which the engine's thread must not; the shm backend's pages are only
   // backed where a cycle writes them. Without, it grows in the cycles as buckets need it.
@@ -135,14 +146,19 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
     std::vector<std::byte> w(s.bytes);
     if (rank == 0 && s.bytes > 0) std::memcpy(w.data(), weights, s.bytes);
     user_.broadcast(w.data(), s.bytes, DataType::uint8, 0);
-    if (rank == s.owner) {
-      s.weights = std::move(w);
-      updater_->init(key, KeyArray{s.weights.data(), count, dtype});
-    }
+    if (rank == s.owner) s.weights = std::move(w);
   }
-  std::lock_guard lk(m_);
-  index_[key] = slots_.size();
-  slots_.push_back(std::move(s));
+  KeySlot* added = nullptr;
+  {
+    std::lock_guard lk(m_);
+    index_[key] = slots_.size();
+    added = &slots_.emplace_back(std::move(s));
+  }
+  // After the slot exists on every rank: an init that throws fails this call on the owner
+  // alone, and the slots stay the same on every rank.
+  if (updater_ && rank == added->owner) {
+    updater_->init(key, KeyArray{added->weights.data(), count, dtype});
+  }
 }
 
 void KvEngine::push(int key, const void* data, int priority) {
@@ -154,14 +170,15 @@ void KvEngine::push(int key, const void* data, int priority) {
     if (data == nullptr && k.bytes > 0) {
       throw Error(ErrorCode::InvalidArgument, "KeyValue::push: " + key_text(key) + ": data is null");
     }
-    if (k.push_pending || k.awaiting_pull) {
+    if (k.push_pending || k.awaiting_pull || k.delivering) {
       throw Error(ErrorCode::InvalidUsage,
                   "KeyValue::push: " + key_text(key) +
                       " is pushed again before its pull (push, pull, pull_wait, then push)");
     }
     k.pushed = data;
     k.push_pending = true;
-    k.awaiting_pull = !(k.pull_open && !k.pull_done);  // a pull made before it waits for it
+    // A pull made before the push (and not being completed) waits for it.
+    k.awaiting_pull = !(k.pull_open && !k.pull_done && !k.delivering);
     k.push_priority = priority;
     k.pushed_at = KvClock::now();
     k.warned = false;
@@ -179,13 +196,23 @@ void KvEngine::push(int key, const void* data, int priority) {
   wake_.notify_one();  // no system call when the engine is not waiting
 }
 
-// One rank: the reduction of a push is the push itself (with an Updater, the update of it).
+// One rank: the reduction of a push is the push itself (with an Updater, the update of it). In
+// the cycles' turn, so that a cycle run meanwhile by a thread in pull_wait or close does not
+// reduce the key a second time.
 void KvEngine::reduce_alone(KeySlot& k) {
+  std::lock_guard turn(cycle_m_);
+  {
+    std::lock_guard lk(m_);
+    if (!k.push_pending) return;  // a cycle took it first
+  }
   const void* src = k.pushed;
   if (k.owner >= 0) {
     std::vector<std::byte> reduced(static_cast<const std::byte*>(k.pushed),
                                    static_cast<const std::byte*>(k.pushed) + k.bytes);
-    update_on_owner(k, reduced.data());
+    if (std::exception_ptr failed = update_on_owner(k, reduced.data())) {
+      fail(failed);
+      std::rethrow_exception(failed);
+    }
     src = k.weights.data();
   }
   deliver({&k}, {src});
@@ -216,10 +243,18 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
   std::function<void()> run = std::move(k.callback);
   k.delivering = true;
   lk.unlock();
-  if (run) run();
+  std::exception_ptr thrown;
+  try {
+    if (run) run();
+  } catch (...) {
+    thrown = std::current_exception();
+  }
   lk.lock();
   k.delivering = false;
   k.pull_done = true;
+  lk.unlock();
+  done_.notify_all();
+  if (thrown) std::rethrow_exception(thrown);
 }
 
 void KvEngine::pull_wait(int key) {
@@ -255,6 +290,7 @@ void KvEngine::pull_wait(int key) {
 }
 
 void KvEngine::close() {
+  std::lock_guard closing(close_m_);  // a second close waits for the first
   {
     std::lock_guard lk(m_);
     if (closed_) return;
@@ -292,8 +328,11 @@ void KvEngine::engine_loop() {
     {
       std::unique_lock lk(m_);
       if (!active && !closing_) {
-        wake_.wait(lk, [&] { return pending_ > 0 || closing_; });
-        if (cycle_ms_ > 0 && !closing_) {  // gather the pushes that follow this one
+        // Asleep, but a cycle now and then even without a push of this rank's: another rank
+        // that has pushed waits in a cycle for this one, and its stall inspector needs it.
+        const bool pushed = wake_.wait_for(lk, wait_duration(stall_warn_s_ / 2),
+                                           [&] { return pending_ > 0 || closing_; });
+        if (pushed && cycle_ms_ > 0 && !closing_) {  // gather the pushes that follow this one
           wake_.wait_for(lk, std::chrono::milliseconds(cycle_ms_), [&] { return closing_; });
         }
       } else if (!progressed) {
@@ -377,7 +416,8 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
         by_slot[i] = &k;
         if (!k.push_pending) continue;
         agreed[i] = 0;
-        agreed[n + i] = std::max(k.push_priority, k.pull_open ? k.pull_priority : k.push_priority);
+        const bool pulled = k.pull_open && !k.pull_done;
+        agreed[n + i] = std::int64_t{k.push_priority} + (pulled ? k.pull_priority : 0);
       }
     }
     engine_comm_.all_reduce(agreed.data(), agreed.data(), agreed.size(), DataType::int64,
@@ -480,13 +520,15 @@ void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
     engine_comm_.all_reduce(base, base, count, b.dtype, b.op);
   } else {
     engine_comm_.reduce(base, base, count, b.dtype, b.op, b.owner);
+    std::exception_ptr failed;
     if (engine_comm_.rank() == b.owner) {
       offset = 0;
       for (KeySlot* k : keys) {
-        update_on_owner(*k, base + offset);
+        if (!failed) failed = update_on_owner(*k, base + offset);
         offset += k->bytes;
       }
     }
+    agree_on_update(failed, b.owner);
     engine_comm_.broadcast(base, count, b.dtype, b.owner);
   }
   if (traced) {
@@ -520,7 +562,9 @@ void KvEngine::run_alone(KeySlot& k) {
     engine_comm_.all_reduce(k.pushed, dest, k.count, k.dtype, k.op);
   } else {
     engine_comm_.reduce(k.pushed, dest, k.count, k.dtype, k.op, k.owner);
-    if (engine_comm_.rank() == k.owner) update_on_owner(k, dest);
+    std::exception_ptr failed;
+    if (engine_comm_.rank() == k.owner) failed = update_on_owner(k, dest);
+    agree_on_update(failed, k.owner);
     engine_comm_.broadcast(dest, k.count, k.dtype, k.owner);
   }
   if (traced) timeline::end(key_track(k.key));
@@ -539,10 +583,33 @@ void KvEngine::trace_ready(const std::vector<ReadyKey>& ready,
 }
 
 // On the owner: `reduced` holds the key's reduced gradient; it leaves holding the new weights.
-void KvEngine::update_on_owner(KeySlot& k, void* reduced) {
-  updater_->update(k.key, KeyArray{reduced, k.count, k.dtype},
-                   KeyArray{k.weights.data(), k.count, k.dtype});
+// Returns what the Updater threw, if it did (the weights are then as the Updater left them).
+std::exception_ptr KvEngine::update_on_owner(KeySlot& k, void* reduced) {
+  try {
+    updater_->update(k.key, KeyArray{reduced, k.count, k.dtype},
+                     KeyArray{k.weights.data(), k.count, k.dtype});
+  } catch (const std::exception& e) {
+    return std::make_exception_ptr(Error(ErrorCode::InvalidUsage, "KeyValue: the Updater of " +
+                                                                      key_text(k.key) +
+                                                                      " threw: " + e.what()));
+  } catch (...) {
+    return std::make_exception_ptr(Error(
+        ErrorCode::InvalidUsage, "KeyValue: the Updater of " + key_text(k.key) + " threw"));
+  }
   if (k.bytes > 0) std::memcpy(reduced, k.weights.data(), k.bytes);
+  return {};
+}
+
+// Between an owner's updates and their broadcast: every rank learns whether the owner's Updater
+// threw, and then every rank fails (the owner with the Updater's error), instead of the others
+// waiting in the broadcast.
+void KvEngine::agree_on_update(const std::exception_ptr& failed, int owner) {
+  std::int64_t thrown = failed ? 1 : 0;
+  engine_comm_.all_reduce(&thrown, &thrown, 1, DataType::int64, ReduceOp::max);
+  if (thrown == 0) return;
+  if (failed) std::rethrow_exception(failed);
+  throw Error(ErrorCode::Remote, "KeyValue: the Updater threw on rank " + std::to_string(owner) +
+                                     ", the owner of keys of this cycle (see its error)");
 }
 
 // Each key's result is at its src: into its pull's buffer (then its callback), or kept for the

@@ -100,7 +100,8 @@ class KvEngine {
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
   void run_alone(KeySlot& k);
   void reduce_alone(KeySlot& k);
-  void update_on_owner(KeySlot& k, void* reduced);
+  std::exception_ptr update_on_owner(KeySlot& k, void* reduced);
+  void agree_on_update(const std::exception_ptr& failed, int owner);
   void deliver(const std::vector<KeySlot*>& keys, const std::vector<const void*>& srcs);
   void trace_ready(const std::vector<ReadyKey>& ready, const std::vector<KeySlot*>& by_slot);
   void fail(std::exception_ptr error);
@@ -130,7 +131,10 @@ class KvEngine {
   bool finished_ = false;         // the cycles have ended
   std::exception_ptr failed_;
   bool failure_seen_ = false;
-  std::mutex cycle_m_;            // one thread runs cycles at a time (inline mode)
+  // One thread runs cycles at a time (inline mode, one rank); recursive, for a callback that
+  // pushes another key on one rank (its push reduces it within the delivery).
+  std::recursive_mutex cycle_m_;
+  std::mutex close_m_;
   std::thread thread_;
 };
 

@@ -14,7 +14,7 @@ namespace synk::detail {
 // A key that every rank has pushed.
 struct ReadyKey {
   std::size_t slot = 0;       // the key's place in the order of init_key
-  std::int64_t priority = 0;  // the highest of the ranks' push priorities
+  std::int64_t priority = 0;  // the highest over the ranks of push + pull priority
   std::size_t bytes = 0;
   DataType dtype = DataType::float32;
   ReduceOp op = ReduceOp::sum;
