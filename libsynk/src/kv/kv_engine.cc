@@ -482,9 +482,14 @@ void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
       errors += (errors.empty() ? "" : "; ") + why;
       continue;
     }
+    // Every rank marks the key as warned of, so that one line is all: a rank whose own wait
+    // passes SYNK_STALL_WARN later does not start another inspection of it.
     std::lock_guard lk(m_);
     const auto it = index_.find(k.key);
-    if (k.reporter == rank && it != index_.end() && !slots_[it->second].warned) {
+    if (it == index_.end()) continue;
+    const bool warned_before = slots_[it->second].warned;
+    slots_[it->second].warned = true;
+    if (k.reporter == rank && !warned_before) {
       SYNK_LOG_AT(warn, stall_warning(k, stall_warn_s_, timeout_s_));
     }
   }
