@@ -24,11 +24,6 @@ constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
 // push waiting: short, since a late rank's push waits for the others' next cycle.
 constexpr auto kPause = std::chrono::microseconds(500);
 
-std::string key_text(int key) { return "key " + std::to_string(key); }
-
-// The timeline's row of a key.
-std::string key_track(int key) { return "KeyValue " + key_text(key); }
-
 KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, double timeout_s) {
   if (!k.push_pending) return kNotPushed;
   const double waited = std::chrono::duration<double>(now - k.pushed_at).count();
@@ -36,6 +31,10 @@ KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, do
 }
 
 }  // namespace
+
+std::string key_text(int key) { return "key " + std::to_string(key); }
+
+std::string key_track(int key) { return "KeyValue " + key_text(key); }
 
 KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
     : user_(comm),
@@ -194,28 +193,6 @@ void KvEngine::push(int key, const void* data, int priority) {
     return;
   }
   wake_.notify_one();  // no system call when the engine is not waiting
-}
-
-// One rank: the reduction of a push is the push itself (with an Updater, the update of it). In
-// the cycles' turn, so that a cycle run meanwhile by a thread in pull_wait or close does not
-// reduce the key a second time.
-void KvEngine::reduce_alone(KeySlot& k) {
-  std::lock_guard turn(cycle_m_);
-  {
-    std::lock_guard lk(m_);
-    if (!k.push_pending) return;  // a cycle took it first
-  }
-  const void* src = k.pushed;
-  if (k.owner >= 0) {
-    std::vector<std::byte> reduced(static_cast<const std::byte*>(k.pushed),
-                                   static_cast<const std::byte*>(k.pushed) + k.bytes);
-    if (std::exception_ptr failed = update_on_owner(k, reduced.data())) {
-      fail(failed);
-      std::rethrow_exception(failed);
-    }
-    src = k.weights.data();
-  }
-  deliver({&k}, {src});
 }
 
 void KvEngine::pull(int key, void* out, int priority, std::function<void()> callback) {
@@ -502,174 +479,6 @@ void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
   if (!errors.empty()) {
     throw Error(closing_everywhere ? ErrorCode::InvalidUsage : ErrorCode::Timeout, errors);
   }
-}
-
-void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
-  if (fusion_.size() < b.bytes) {  // only without a thread (see the constructor)
-    const std::size_t grown = std::min(fusion_bytes_, std::max(b.bytes, 2 * fusion_.size()));
-    fusion_ = engine_comm_.alloc(grown);
-  }
-  const bool traced = timeline::on();
-  if (traced) {
-    timeline::begin("KeyValue fusion", "fused", b.bytes);
-    for (const KeySlot* k : keys) timeline::begin(key_track(k->key), "fused", k->bytes);
-  }
-  auto* base = static_cast<std::byte*>(fusion_.data());
-  std::size_t offset = 0;
-  for (const KeySlot* k : keys) {
-    std::memcpy(base + offset, k->pushed, k->bytes);
-    offset += k->bytes;
-  }
-  const std::size_t count = b.bytes / size_of(b.dtype);
-  if (b.owner < 0) {
-    engine_comm_.all_reduce(base, base, count, b.dtype, b.op);
-  } else {
-    engine_comm_.reduce(base, base, count, b.dtype, b.op, b.owner);
-    std::exception_ptr failed;
-    if (engine_comm_.rank() == b.owner) {
-      offset = 0;
-      for (KeySlot* k : keys) {
-        if (!failed) failed = update_on_owner(*k, base + offset);
-        offset += k->bytes;
-      }
-    }
-    agree_on_update(failed, b.owner);
-    engine_comm_.broadcast(base, count, b.dtype, b.owner);
-  }
-  if (traced) {
-    timeline::end("KeyValue fusion");
-    for (const KeySlot* k : keys) timeline::end(key_track(k->key));
-  }
-  std::vector<const void*> srcs;
-  offset = 0;
-  for (const KeySlot* k : keys) {
-    srcs.push_back(base + offset);
-    offset += k->bytes;
-  }
-  deliver(keys, srcs);
-}
-
-// A key on its own: reduced straight into its pull's buffer when the pull is there already.
-void KvEngine::run_alone(KeySlot& k) {
-  void* dest = nullptr;
-  {
-    std::lock_guard lk(m_);
-    if (k.pull_open && !k.pull_done) {
-      dest = k.out;
-    } else {
-      k.result.resize(k.bytes);
-      dest = k.result.data();
-    }
-  }
-  const bool traced = timeline::on();
-  if (traced) timeline::begin(key_track(k.key), "running", k.bytes);
-  if (k.owner < 0) {
-    engine_comm_.all_reduce(k.pushed, dest, k.count, k.dtype, k.op);
-  } else {
-    engine_comm_.reduce(k.pushed, dest, k.count, k.dtype, k.op, k.owner);
-    std::exception_ptr failed;
-    if (engine_comm_.rank() == k.owner) failed = update_on_owner(k, dest);
-    agree_on_update(failed, k.owner);
-    engine_comm_.broadcast(dest, k.count, k.dtype, k.owner);
-  }
-  if (traced) timeline::end(key_track(k.key));
-  deliver({&k}, {dest});
-}
-
-// On the timeline: each ready key's wait from its push to the cycle that found every rank had
-// pushed it ("queued", an async span: the waits of several keys overlap).
-void KvEngine::trace_ready(const std::vector<ReadyKey>& ready,
-                           const std::vector<KeySlot*>& by_slot) {
-  for (const ReadyKey& r : ready) {
-    const KeySlot& k = *by_slot[r.slot];
-    timeline::async_span(key_track(k.key), "queued", k.pushed_ns, k.bytes);
-    timeline::instant(key_track(k.key), "negotiated", k.bytes);
-  }
-}
-
-// On the owner: `reduced` holds the key's reduced gradient; it leaves holding the new weights.
-// Returns what the Updater threw, if it did (the weights are then as the Updater left them).
-std::exception_ptr KvEngine::update_on_owner(KeySlot& k, void* reduced) {
-  try {
-    updater_->update(k.key, KeyArray{reduced, k.count, k.dtype},
-                     KeyArray{k.weights.data(), k.count, k.dtype});
-  } catch (const std::exception& e) {
-    return std::make_exception_ptr(Error(ErrorCode::InvalidUsage, "KeyValue: the Updater of " +
-                                                                      key_text(k.key) +
-                                                                      " threw: " + e.what()));
-  } catch (...) {
-    return std::make_exception_ptr(Error(
-        ErrorCode::InvalidUsage, "KeyValue: the Updater of " + key_text(k.key) + " threw"));
-  }
-  if (k.bytes > 0) std::memcpy(reduced, k.weights.data(), k.bytes);
-  return {};
-}
-
-// Between an owner's updates and their broadcast: every rank learns whether the owner's Updater
-// threw, and then every rank fails (the owner with the Updater's error), instead of the others
-// waiting in the broadcast.
-void KvEngine::agree_on_update(const std::exception_ptr& failed, int owner) {
-  std::int64_t thrown = failed ? 1 : 0;
-  engine_comm_.all_reduce(&thrown, &thrown, 1, DataType::int64, ReduceOp::max);
-  if (thrown == 0) return;
-  if (failed) std::rethrow_exception(failed);
-  throw Error(ErrorCode::Remote, "KeyValue: the Updater threw on rank " + std::to_string(owner) +
-                                     ", the owner of keys of this cycle (see its error)");
-}
-
-// Each key's result is at its src: into its pull's buffer (then its callback), or kept for the
-// pull. One bucket at a time, under one lock and with one wake-up: a waiter woken per key took
-// turns with this thread on the rank's core, key after key.
-void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<const void*>& srcs) {
-  if (timeline::on()) {
-    for (const KeySlot* k : keys) timeline::instant(key_track(k->key), "done", k->bytes);
-  }
-  std::vector<std::pair<KeySlot*, std::function<void()>>> callbacks;
-  bool wake = false;
-  {
-    std::lock_guard lk(m_);
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      KeySlot& k = *keys[i];
-      k.push_pending = false;
-      --pending_;
-      if (k.pull_open && !k.pull_done) {
-        if (k.out != srcs[i] && k.bytes > 0) std::memcpy(k.out, srcs[i], k.bytes);
-        if (k.callback) {
-          k.delivering = true;
-          callbacks.emplace_back(&k, std::move(k.callback));
-          continue;
-        }
-        k.pull_done = true;
-        wake = wake || k.waiters > 0;
-        continue;
-      }
-      if (srcs[i] != k.result.data()) {
-        const auto* p = static_cast<const std::byte*>(srcs[i]);
-        k.result.assign(p, p + k.bytes);
-      }
-      k.has_result = true;
-    }
-  }
-  if (callbacks.empty()) {
-    if (wake) done_.notify_all();
-    return;
-  }
-  for (auto& [k, callback] : callbacks) {
-    try {
-      callback();
-    } catch (const std::exception& e) {
-      SYNK_LOG_AT(error, "KeyValue: the pull callback of " << key_text(k->key)
-                                                           << " threw: " << e.what());
-    }
-  }
-  {
-    std::lock_guard lk(m_);
-    for (auto& [k, callback] : callbacks) {
-      k->delivering = false;
-      k->pull_done = true;
-    }
-  }
-  done_.notify_all();
 }
 
 }  // namespace synk::detail

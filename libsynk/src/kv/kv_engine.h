@@ -9,7 +9,7 @@
 //     over the ranks): the slots that every rank has pushed are ready, with their priority;
 //  3. on a stall, every rank's status byte per slot (all_gather), to name the ranks missing;
 //  4. the ready keys in buckets (kv_plan.h): fused into the fusion buffer, or alone in place;
-//     then each key's result goes to its pull (or waits for it in the slot).
+//     then each key's result goes to its pull (or waits for it in the slot) (kv_buckets.cc).
 // On a backend whose calls make no MPI call (shm), a thread of the engine runs the cycles, so
 // that they overlap the caller's work; the ranks' threads sleep together when a cycle finds no
 // push waiting anywhere, and a push wakes its rank's thread. Elsewhere (mpi, hier, where MPI is
@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -36,6 +37,9 @@
 namespace synk::detail {
 
 using KvClock = std::chrono::steady_clock;
+
+std::string key_text(int key);   // "key 3", for messages
+std::string key_track(int key);  // the timeline's row of a key: "KeyValue key 3"
 
 struct KeySlot {
   int key = 0;
