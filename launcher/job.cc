@@ -20,7 +20,7 @@
 #include <regex>
 #include <stdexcept>
 
-#include "write_all.h"
+#include "core/write_all.h"
 
 namespace synk::launch {
 namespace {
@@ -167,7 +167,7 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
     execvp(cargv[0], cargv.data());
     const std::string msg =
         std::string("synkrun: cannot run ") + cargv[0] + ": " + std::strerror(errno) + "\n";
-    write_all(p[1], msg.data(), msg.size());
+    detail::write_all(p[1], msg.data(), msg.size());
     _exit(127);
   }
   setpgid(child, child);  // also here: whichever runs first, the group exists before any kill
@@ -236,7 +236,7 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
       } else {
         // Once stderr is closed, mpirun's lines are still read (for the failing rank) but no
         // longer written: each write would raise another SIGPIPE.
-        if (relay) relay = write_all(STDERR_FILENO, buf, static_cast<std::size_t>(r));
+        if (relay) relay = detail::write_all(STDERR_FILENO, buf, static_cast<std::size_t>(r));
         for (ssize_t i = 0; i < r; ++i) {
           if (buf[i] == '\n') {
             result.failure.feed_line(line);

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "write_all.h"
+#include "core/write_all.h"
 
 namespace synk::launch {
 
@@ -19,7 +19,7 @@ TopologyExport TopologyExport::create(const std::string& xml) {
   if (fd < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
   TopologyExport e;
   e.fd_ = fd;
-  if (!write_all(fd, xml.data(), xml.size())) {
+  if (!detail::write_all(fd, xml.data(), xml.size())) {
     throw std::runtime_error(std::string("write: ") + std::strerror(errno));
   }
   e.path_ = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd);

@@ -16,6 +16,7 @@
 
 #include "core/env.h"
 #include "core/logging.h"
+#include "core/write_all.h"
 
 namespace synk::detail::timeline {
 
@@ -50,21 +51,6 @@ State& state() {
 
 std::atomic<bool> g_write_failed{false};
 
-bool write_all(int fd, const std::string& data) {
-  const char* p = data.data();
-  std::size_t left = data.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // Writes s.buf. Called with lk holding s.mu, which it releases: recording goes on meanwhile.
 // Writes of one process may reach the file in another order than their buffers were taken;
 // each is whole events that begin with ",\n", which is all the file's form needs.
@@ -75,7 +61,7 @@ void write_out(State& s, std::unique_lock<std::mutex>& lk) {
   lk.unlock();
   std::lock_guard w(s.write_mu);
   if (s.fd < 0) return;
-  if (!write_all(s.fd, out)) {
+  if (!write_all(s.fd, out.data(), out.size())) {
     const int err = errno;
     g_on.store(false, std::memory_order_relaxed);
     if (!g_write_failed.exchange(true)) {
@@ -232,7 +218,7 @@ bool start_file(const std::string& path, int pid, bool create) {
   const std::string rank_name = "rank " + std::to_string(pid);
   m.meta = rank_name;
   append_event(head, m);
-  if (fd < 0 || !write_all(fd, head)) {
+  if (fd < 0 || !write_all(fd, head.data(), head.size())) {
     const int err = errno;
     if (fd >= 0) ::close(fd);
     SYNK_LOG_AT(warn, "SYNK_TIMELINE: cannot " << (fd < 0 ? "open " : "write ") << path << ": "
@@ -262,7 +248,7 @@ void stop() {
   std::lock_guard b(s.write_mu);
   g_on.store(false, std::memory_order_relaxed);
   if (s.fd >= 0) {
-    write_all(s.fd, s.buf);
+    write_all(s.fd, s.buf.data(), s.buf.size());
     ::close(s.fd);
     s.fd = -1;
   }

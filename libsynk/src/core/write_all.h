@@ -1,4 +1,5 @@
-// Writing a whole buffer to a descriptor, through short writes and EINTR.
+// Writing a whole buffer to a descriptor, through short writes and EINTR (synkrun's relays and
+// topology export, SYNK_TIMELINE's file).
 #pragma once
 
 #include <unistd.h>
@@ -6,7 +7,7 @@
 #include <cerrno>
 #include <cstddef>
 
-namespace synk::launch {
+namespace synk::detail {
 
 // False when a write failed (errno says why: EPIPE for a closed pipe).
 inline bool write_all(int fd, const char* data, std::size_t n) {
@@ -20,4 +21,4 @@ inline bool write_all(int fd, const char* data, std::size_t n) {
   return true;
 }
 
-}  // namespace synk::launch
+}  // namespace synk::detail
