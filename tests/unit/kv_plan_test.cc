@@ -66,6 +66,7 @@ TEST(KvStall, FindsPartKeysAndNamesTheRanks) {
   const auto stalled = find_stalled(status, 3, keys);
   ASSERT_EQ(stalled.size(), 1u);
   EXPECT_EQ(stalled[0].key, 11);
+  EXPECT_EQ(stalled[0].column, 1u);
   EXPECT_EQ(stalled[0].pushed, (std::vector<int>{0, 2}));
   EXPECT_EQ(stalled[0].missing, (std::vector<int>{1}));
   EXPECT_EQ(stalled[0].worst, kTimedOut);

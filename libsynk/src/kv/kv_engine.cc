@@ -161,6 +161,7 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
 }
 
 void KvEngine::push(int key, const void* data, int priority) {
+  KeySlot* slot = nullptr;
   {
     std::lock_guard lk(m_);
     throw_if_failed_locked();
@@ -187,9 +188,10 @@ void KvEngine::push(int key, const void* data, int priority) {
     }
     ++pending_;
     ++pushes_;
+    slot = &k;
   }
   if (engine_comm_.size() == 1) {
-    reduce_alone(const_cast<KeySlot&>(declared(key, "push")));
+    reduce_alone(*slot);
     return;
   }
   wake_.notify_one();  // no system call when the engine is not waiting
@@ -462,10 +464,9 @@ void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
     // Every rank marks the key as warned of, so that one line is all: a rank whose own wait
     // passes SYNK_STALL_WARN later does not start another inspection of it.
     std::lock_guard lk(m_);
-    const auto it = index_.find(k.key);
-    if (it == index_.end()) continue;
-    const bool warned_before = slots_[it->second].warned;
-    slots_[it->second].warned = true;
+    if (k.column >= slots_.size()) continue;  // not declared here yet
+    const bool warned_before = slots_[k.column].warned;
+    slots_[k.column].warned = true;
     if (k.reporter == rank && !warned_before) {
       SYNK_LOG_AT(warn, stall_warning(k, stall_warn_s_, timeout_s_));
     }

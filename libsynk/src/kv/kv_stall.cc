@@ -14,6 +14,7 @@ std::vector<StalledKey> find_stalled(std::span<const std::uint8_t> status, int r
   for (std::size_t i = 0; i < n; ++i) {
     StalledKey k;
     k.key = keys[i];
+    k.column = i;
     for (int r = 0; r < ranks; ++r) {
       const auto s = static_cast<KeyStatus>(status[static_cast<std::size_t>(r) * n + i]);
       (s == kNotPushed ? k.missing : k.pushed).push_back(r);

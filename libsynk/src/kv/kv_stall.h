@@ -20,6 +20,7 @@ enum KeyStatus : std::uint8_t {
 
 struct StalledKey {
   int key = 0;
+  std::size_t column = 0;    // its column in the status rows: the key's slot
   std::vector<int> pushed;   // the ranks that pushed it
   std::vector<int> missing;  // the ranks that have not
   KeyStatus worst = kPushed;  // the longest wait among the ranks that pushed it
