@@ -43,6 +43,11 @@ Baseline:
   MPI_Scatter), timed in the same rounds (see Timing for speedup). avg runs as MPI_SUM
   (MPI has no average). float16 and bfloat16 move as MPI_UINT16_T; MPI cannot reduce them, so
   their reductions show '-'.
+  --baseline nccl (with --backend nccl): the column is nccl(us) instead, the raw NCCL call
+  (ncclAllReduce, ncclBroadcast, ncclReduce, ncclAllGather, ncclReduceScatter; gather and
+  scatter as ncclSend/ncclRecv in one group, as nccl-tests does) on the same device buffers,
+  on an NCCL communicator of its own, followed by cudaStreamSynchronize; speedup is then
+  nccl/synk, so 1.00 means synk adds nothing.
 
 Probes (shm rows only):
   '# copy probe' (at the start, and after each table with a bound): each rank's share of
@@ -229,10 +234,16 @@ Options parse_options(int argc, char** argv) {
                  "buffers")
       ->type_name("BACKEND")
       ->capture_default_str();
+  app.add_option("--baseline", o.baseline,
+                 "What the baseline column times: mpi (the raw MPI call on host buffers), or "
+                 "nccl (the raw NCCL call on the same device buffers; --backend nccl only)")
+      ->type_name("mpi|nccl")
+      ->capture_default_str();
   app.add_option("--json", o.json_file,
                  "Rank 0 also writes the rows to FILE as a JSON list of objects (coll, bytes, "
-                 "count, dtype, op, root, backend, time_us, algbw, busbw, wrong, mpi_time_us, "
-                 "speedup; null where the table shows '-', N/A or no root)")
+                 "count, dtype, op, root, backend, time_us, algbw, busbw, wrong, mpi_time_us "
+                 "(nccl_time_us with --baseline nccl), speedup; null where the table shows '-', "
+                 "N/A or no root)")
       ->type_name("FILE");
   app.footer(kFooter);
   app.set_version_flag("--version", "synk-bench (synk " SYNK_VERSION_STRING ")",
@@ -304,6 +315,13 @@ Options parse_options(int argc, char** argv) {
     o.backends = {backend_text};
   } else {
     throw UsageError("unknown backend '" + backend_text + "' (expected mpi, shm, nccl or all)");
+  }
+  if (o.baseline != "mpi" && o.baseline != "nccl") {
+    throw UsageError("unknown baseline '" + o.baseline + "' (expected mpi or nccl)");
+  }
+  if (o.baseline == "nccl" && backend_text != "nccl") {
+    throw UsageError("--baseline nccl times raw NCCL beside synk's nccl rows: it needs "
+                     "--backend nccl, not '" + backend_text + "'");
   }
   return o;
 }

@@ -36,6 +36,7 @@ struct Options {
   bool nonblocking = false;   // -N 1: synk's non-blocking calls, each waited for at once
   std::vector<std::string> backends;  // "mpi", "shm", "nccl"
   bool backend_all = false;           // --backend all: skip the ones that cannot be built
+  std::string baseline = "mpi";       // "mpi", or "nccl" (raw NCCL, with --backend nccl only)
   std::string json_file;              // empty: no JSON
   bool help = false;                  // --help was asked for; help_text holds it
   std::string help_text;

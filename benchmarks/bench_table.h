@@ -24,12 +24,13 @@ struct Row {
   double algbw = 0;                    // GB/s
   double busbw = 0;                    // GB/s
   std::optional<std::uint64_t> wrong;  // none with -c 0
-  std::optional<double> mpi_time_us;   // none where MPI has no baseline
+  std::string baseline = "mpi";        // what base_time_us timed: "mpi" or "nccl"
+  std::optional<double> base_time_us;  // none where the baseline has no such call
   std::optional<double> speedup;
 };
 
-// The line of column names of a collective's table.
-std::string table_header();
+// The line of column names of a collective's table; the baseline column is "<baseline>(us)".
+std::string table_header(const std::string& baseline);
 std::string format_row(const Row& r);
 // "# allreduce (mpi): avg busbw ..." over the rows of one collective and backend; empty when
 // there are none.

@@ -22,6 +22,7 @@
 #include "bench_membound.h"
 #include "bench_memory.h"
 #include "bench_options.h"
+#include "bench_raw_nccl.h"
 #include "bench_table.h"
 #include "synk/synk.h"
 
@@ -96,6 +97,7 @@ struct Bench {
   Communicator comm;
   double seconds_per_byte = 0;
   DeviceMirror device;  // the table's device buffers, for a backend on a device (nccl)
+  std::unique_ptr<RawNccl> raw;  // --baseline nccl: the baseline column's NCCL communicator
 
   // The call `host` describes, on the buffers this backend's calls take.
   CallArgs args(const CallArgs& host) const { return device ? device.on_device(host) : host; }
@@ -182,21 +184,24 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
 
 struct Timing {
   double synk_s = 0;
-  std::optional<double> mpi_s;
-  std::optional<double> speedup;  // the median over rounds of mpi / synk, round by round
+  std::optional<double> base_s;   // the baseline's (MPI's, or raw NCCL's)
+  std::optional<double> speedup;  // the median over rounds of baseline / synk, round by round
   int iters = 0;
 };
 
-// Warmup, then kRounds rounds of `iters` synk calls and `iters` MPI calls; see --help.
+// Warmup, then kRounds rounds of `iters` synk calls and `iters` baseline calls (MPI's, or raw
+// NCCL's on synk's device buffers); see --help.
 // predicted_s (per call, 0 if unknown) sets the cap when there is no warmup to measure.
 Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_s) {
-  const bool with_mpi = mpi_has_baseline(a);
+  const bool with_base = b.raw || mpi_has_baseline(a);
   const MPI_Comm mc = b.comm.mpi_comm();
   const int rank = b.comm.rank();
   const CallArgs synk_args = b.args(a);
   const auto call = [&](bool synk_side) {
     if (synk_side) {
       call_synk(b.comm, synk_args);
+    } else if (b.raw) {
+      b.raw->call(synk_args);
     } else {
       call_mpi(mc, a);
     }
@@ -225,7 +230,7 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
   double estimate[2] = {predicted_s, predicted_s};
   if (o.warmup > 0) {
     estimate[0] = time_calls(true, o.warmup);
-    estimate[1] = with_mpi ? time_calls(false, o.warmup) : 0;
+    estimate[1] = with_base ? time_calls(false, o.warmup) : 0;
     MPI_Allreduce(MPI_IN_PLACE, estimate, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   }
   Timing t;
@@ -238,18 +243,18 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
   // Round r times both sides back to back, in alternating order, so that each pair sees the
   // same machine: on a shared host the cores' speed, and whether two of them share a
   // cache, changes from one second to the next; the pair's ratio cancels most of that.
-  std::vector<double> rounds(2 * kRounds, 0.0);  // synk's, then MPI's
+  std::vector<double> rounds(2 * kRounds, 0.0);  // synk's, then the baseline's
   for (int r = 0; r < kRounds; ++r) {
     const bool synk_first = r % 2 == 0;
-    const std::size_t mpi = static_cast<std::size_t>(kRounds + r);
-    if (with_mpi && !synk_first) rounds[mpi] = time_calls(false, t.iters);
+    const std::size_t base = static_cast<std::size_t>(kRounds + r);
+    if (with_base && !synk_first) rounds[base] = time_calls(false, t.iters);
     rounds[static_cast<std::size_t>(r)] = time_calls(true, t.iters);
-    if (with_mpi && synk_first) rounds[mpi] = time_calls(false, t.iters);
+    if (with_base && synk_first) rounds[base] = time_calls(false, t.iters);
   }
   MPI_Allreduce(MPI_IN_PLACE, rounds.data(), 2 * kRounds, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   t.synk_s = median({rounds.begin(), rounds.begin() + kRounds});
-  if (with_mpi) {
-    t.mpi_s = median({rounds.begin() + kRounds, rounds.end()});
+  if (with_base) {
+    t.base_s = median({rounds.begin() + kRounds, rounds.end()});
     std::vector<double> ratios;
     for (int r = 0; r < kRounds; ++r) {
       ratios.push_back(rounds[static_cast<std::size_t>(kRounds + r)] /
@@ -371,7 +376,8 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
     what += ", " + std::to_string(w.size) + " ranks; rank 0's buffers start " +
             page_offset_of(send.get()) + " (send) and " + page_offset_of(recv.get()) +
             " (recv) bytes into a page";
-    out(what + "\n" + handoff_line(handoff_before, "before the table") + table_header());
+    out(what + "\n" + handoff_line(handoff_before, "before the table") +
+        table_header(o.baseline));
   }
   std::uint64_t total_wrong = 0;
   for (std::size_t s : steps) {
@@ -384,7 +390,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
       const double predicted = b.seconds_per_byte * static_cast<double>(a.layout.bytes);
       const Timing t = time_row(b, a, o, predicted);
       b.seconds_per_byte =
-          std::max(t.synk_s, t.mpi_s.value_or(0)) / static_cast<double>(a.layout.bytes);
+          std::max(t.synk_s, t.base_s.value_or(0)) / static_cast<double>(a.layout.bytes);
 
       Row row;
       row.coll = coll;
@@ -397,8 +403,9 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
       row.time_us = t.synk_s * 1e6;
       row.algbw = static_cast<double>(a.layout.bytes) / t.synk_s / 1e9;
       row.busbw = row.algbw * busbw_factor(coll, w.size);
-      if (t.mpi_s) {
-        row.mpi_time_us = *t.mpi_s * 1e6;
+      row.baseline = o.baseline;
+      if (t.base_s) {
+        row.base_time_us = *t.base_s * 1e6;
         row.speedup = *t.speedup;
       }
       if (o.check) {
@@ -459,6 +466,21 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   return total_wrong;
 }
 
+// --baseline nccl: the raw NCCL communicator beside synk's, on the same device. A failure on any
+// rank is a SharedFailure on every rank.
+std::unique_ptr<RawNccl> make_raw_nccl(const World& w, int device) {
+  std::unique_ptr<RawNccl> raw;
+  std::string why;
+  try {
+    raw = RawNccl::create(MPI_COMM_WORLD, device);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  const std::optional<std::string> first = first_failure(w, raw == nullptr, why);
+  if (first) throw SharedFailure("--baseline nccl: " + *first);
+  return raw;
+}
+
 // Constructs a communicator per requested backend. A backend that cannot run here (not in the
 // build, no device, two ranks on one GPU) is a usage error unless --backend all, which notes it
 // and goes on; any other failure is a SharedFailure either way. The ranks agree, so that none
@@ -470,7 +492,8 @@ std::vector<Bench> make_benches(const World& w, const Options& o,
     std::string why;
     int failed = 0, fatal = 0;
     try {
-      benches.push_back(Bench{name, Communicator(MPI_COMM_WORLD, CommOptions{name}), 0, {}});
+      benches.push_back(
+          Bench{name, Communicator(MPI_COMM_WORLD, CommOptions{name}), 0, {}, nullptr});
     } catch (const Error& e) {
       why = e.what();
       failed = 1;
@@ -488,13 +511,18 @@ std::vector<Bench> make_benches(const World& w, const Options& o,
       notes.push_back("# backend " + name + ": not available: " + why + "\n");
       continue;
     }
-    const Bench& b = benches.back();
+    Bench& b = benches.back();
     if (b.comm.device() >= 0) {
       // Printed by rank 0, so its device.
       notes.push_back("# backend " + name + ": synk's calls on device buffers (rank 0: cuda" +
-                      std::to_string(b.comm.device()) + "), copied from and to host ones outside the timing; its mpi(us) column "
-                      "is the MPI call on the host buffers\n");
+                      std::to_string(b.comm.device()) +
+                      "), copied from and to host ones outside the timing; " +
+                      (o.baseline == "nccl"
+                           ? "its nccl(us) column is the raw NCCL call on the same device "
+                             "buffers, on an NCCL communicator of its own\n"
+                           : "its mpi(us) column is the MPI call on the host buffers\n"));
     }
+    if (o.baseline == "nccl") b.raw = make_raw_nccl(w, b.comm.device());
   }
   if (benches.empty()) throw UsageError("none of the backends mpi, shm, nccl is available");
   return benches;

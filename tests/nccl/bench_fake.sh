@@ -48,6 +48,34 @@ done
 expect_rows "$work/g.txt" gather
 expect_rows "$work/s.txt" scatter
 expect_rows "$work/rs.txt" reduce_scatter
+# --baseline nccl: the baseline column is raw NCCL on the same device buffers (the fake NCCL
+# here), for every collective, gather and scatter (ncclSend/ncclRecv groups) among them.
+run -np 2 "$bench" all -b 8 -e 64K -f 64 -n 2 -w 1 --backend nccl --baseline nccl \
+  --json "$work/raw.json" > "$work/raw.txt"
+run -np 2 "$bench" gather -b 8 -e 64K -f 64 -n 2 -w 1 -r 1 --backend nccl --baseline nccl \
+  >> "$work/raw.txt"
+run -np 2 "$bench" scatter -b 8 -e 64K -f 64 -n 2 -w 1 --backend nccl --baseline nccl \
+  >> "$work/raw.txt"
+grep -q "its nccl(us) column is the raw NCCL call" "$work/raw.txt" ||
+  { cat "$work/raw.txt"; exit 1; }
+[ "$(grep -c '^# .* nccl(us) *speedup$' "$work/raw.txt")" -eq 7 ] ||
+  { cat "$work/raw.txt"; echo "not 7 tables with an nccl(us) column"; exit 1; }
+awk '$6 == "nccl" && ($11 == "-" || $10 != 0) { bad = 1 } END { exit bad }' "$work/raw.txt" ||
+  { cat "$work/raw.txt"; echo "an nccl row without its raw NCCL time, or wrong"; exit 1; }
+grep -q "raw NCCL .* GB/s over" "$work/raw.txt" || { cat "$work/raw.txt"; exit 1; }
+python3 - "$work/raw.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert rows and all(r["nccl_time_us"] and "mpi_time_us" not in r for r in rows), rows
+PY
+# It needs --backend nccl: a usage error (exit 2) otherwise.
+set +e
+run -np 1 "$bench" allreduce -e 64 --backend shm --baseline nccl > "$work/bad.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "baseline nccl .* needs --backend nccl" "$work/bad.txt" ||
+  { cat "$work/bad.txt"; echo "--baseline nccl with shm: exit $rc"; exit 1; }
+
 # Two ranks on one GPU (one fake device, the same PCI address for both): NCCL cannot run, so
 # 'all' notes it and measures the rest, and nccl alone is a usage error (exit 2) saying why.
 one_gpu() { SYNK_FAKE_DISTINCT_BUS=0 SYNK_FAKE_DEVICE_COUNT=1 run "$@"; }

@@ -249,6 +249,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
   return ncclSuccess;
 }
 
+// The blocking init (synk-bench's raw NCCL baseline uses it, as nccl-tests does).
+ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
+  return ncclCommInitRankConfig(out, nranks, id, rank, nullptr);
+}
+
 ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* state) {
   *state = ncclSuccess;
   return ncclSuccess;
