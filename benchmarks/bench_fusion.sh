@@ -6,6 +6,7 @@
 # comes from a second run; each row's vs_mpi is against the MPI_Allreduce timed in its own run.
 # The issue's target: fused at least 5x faster than MPI.
 # Usage: benchmarks/bench_fusion.sh [path/to/bin] [np] [extra bench_fusion args...]
+# SYNKRUN_ARGS: options for synkrun (e.g. "--bind core" on a node with fewer GPUs than ranks).
 set -eu
 bin=${1:-$(dirname "$0")/../build/bin}
 np=${2:-2}
@@ -15,8 +16,9 @@ unset SYNK_FUSION_BYTES
 
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 rc=0  # a run with a wrong element (exit 1) still shows its rows, then fails the script
-fused=$("$bin/synkrun" -np "$np" "$bin/bench_fusion" --modes kv,all_reduce,mpi "$@") || rc=$?
-unfused=$(SYNK_FUSION_BYTES=0 "$bin/synkrun" -np "$np" "$bin/bench_fusion" --modes kv \
+synkrun=("$bin/synkrun" ${SYNKRUN_ARGS:-})
+fused=$("${synkrun[@]}" -np "$np" "$bin/bench_fusion" --modes kv,all_reduce,mpi "$@") || rc=$?
+unfused=$(SYNK_FUSION_BYTES=0 "${synkrun[@]}" -np "$np" "$bin/bench_fusion" --modes kv \
   --no-header "$@") || rc=$?
 # One table, in the order of the issue: fused, unfused, all_reduce, MPI.
 grep -E '^(#|mode )' <<< "$fused"

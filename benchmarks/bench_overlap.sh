@@ -6,6 +6,7 @@
 # (on 2 ranks here the first epoch takes up to twice the next: warm-up, whichever the mode). The
 # epoch time is rank 0's clock over the training steps (the test evaluation after it is not in it).
 # Usage: benchmarks/bench_overlap.sh [path/to/bin] [epochs] [repeats] [extra train_fmnist args...]
+# SYNKRUN_ARGS: options for synkrun (e.g. "--bind core" on a node with fewer GPUs than ranks).
 set -eu
 bin=${1:-$(dirname "$0")/../build/bin}
 epochs=${2:-3}
@@ -21,7 +22,7 @@ for ((r = 1; r <= repeats; r++)); do
       flag=()
       [ "$mode" = overlap ] && flag=(--overlap)
       echo "# synkrun -np $np train_fmnist --epochs $epochs ${flag[*]} $*"
-      "$bin/synkrun" -np "$np" "$bin/train_fmnist" --epochs "$epochs" "${flag[@]}" \
+      "$bin/synkrun" ${SYNKRUN_ARGS:-} -np "$np" "$bin/train_fmnist" --epochs "$epochs" "${flag[@]}" \
         --json "$work/np$np.$mode.$r.json" "$@" | sed 's/^/  /'
     done
   done

@@ -115,10 +115,23 @@ use_prefix() {
   DATA=$PREFIX/usr/share/datasets/fashion-mnist
 }
 
+# One package out of the carried ones, into PREFIX, for what the machine lacks alone.
+unpack_one() {
+  local f
+  f=$(compgen -G "$DEBS/$1_*.deb" | head -1)
+  [ -n "$f" ] || return 1
+  dpkg -x "$f" "$PREFIX" && say "- unpacked into $PREFIX: $1"
+}
+
 DATA=/usr/share/datasets/fashion-mnist
 install_deps() {
   if have_deps; then
     say "- dependencies: the machine's own"
+    mkdir -p "$PREFIX"
+    [ -e "$DATA" ] || { unpack_one dataset-fashion-mnist &&
+      DATA=$PREFIX/usr/share/datasets/fashion-mnist; }
+    command -v lstopo-no-graphics >/dev/null || { unpack_one hwloc-nox &&
+      export PATH=$PATH:$PREFIX/usr/bin; }
   elif compgen -G "$DEBS/*.deb" >/dev/null; then
     rm -rf "$PREFIX" && mkdir -p "$PREFIX" && unpack_debs && use_prefix
   else
@@ -181,7 +194,7 @@ build() {
     -DCMAKE_BUILD_TYPE=Release -DSYNK_WITH_NCCL=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
     "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:-}" || return 1
   run_step build 300 "$RESULTS/build.log" cmake --build "$BUILD" -j "$JOBS" --target \
-    synkrun synk-bench train_fmnist bench_fusion nccl_collectives_test nccl_device_api_test \
+    synkrun synk-bench train_fmnist bench_fusion nccl_raw_avg_one_rank nccl_collectives_test nccl_device_api_test \
     nccl_no_device_test nccl_contexts_test nccl_device_choice_test
 }
 
@@ -190,8 +203,11 @@ tests() {
   say "## Tests against the real CUDA runtime and NCCL"
   run_step tests 150 "$RESULTS/tests.log" ctest --test-dir "$BUILD" --output-on-failure \
     -R '^nccl_' -E 'fake|one_gpu' -j 4
-  grep -E "tests passed|Failed|Not Run|\*\*\*|Skipped|SKIPPED|Test +#" "$RESULTS/tests.log" |
-    grep -v "^###" | sed 's/^/    /' >> "$SUMMARY"
+  grep -E "tests passed|Failed|Not Run|\*\*\*|Skipped|SKIPPED|Test +#|FAILED  \]" \
+    "$RESULTS/tests.log" | grep -v "^###" | sed 's/\x1b\[[0-9;]*m//g; s/^/    /' >> "$SUMMARY"
+  run_step "NCCL alone: one-rank ncclAvg" 30 "$RESULTS/tests.log" \
+    "$BUILD/bin/nccl_raw_avg_one_rank"
+  grep -E "^NCCL|^raw_avg" "$RESULTS/tests.log" | sed 's/^/    /' >> "$SUMMARY"
 }
 
 synkrun_checks() {
@@ -207,8 +223,10 @@ synkrun_checks() {
     --json /bin/true
   run_step "synkrun --report-bindings" 60 "$out" "$BUILD/bin/synkrun" "${gpus[@]}" \
     --report-bindings /bin/true
-  run_step "synkrun -np 4 --report-bindings (more ranks than GPUs)" 60 "$out" \
+  run_step "synkrun -np 4 (more ranks than GPUs: a usage error)" 60 "$out" \
     "$BUILD/bin/synkrun" "${gpus[@]}" -np 4 --report-bindings /bin/true
+  run_step "synkrun -np 4 --bind core --report-bindings" 60 "$out" \
+    "$BUILD/bin/synkrun" "${gpus[@]}" -np 4 --bind core --report-bindings /bin/true
   grep -E '"gpu|cpus|numa|rank [0-9]|GPU|warning|error' "$out" | grep -v '^###' | head -40 |
     sed 's/^/    /' >> "$SUMMARY"
 }
@@ -276,6 +294,7 @@ shm_tables() {
 key_value() {
   say ""
   say "## KeyValue: fusion and overlap"
+  export SYNKRUN_ARGS="--bind core"  # 2 ranks, whatever the number of GPUs
   run_step "bench_fusion.sh, 2 ranks" 60 "$RESULTS/bench-host.txt" \
     "$ROOT/benchmarks/bench_fusion.sh" "$BUILD/bin" 2
   grep -E "^(kv|all_reduce|MPI_Allreduce|mode) " "$RESULTS/bench-host.txt" | sed 's/^/    /' \

@@ -42,6 +42,19 @@ std::string device_buffer_problem(const char* name, const void* p, int nccl_devi
          "SYNK_BACKEND=auto, shm or mpi for host buffers)";
 }
 
+// On an H100 with NCCL 2.28.3, a one-rank out-of-place ncclAvg of 4,097 float32 elements left the
+// last one unwritten (all_reduce, reduce and reduce_scatter; tests/nccl/raw_avg_one_rank.cc shows
+// it without synk). The average over one rank is the input whatever NCCL's version: it is copied
+// (nothing in place) instead. Returns whether it was.
+bool copied_one_rank_average(const CommContext& ctx, const CollArgs& a, cudaStream_t stream) {
+  if (ctx.size != 1 || a.op != ReduceOp::avg) return false;
+  if (a.count > 0 && a.send != a.recv) {
+    SYNK_CHECK_CUDA(cudaMemcpyAsync(a.recv, a.send, a.count * size_of(a.dtype),
+                                    cudaMemcpyDeviceToDevice, stream));
+  }
+  return true;
+}
+
 }  // namespace
 
 // One call's scope: the communicator is usable, its device is current, the stream is chosen.
@@ -96,6 +109,7 @@ NcclBackend::~NcclBackend() = default;
 
 Request NcclBackend::all_reduce(const CollArgs& a) {
   SYNK_NCCL_BEGIN("all_reduce");
+  if (copied_one_rank_average(ctx_, a, stream)) return comm_->finish("all_reduce", stream, comm_);
   SYNK_NCCL_ISSUE("all_reduce", ncclAllReduce(a.send, a.recv, a.count, nccl_type(a.dtype),
                                               nccl_op(a.op, "all_reduce"), comm_->get(), stream));
   return comm_->finish("all_reduce", stream, comm_);
@@ -103,6 +117,7 @@ Request NcclBackend::all_reduce(const CollArgs& a) {
 
 Request NcclBackend::reduce(const CollArgs& a) {
   SYNK_NCCL_BEGIN("reduce");
+  if (copied_one_rank_average(ctx_, a, stream)) return comm_->finish("reduce", stream, comm_);
   void* recv = ctx_.rank == a.root ? a.recv : nullptr;  // NCCL reads recv at the root only
   SYNK_NCCL_ISSUE("reduce", ncclReduce(a.send, recv, a.count, nccl_type(a.dtype),
                                        nccl_op(a.op, "reduce"), a.root, comm_->get(), stream));
@@ -125,6 +140,8 @@ Request NcclBackend::all_gather(const CollArgs& a) {
 
 Request NcclBackend::reduce_scatter(const CollArgs& a) {
   SYNK_NCCL_BEGIN("reduce_scatter");
+  if (copied_one_rank_average(ctx_, a, stream))
+    return comm_->finish("reduce_scatter", stream, comm_);
   SYNK_NCCL_ISSUE("reduce_scatter",
                   ncclReduceScatter(a.send, a.recv, a.count, nccl_type(a.dtype),
                                     nccl_op(a.op, "reduce_scatter"), comm_->get(), stream));
