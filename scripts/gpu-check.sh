@@ -7,6 +7,7 @@
 #   train     train_fmnist for 3 epochs: --device cuda (when built) against the CPU run
 #   shm       the shm-vs-Open-MPI table on 2, 4, 8 and 16 ranks: allreduce, broadcast, allgather
 #   kv        issue 33's KeyValue figures on this host: bench_fusion.sh and bench_overlap.sh
+#   suite     (only when named) every target built and the whole ctest suite run on this host
 # Everything goes to one results folder, at most 8 files (summary.md first).
 #
 # Usage: scripts/gpu-check.sh [RESULTS_DIR]      (default: $OUT, else gpu-check-results)
@@ -305,6 +306,18 @@ key_value() {
     >> "$SUMMARY"
 }
 
+# The whole suite on this host's cores (CI runs it on 2): what differs on another distribution,
+# Open MPI and core count. Failures are listed in the summary, with the log.
+whole_suite() {
+  say ""
+  say "## The whole ctest suite here"
+  run_step "build all" 240 "$RESULTS/suite.log" cmake --build "$BUILD" -j "$JOBS" || return
+  run_step "ctest -j $((JOBS / 2))" 600 "$RESULTS/suite.log" ctest --test-dir "$BUILD" \
+    -j $((JOBS / 2)) --output-on-failure
+  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(Not Run\)|Total Test time" \
+    "$RESULTS/suite.log" | sed 's/^/    /' >> "$SUMMARY"
+}
+
 # --- main ---------------------------------------------------------------------------------
 machine_facts
 install_deps || { say "- dependencies: FAILED"; exit 1; }
@@ -315,6 +328,7 @@ wanted nccl && nccl_bench
 wanted train && train
 wanted shm && shm_tables
 wanted kv && key_value
+wanted suite && whole_suite
 say ""
 say "- total: $((SECONDS - START)) s of a ${BUDGET} s budget"
 cat "$SUMMARY"
