@@ -48,7 +48,8 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
   app.add_option("--bind", raw.bind,
                  "gpu|numa|core|none: bind each rank to the cores near its GPU, to a NUMA node, "
                  "to disjoint cores spread over NUMA nodes, or not at all (default: gpu when "
-                 "the node has GPUs, else core)")
+                 "the node has a GPU for every rank, else core; --bind gpu with too few GPUs is "
+                 "an error)")
       ->type_name("MODE");
   app.add_option("--gpus", raw.gpus, "GPU indexes ranks may use, e.g. 0-3,6 (PCI bus-id order)")
       ->type_name("LIST");

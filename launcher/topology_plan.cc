@@ -251,16 +251,22 @@ Plan make_plan(const NodeTopology& topo, int nranks, const PlanOptions& options)
       auto& mine = plan.ranks[static_cast<std::size_t>(r)].gpus;
       for (int i = 0; i < k; ++i) mine.push_back(gpus[static_cast<std::size_t>(r * k + i)]);
     }
-  } else if (plan.mode == BindMode::gpu) {
+  } else if (options.bind == BindMode::gpu) {
     throw PlanError(std::to_string(nranks) + (nranks == 1 ? " rank" : " ranks") +
                     (k > 1 ? " with " + std::to_string(k) + " GPUs each" : "") + " but " +
                     (options.gpus ? "--gpus lists " : "the node has ") +
                     std::to_string(gpus.size()) + (gpus.size() == 1 ? " GPU" : " GPUs") +
                     " (--bind gpu): use fewer ranks, or --bind core");
   } else if (!gpus.empty()) {
+    // By default a job with more ranks than GPUs still runs (a CPU program on a GPU node, `make
+    // run` on a one-GPU workstation), bound to cores; --bind gpu asks for the error above.
+    const bool fell_back = plan.mode == BindMode::gpu;
+    if (fell_back) plan.mode = BindMode::core;
     plan.notes.push_back(std::to_string(nranks) + " ranks need " + std::to_string(need) +
                          " GPUs, the node offers " + std::to_string(gpus.size()) +
-                         ": ranks get no GPU");
+                         ": ranks get no GPU" +
+                         (fell_back ? " and are bound to cores (--bind gpu makes this an error)"
+                                    : ""));
   } else if (k != 1) {  // (a --gpus list names GPUs that do not exist: usable_gpus refused it)
     plan.notes.push_back("the node has no GPU: --gpus-per-rank has no effect");
   }

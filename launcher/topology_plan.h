@@ -14,7 +14,7 @@ namespace synk::launch {
 enum class BindMode { gpu, numa, core, none };
 
 struct PlanOptions {
-  std::optional<BindMode> bind;          // unset: gpu when the node has GPUs, else core
+  std::optional<BindMode> bind;          // unset: gpu when there is a GPU per rank, else core
   std::optional<std::vector<int>> gpus;  // --gpus: the GPU indexes ranks may use, in this order
   int gpus_per_rank = 1;                 // --gpus-per-rank
 };

@@ -113,7 +113,6 @@ use_prefix() {
   export PKG_CONFIG_SYSROOT_DIR=$PREFIX
   export CMAKE_PREFIX_PATH=$PREFIX/usr
   export CPATH=$PREFIX/usr/include/x86_64-linux-gnu   # the multiarch headers (hwloc's config.h)
-  DATA=$PREFIX/usr/share/datasets/fashion-mnist
 }
 
 # One package out of the carried ones, into PREFIX, for what the machine lacks alone.
@@ -124,17 +123,30 @@ unpack_one() {
   dpkg -x "$f" "$PREFIX" && say "- unpacked into $PREFIX: $1"
 }
 
+# The dataset unpacked under PREFIX, also where the tests look for it (/usr/share/datasets, as
+# the Debian package puts it) when this runs as root.
+link_dataset() {
+  local unpacked=$PREFIX/usr/share/datasets/fashion-mnist
+  [ -e "$unpacked" ] || return 1
+  if [ "$(id -u)" -eq 0 ] && mkdir -p /usr/share/datasets &&
+    ln -sfn "$unpacked" /usr/share/datasets/fashion-mnist; then
+    say "- linked /usr/share/datasets/fashion-mnist to $unpacked"
+  else
+    DATA=$unpacked
+  fi
+}
+
 DATA=/usr/share/datasets/fashion-mnist
 install_deps() {
   if have_deps; then
     say "- dependencies: the machine's own"
     mkdir -p "$PREFIX"
-    [ -e "$DATA" ] || { unpack_one dataset-fashion-mnist &&
-      DATA=$PREFIX/usr/share/datasets/fashion-mnist; }
+    [ -e "$DATA" ] || { unpack_one dataset-fashion-mnist && link_dataset; }
     command -v lstopo-no-graphics >/dev/null || { unpack_one hwloc-nox &&
       export PATH=$PATH:$PREFIX/usr/bin; }
   elif compgen -G "$DEBS/*.deb" >/dev/null; then
     rm -rf "$PREFIX" && mkdir -p "$PREFIX" && unpack_debs && use_prefix
+    [ -e "$DATA" ] || link_dataset
   else
     "$ROOT/scripts/ensure-deps.sh" g++ make cmake pkg-config openmpi-bin libopenmpi-dev \
       libhwloc-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libeigen3-dev \

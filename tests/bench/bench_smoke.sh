@@ -65,9 +65,11 @@ grep -q "node buffers: 1" "$work/node.txt"
 grep -q "rank 0's buffers start 16 (send) and 16 (recv) bytes into a page" "$work/node.txt"
 grep -q "#wrong total: 0" "$work/node.txt"
 refused 1 all -R 2 -- "-R 2: expected 0 or 1"
-# asked for alone where it cannot run, nccl is a usage error with the reason
+# asked for alone where it cannot run, nccl is a usage error with the reason: no device, or
+# (2 ranks on a one-GPU machine) both ranks on the same one
 if grep -q "^# backend nccl: not available: " "$work/out.txt"; then
-  refused 2 allreduce -e 1K --backend nccl -- "synk-bench: backend nccl: synk NotSupported: "
+  refused 2 allreduce -e 1K --backend nccl -- \
+    "synk-bench: backend nccl: synk \(NotSupported: \|InvalidUsage: .*both use the CUDA device\)"
 fi
 # sizes too small for any row: a note in the table and exit 2, not an empty success
 refused 2 allgather -b 4 -e 4 --backend shm -- "no row: every size from 4 to 4 B is under 2 float32"

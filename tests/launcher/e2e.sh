@@ -346,8 +346,13 @@ argument_errors)
   check_usage_error --no-such-option "$PROBE"
   check_usage_error --bind socket "$PROBE"
   check_usage_error --topology "$FIXTURES/4numa-96pu-nogpu.xml" --dry-run "$PROBE"
-  check_usage_error --topology "$FIXTURES/2numa-32pu-1gpu.xml" -np 2 --dry-run "$PROBE"
+  check_usage_error --topology "$FIXTURES/2numa-32pu-1gpu.xml" -np 2 --bind gpu --dry-run "$PROBE"
   grep -q '2 ranks but the node has 1 GPU' "$work/err" || fail "ranks vs GPUs message"
+  # Without --bind, the same job runs bound to cores, and says so.
+  "$SYNKRUN" --topology "$FIXTURES/2numa-32pu-1gpu.xml" -np 2 --dry-run "$PROBE" >"$work/out" \
+    2>"$work/err" || fail "2 ranks on 1 GPU without --bind: exit $?"
+  grep -q 'bind core' "$work/out" && grep -q 'ranks get no GPU and are bound to cores' "$work/out" ||
+    fail "2 ranks on 1 GPU without --bind: $(cat "$work/out")"
   "$SYNKRUN" --help >"$work/out" 2>"$work/err" || fail "--help exit $?"
   grep -q -- '--gpus-per-rank' "$work/out" || fail "--help output"
   ;;

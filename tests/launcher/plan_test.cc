@@ -169,17 +169,38 @@ TEST(PlanDgx2, GpusListRestrictsAndOrders) {
   EXPECT_THROW(make_plan(t, 1, o), PlanError);
 }
 
-TEST(PlanDgx2, MoreRanksThanGpusIsAnErrorNamingBoth) {
+TEST(PlanDgx2, MoreRanksThanGpusWithBindGpuIsAnErrorNamingBoth) {
   const NodeTopology t = xml("dgx2-16gpu.xml");
   try {
-    make_plan(t, 17, {});
+    make_plan(t, 17, {BindMode::gpu, std::nullopt, 1});
     FAIL() << "17 ranks on 16 GPUs accepted";
   } catch (const PlanError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("17 ranks"), std::string::npos) << m;
     EXPECT_NE(m.find("16 GPUs"), std::string::npos) << m;
   }
-  EXPECT_THROW(make_plan(t, 5, {std::nullopt, std::nullopt, 4}), PlanError);
+  EXPECT_THROW(make_plan(t, 5, {BindMode::gpu, std::nullopt, 4}), PlanError);
+}
+
+// Without --bind, more ranks than GPUs run bound to cores, with no GPU, and a note says so.
+TEST(PlanDgx2, MoreRanksThanGpusByDefaultAreBoundToCores) {
+  const NodeTopology t = xml("dgx2-16gpu.xml");
+  for (const PlanOptions& o : {PlanOptions{}, PlanOptions{std::nullopt, std::nullopt, 4}}) {
+    const Plan p = make_plan(t, o.gpus_per_rank == 4 ? 5 : 17, o);
+    EXPECT_EQ(p.mode, BindMode::core);
+    for (const RankPlan& r : p.ranks) {
+      EXPECT_TRUE(r.gpus.empty());
+      EXPECT_FALSE(r.cpus.empty());
+    }
+    ASSERT_FALSE(p.notes.empty());  // (then the cores shared by 17 ranks, ...)
+    EXPECT_NE(p.notes[0].find("GPUs, the node offers 16: ranks get no GPU and are bound to cores "
+                              "(--bind gpu makes this an error)"),
+              std::string::npos)
+        << p.notes[0];
+  }
+  const Plan fits = make_plan(t, 16, {});
+  EXPECT_EQ(fits.mode, BindMode::gpu);
+  for (const std::string& n : fits.notes) EXPECT_EQ(n.find("no GPU"), std::string::npos) << n;
 }
 
 TEST(PlanDgx2, OtherBindModes) {
@@ -256,14 +277,15 @@ TEST(Plan2Numa, OnlyTheCudaDeviceIsAGpu) {
 TEST(Plan2Numa, TwoRanksOnOneGpu) {
   const NodeTopology t = xml("2numa-32pu-1gpu.xml");
   try {
-    make_plan(t, 2, {});
+    make_plan(t, 2, {BindMode::gpu, std::nullopt, 1});
     FAIL() << "2 ranks on 1 GPU accepted with --bind gpu";
   } catch (const PlanError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("2 ranks"), std::string::npos) << m;
     EXPECT_NE(m.find("1 GPU"), std::string::npos) << m;
   }
-  // --bind core: one rank per package, whole cores with both hyperthreads, no GPU.
+  // --bind core (and no --bind): one rank per package, whole cores with both hyperthreads, no GPU.
+  EXPECT_EQ(make_plan(t, 2, {}).ranks[1].cpus, cat(range(8, 15), range(24, 31)));
   const Plan p = make_plan(t, 2, {BindMode::core, std::nullopt, 1});
   EXPECT_EQ(p.ranks[0].cpus, cat(range(0, 7), range(16, 23)));
   EXPECT_EQ(p.ranks[0].numa, 0u);

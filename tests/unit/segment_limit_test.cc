@@ -35,6 +35,16 @@ TEST(SegmentLimit, SharedMemoryInAllStaysWithinHalfTheMachine) {
             0u);
 }
 
+// Named segments: up to all the memory still available, swap included, or the cgroup's room;
+// without /proc/meminfo, /dev/shm's size alone decides.
+TEST(SegmentLimit, NamedSegmentsUpToTheAvailableMemoryAndSwap) {
+  const std::string meminfo = "MemTotal: 1000 kB\nMemAvailable: 800 kB\nSwapFree: 100 kB\n";
+  EXPECT_EQ(named_segment_limit(meminfo, UINT64_MAX), 900u * 1024);
+  EXPECT_EQ(named_segment_limit(meminfo, 5000), 5000u);
+  EXPECT_EQ(named_segment_limit("MemAvailable: 800 kB\n", UINT64_MAX), 800u * 1024);
+  EXPECT_EQ(named_segment_limit("", UINT64_MAX), UINT64_MAX);
+}
+
 class MemoryCgroupTree : public synk::testing::TempTree {};
 
 TEST_F(MemoryCgroupTree, V2TheLeastRoomFromTheGroupUpToTheTopApplies) {

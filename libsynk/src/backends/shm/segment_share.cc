@@ -46,6 +46,14 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
         out.segment = Segment::create_anonymous(bytes);
         offer.handle = out.segment.handle();
       } else {
+        const std::uint64_t limit = named_segment_limit();
+        if (bytes > limit) {
+          throw Error(ErrorCode::System,
+                      "cannot reserve " + std::to_string(bytes) +
+                          " bytes of shared memory: more than the " + std::to_string(limit) +
+                          " bytes of memory this process may still take (MemAvailable and "
+                          "SwapFree, or its cgroup's room)");
+        }
         out.segment = Segment::create(bytes);
       }
       offer.kind = kind;
@@ -161,6 +169,19 @@ std::uint64_t cgroup_memory_room(const std::string& self_cgroup, const std::stri
                        [&](const std::string& dir) { take(dir, limit_file, usage_file); });
   }
   return room;
+}
+
+std::uint64_t named_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room) {
+  const std::optional<std::uint64_t> available = meminfo_bytes(meminfo, "MemAvailable");
+  if (!available) return cgroup_room;
+  const std::uint64_t swap = meminfo_bytes(meminfo, "SwapFree").value_or(0);
+  return std::min(*available + swap, cgroup_room);
+}
+
+std::uint64_t named_segment_limit() {
+  const std::uint64_t room =
+      cgroup_memory_room(read_file_text("/proc/self/cgroup"), "/sys/fs/cgroup");
+  return named_segment_limit(read_file_text("/proc/meminfo"), room);
 }
 
 std::uint64_t anonymous_segment_limit() {

@@ -43,6 +43,13 @@ std::optional<std::uint64_t> meminfo_bytes(const std::string& meminfo, const std
 std::uint64_t anonymous_segment_limit();
 // The same from the text of /proc/meminfo and the room the cgroups leave (cgroup_memory_room).
 std::uint64_t anonymous_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room);
+// The largest named segment made: what the process may still take (MemAvailable and SwapFree,
+// or less under a cgroup memory limit); UINT64_MAX where /proc/meminfo says nothing. /dev/shm
+// is bounded by its size, but where that is larger than memory (seen on a GPU VM) a reservation
+// beyond it ran the machine out of memory instead of failing.
+std::uint64_t named_segment_limit();
+// The same from the text of /proc/meminfo and the room the cgroups leave.
+std::uint64_t named_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room);
 // The least room (limit minus usage) of a process's memory cgroup and its ancestors, or
 // UINT64_MAX for no limit, with `self_cgroup` the text of /proc/<pid>/cgroup and `root` where the
 // cgroup file systems are mounted (v2 memory.max and memory.current; v1 memory.limit_in_bytes
