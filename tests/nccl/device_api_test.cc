@@ -497,4 +497,110 @@ TEST(DeviceStreamTest, CollectivesFollowTheCallersWorkOnItsStream) {
 }
 #endif
 
+// ---- DeviceShared's gather, scatter and values by rank (Shared's, in device memory) ----
+
+// On the NCCL device, and on every SYNK_CONTEXTS device (one that is not the NCCL device reaches
+// the collectives through staging arrays there).
+std::vector<std::string> value_places() {
+  std::vector<std::string> places{""};
+  for (const std::string& name : synk::context_names()) places.push_back(name);
+  return places;
+}
+
+TEST(DeviceSharedGather, StacksAndJoinsRanksValuesOnTheDevice) {
+  SKIP_WITHOUT_NCCL();
+  synk::Communicator& comm = nccl();
+  const int r = comm.rank(), n = comm.size(), root = n - 1;
+  for (const std::string& place : value_places()) {
+    // nd_up 1: every rank [2, 3] of 100 r + i, stacked to [n, 2, 3] at the root.
+    const auto mine = [r](std::size_t i) { return 100.0 * r + i; };
+    synk::DeviceShared<float> w(comm, "w", iota_values(6, mine), {2, 3}, place);
+    synk::DeviceShared<float>::Shape shape;
+    const synk::DeviceBuffer stacked = w.gather(1, root, &shape);
+    EXPECT_EQ(shape, (std::vector<std::size_t>{static_cast<std::size_t>(n), 2, 3})) << place;
+    if (r == root) {
+      EXPECT_EQ(stacked.device(), w.device()) << place;
+      EXPECT_TRUE(matches(read_back(stacked, 6 * n), 6 * n,
+                          [](std::size_t k) { return 100.0 * (k / 6) + k % 6; },
+                          "gather nd_up 1 on '" + place + "'"));
+    } else {
+      EXPECT_EQ(stacked.bytes(), 0u);
+    }
+    // nd_up 0, unequal rows: rank r holds r + 1 rows of 3; every rank gets them joined.
+    w.to_device(iota_values(3 * (r + 1), [r](std::size_t i) { return 1000.0 * r + i; }),
+                {static_cast<std::size_t>(r) + 1, 3});
+    const synk::DeviceBuffer joined = w.all_gather(0, &shape);
+    const std::size_t rows = static_cast<std::size_t>(n * (n + 1) / 2);
+    EXPECT_EQ(shape, (std::vector<std::size_t>{rows, 3})) << place;
+    EXPECT_EQ(joined.device(), w.device()) << place;
+    EXPECT_TRUE(matches(
+        read_back(joined, 3 * rows), 3 * rows,
+        [](std::size_t k) {
+          std::size_t rank = 0, start = 0;  // rank `rank`'s rows begin at row `start`
+          while ((start + rank + 1) * 3 <= k) start += ++rank;
+          return 1000.0 * rank + (k - start * 3);
+        },
+        "all_gather nd_up 0 on '" + place + "'"));
+  }
+  // Stacking values of different shapes is an error on every rank.
+  synk::DeviceShared<float> odd(comm, "odd", iota_values(r + 1, [](std::size_t i) { return i; }));
+  const auto e = caught([&] { odd.gather(1, 0); });
+  if (n > 1) {
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->code(), ErrorCode::InvalidUsage);
+    EXPECT_THAT(message(e), ::testing::HasSubstr("DeviceShared 'odd': gather(nd_up=1) stacks"));
+  }
+}
+
+TEST(DeviceSharedGather, ScatterAndValuesByRank) {
+  SKIP_WITHOUT_NCCL();
+  synk::Communicator& comm = nccl();
+  const int r = comm.rank(), n = comm.size(), last = n - 1;
+  for (const std::string& place : value_places()) {
+    // The root's [5, 2] split at linspace boundaries: rank r keeps rows [5r/n, 5(r+1)/n).
+    synk::DeviceShared<float> w(comm, "w", iota_values(10, [](std::size_t i) { return i + 0.5; }),
+                                {5, 2}, place);
+    if (r != 0) w.to_device(std::vector<float>{-1.0f});
+    w.scatter(0);
+    const std::size_t lo = 5 * r / n, hi = 5 * (r + 1) / n;
+    EXPECT_EQ(w.shape(), (std::vector<std::size_t>{hi - lo, 2})) << place;
+    EXPECT_TRUE(matches(w.to_host(), 2 * (hi - lo),
+                        [lo](std::size_t i) { return 2.0 * lo + i + 0.5; },
+                        "scatter on '" + place + "'"));
+
+    // get_value: the last rank's value, on every rank, on this value's device.
+    w.to_device(iota_values(4, [r](std::size_t i) { return 10.0 * r + i; }), {2, 2});
+    synk::DeviceShared<float>::Shape shape;
+    const synk::DeviceBuffer got = w.get_value(last, &shape);
+    EXPECT_EQ(shape, (std::vector<std::size_t>{2, 2}));
+    EXPECT_EQ(got.device(), w.device());
+    EXPECT_TRUE(matches(read_back(got, 4), 4, [last](std::size_t i) { return 10.0 * last + i; },
+                        "get_value on '" + place + "'"));
+    EXPECT_TRUE(matches(w.to_host(), 4, [r](std::size_t i) { return 10.0 * r + i; },
+                        "get_value leaves the value"));
+
+    // set_value: the last rank's value becomes rank 0's [3] (the others' arguments are unread).
+    const std::vector<float> given = r == 0 ? std::vector<float>{7, 8, 9} : std::vector<float>{};
+    w.set_value(last, given, r == 0 ? synk::DeviceShared<float>::Shape{3}
+                                    : synk::DeviceShared<float>::Shape{99});
+    if (r == last) {
+      EXPECT_EQ(w.shape(), (std::vector<std::size_t>{3}));
+      EXPECT_TRUE(matches(w.to_host(), 3, [](std::size_t i) { return 7.0 + i; }, "set_value"));
+    } else {
+      EXPECT_EQ(w.shape(), (std::vector<std::size_t>{2, 2}));
+    }
+  }
+  synk::DeviceShared<float> w(comm, "w", std::vector<float>{1, 2});
+  const auto bad_rank = caught([&] { w.get_value(n); });
+  ASSERT_TRUE(bad_rank.has_value());
+  EXPECT_EQ(bad_rank->code(), ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(bad_rank), ::testing::HasSubstr("DeviceShared 'w' get_value: rank"));
+  // Rank 0's values do not fill its shape: every rank throws.
+  const auto unfilled = caught([&] { w.set_value(0, std::vector<float>{1, 2, 3}, {2, 2}); });
+  ASSERT_TRUE(unfilled.has_value());
+  EXPECT_EQ(unfilled->code(), ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(unfilled), ::testing::HasSubstr("rank 0's values do not fill its shape"));
+  EXPECT_TRUE(matches(w.to_host(), 2, [](std::size_t i) { return i + 1.0; }, "still usable"));
+}
+
 }  // namespace

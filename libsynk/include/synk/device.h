@@ -89,6 +89,20 @@ class DeviceValue {
   void broadcast(int root, std::vector<std::uint64_t>& dims);
   void all_reduce(ReduceOp op);
   void reduce(ReduceOp op, int root);
+  // Collective. Every rank's value in rank order (counts[r] elements from rank r), at the root
+  // in a new buffer on this value's device; an empty buffer elsewhere.
+  DeviceBuffer gatherv(int root, const std::vector<std::size_t>& counts);
+  // Collective. The root's `buffer` (count elements on this value's device) to every rank; the
+  // others' buffers are replaced by ones of that size.
+  void broadcast_buffer(DeviceBuffer& buffer, std::size_t count, int root);
+  DeviceBuffer copy() const;                       // the value, in a new buffer on its device
+  void keep(std::size_t first, std::size_t count);  // the value becomes [first, first + count)
+  void take(DeviceBuffer buffer, std::size_t count);  // the value becomes `buffer`'s elements
+
+  // Collectives over MPI, for shapes (host memory; the communicator's calls take device memory).
+  void share_dims(int root, std::vector<std::uint64_t>& dims);  // root's dims to every rank
+  std::vector<std::vector<std::uint64_t>> all_dims(const std::vector<std::uint64_t>& mine);
+  bool root_says(int root, bool ok);  // the root's `ok` on every rank
 
  private:
   struct Impl;
@@ -110,7 +124,7 @@ class DeviceShared {
   // `context` empty: the communicator's NCCL device. Not collective.
   DeviceShared(Communicator& comm, std::string name, std::span<const T> value = {},
                Shape shape = {}, const std::string& context = {})
-      : name_(std::move(name)), value_(comm, name_, context, data_type_of<T>()) {
+      : comm_(&comm), name_(std::move(name)), value_(comm, name_, context, data_type_of<T>()) {
     to_device(value, std::move(shape));
   }
 
@@ -154,12 +168,96 @@ class DeviceShared {
   void all_reduce(ReduceOp op = ReduceOp::avg) { value_.all_reduce(op); }
   void reduce(ReduceOp op = ReduceOp::avg, int root = 0) { value_.reduce(op, root); }
 
+  // As Shared's, with the results in device memory (on this value's device): every rank's
+  // value at the root (an empty buffer elsewhere); nd_up 1 stacks them (shape [n, ...], all
+  // shapes equal), nd_up 0 joins them along axis 0 (their rows may differ in number).
+  DeviceBuffer gather(int nd_up = 1, int root = 0, Shape* out_shape = nullptr) {
+    const std::vector<Shape> shapes = get_shapes();
+    const Shape joined = detail::join_shapes(shapes, nd_up, "DeviceShared '" + name_ + "'");
+    std::vector<std::size_t> counts;
+    for (const Shape& s : shapes) counts.push_back(elems(s));
+    DeviceBuffer out = value_.gatherv(root, counts);
+    if (out_shape) *out_shape = joined;
+    return out;
+  }
+  // gather's result on every rank.
+  DeviceBuffer all_gather(int nd_up = 1, Shape* out_shape = nullptr) {
+    Shape joined;
+    DeviceBuffer out = gather(nd_up, 0, &joined);
+    value_.broadcast_buffer(out, elems(joined), 0);
+    if (out_shape) *out_shape = joined;
+    return out;
+  }
+  // The root's value split along axis 0 at linspace boundaries: rank r's value becomes rows
+  // [r*rows/n, (r+1)*rows/n). (It travels as one broadcast; each rank keeps its rows.)
+  void scatter(int root = 0) {
+    broadcast(root);
+    const std::size_t rows = shape_.empty() ? 0 : shape_[0];
+    const std::size_t row = rows ? size() / rows : 0;
+    const std::size_t n = static_cast<std::size_t>(comm_->size());
+    const std::size_t r = static_cast<std::size_t>(comm_->rank());
+    const std::size_t lo = rows * r / n, hi = rows * (r + 1) / n;
+    value_.keep(lo * row, (hi - lo) * row);
+    if (!shape_.empty()) shape_[0] = hi - lo;
+  }
+  // Rank `rank`'s value on every rank, in device memory, and its shape.
+  DeviceBuffer get_value(int rank, Shape* out_shape = nullptr) {
+    check_rank("get_value", rank);
+    std::vector<std::uint64_t> dims(shape_.begin(), shape_.end());
+    value_.share_dims(rank, dims);
+    const Shape shape(dims.begin(), dims.end());
+    DeviceBuffer out = comm_->rank() == rank ? value_.copy() : DeviceBuffer();
+    value_.broadcast_buffer(out, elems(shape), rank);
+    if (out_shape) *out_shape = shape;
+    return out;
+  }
+  // Rank `rank`'s value becomes `values` (empty shape: 1-d) as given on rank 0; the other ranks'
+  // arguments are not read. Values that do not fill the shape are an error on every rank.
+  void set_value(int rank, std::span<const T> values, Shape shape = {}) {
+    check_rank("set_value", rank);
+    if (shape.empty()) shape = {values.size()};
+    const bool fits = elems(shape) == values.size();
+    if (!value_.root_says(0, fits)) {
+      throw Error(ErrorCode::InvalidArgument, "DeviceShared '" + name_ +
+                                                  "' set_value: rank 0's values do not fill "
+                                                  "its shape");
+    }
+    std::vector<std::uint64_t> dims(shape.begin(), shape.end());
+    value_.share_dims(0, dims);
+    const std::size_t n = elems(Shape(dims.begin(), dims.end()));
+    DeviceBuffer carrier;
+    if (comm_->rank() == 0) {
+      carrier = DeviceBuffer(n * sizeof(T), device());
+      carrier.copy_from_host(values.data(), n * sizeof(T));
+    }
+    value_.broadcast_buffer(carrier, n, 0);
+    if (comm_->rank() == rank) {
+      value_.take(std::move(carrier), n);
+      shape_.assign(dims.begin(), dims.end());
+    }
+  }
+  // Every rank's shape, on every rank.
+  std::vector<Shape> get_shapes() {
+    std::vector<Shape> out;
+    for (const auto& d : value_.all_dims({shape_.begin(), shape_.end()}))
+      out.emplace_back(d.begin(), d.end());
+    return out;
+  }
+
  private:
   static std::size_t elems(const Shape& s) {
     std::size_t n = 1;
     for (std::size_t d : s) n *= d;
     return n;
   }
+  void check_rank(const char* op, int rank) const {
+    if (rank < 0 || rank >= comm_->size()) {  // the same on every rank: all of them throw
+      throw Error(ErrorCode::InvalidArgument, "DeviceShared '" + name_ + "' " + op + ": rank " +
+                                                  std::to_string(rank) + " is out of range for " +
+                                                  std::to_string(comm_->size()) + " ranks");
+    }
+  }
+  Communicator* comm_;
   std::string name_;
   detail::DeviceValue value_;
   Shape shape_;

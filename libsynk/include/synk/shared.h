@@ -16,6 +16,40 @@
 
 namespace synk {
 
+namespace detail {
+
+// The shape of the ranks' values gathered (Shared and DeviceShared): nd_up 1 stacks values of
+// one shape ([n, ...]); nd_up 0 joins them along axis 0 (their rows may differ in number, not
+// in shape). `who` ("Shared 'w'") starts the error messages.
+inline std::vector<std::size_t> join_shapes(const std::vector<std::vector<std::size_t>>& shapes,
+                                            int nd_up, const std::string& who) {
+  if (nd_up == 1) {
+    for (const auto& s : shapes) {
+      if (s != shapes[0]) {
+        throw Error(ErrorCode::InvalidUsage,
+                    who + ": gather(nd_up=1) stacks values of one shape, but the ranks' shapes "
+                          "differ");
+      }
+    }
+    std::vector<std::size_t> out{shapes.size()};
+    out.insert(out.end(), shapes[0].begin(), shapes[0].end());
+    return out;
+  }
+  if (nd_up != 0) throw Error(ErrorCode::InvalidArgument, who + ": gather: nd_up must be 0 or 1");
+  std::vector<std::size_t> out = shapes[0];
+  out[0] = 0;
+  for (const auto& s : shapes) {
+    if (s.size() != out.size() || !std::equal(s.begin() + 1, s.end(), out.begin() + 1)) {
+      throw Error(ErrorCode::InvalidUsage,
+                  who + ": gather(nd_up=0) joins rows of one shape, but the ranks' rows differ");
+    }
+    out[0] += s[0];
+  }
+  return out;
+}
+
+}  // namespace detail
+
 template <class T>
 class Shared {
  public:
@@ -197,28 +231,7 @@ class Shared {
     return Shape(d.begin() + 1, d.begin() + 1 + static_cast<std::ptrdiff_t>(d[0]));
   }
   Shape join(const std::vector<Shape>& shapes, int nd_up) const {
-    if (nd_up == 1) {
-      for (const Shape& s : shapes) {
-        if (s != shapes[0]) {
-          throw Error(ErrorCode::InvalidUsage, "Shared '" + name_ + "': gather(nd_up=1) stacks "
-                                               "values of one shape, but the ranks' shapes differ");
-        }
-      }
-      Shape out{shapes.size()};
-      out.insert(out.end(), shapes[0].begin(), shapes[0].end());
-      return out;
-    }
-    if (nd_up != 0) throw Error(ErrorCode::InvalidArgument, "Shared::gather: nd_up must be 0 or 1");
-    Shape out = shapes[0];
-    out[0] = 0;
-    for (const Shape& s : shapes) {
-      if (s.size() != out.size() || !std::equal(s.begin() + 1, s.end(), out.begin() + 1)) {
-        throw Error(ErrorCode::InvalidUsage, "Shared '" + name_ + "': gather(nd_up=0) joins rows "
-                                             "of one shape, but the ranks' rows differ");
-      }
-      out[0] += s[0];
-    }
-    return out;
+    return detail::join_shapes(shapes, nd_up, "Shared '" + name_ + "'");
   }
 
   Communicator* comm_;

@@ -61,6 +61,20 @@ void DeviceValue::read(void*, std::size_t) const { unavailable("DeviceShared"); 
 void DeviceValue::broadcast(int, std::vector<std::uint64_t>&) { unavailable("DeviceShared"); }
 void DeviceValue::all_reduce(ReduceOp) { unavailable("DeviceShared"); }
 void DeviceValue::reduce(ReduceOp, int) { unavailable("DeviceShared"); }
+DeviceBuffer DeviceValue::gatherv(int, const std::vector<std::size_t>&) {
+  unavailable("DeviceShared");
+}
+void DeviceValue::broadcast_buffer(DeviceBuffer&, std::size_t, int) {
+  unavailable("DeviceShared");
+}
+DeviceBuffer DeviceValue::copy() const { unavailable("DeviceShared"); }
+void DeviceValue::keep(std::size_t, std::size_t) { unavailable("DeviceShared"); }
+void DeviceValue::take(DeviceBuffer, std::size_t) { unavailable("DeviceShared"); }
+void DeviceValue::share_dims(int, std::vector<std::uint64_t>&) { unavailable("DeviceShared"); }
+std::vector<std::vector<std::uint64_t>> DeviceValue::all_dims(const std::vector<std::uint64_t>&) {
+  unavailable("DeviceShared");
+}
+bool DeviceValue::root_says(int, bool) { unavailable("DeviceShared"); }
 
 }  // namespace detail
 
