@@ -214,10 +214,12 @@ build() {
 tests() {
   say ""
   say "## Tests against the real CUDA runtime and NCCL"
-  run_step tests 150 "$RESULTS/tests.log" ctest --test-dir "$BUILD" --output-on-failure \
+  # -V: every test's own lines, so that the log shows which cases ran and which skipped.
+  run_step tests 150 "$RESULTS/tests.log" ctest --test-dir "$BUILD" -V \
     -R '^nccl_' -E 'fake|one_gpu' -j 4
-  grep -E "tests passed|Failed|Not Run|\*\*\*|Skipped|SKIPPED|Test +#|FAILED  \]" \
-    "$RESULTS/tests.log" | grep -v "^###" | sed 's/\x1b\[[0-9;]*m//g; s/^/    /' >> "$SUMMARY"
+  sed 's/\x1b\[[0-9;]*m//g' "$RESULTS/tests.log" |
+    grep -E "tests passed|Failed|Not Run|\*\*\*|Test +#|FAILED  \]|SKIPPED \] [A-Z]|PASSED" |
+    grep -v "^###" | sed 's/^[0-9]*: //; s/^/    /' >> "$SUMMARY"
   run_step "NCCL alone: one-rank ncclAvg" 30 "$RESULTS/tests.log" \
     "$BUILD/bin/nccl_raw_avg_one_rank"
   grep -E "^NCCL|^raw_avg" "$RESULTS/tests.log" | sed 's/^/    /' >> "$SUMMARY"
