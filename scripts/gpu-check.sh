@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU machine's check (issue 34): on a fresh machine with NVIDIA GPUs, installs what is
 # missing, builds with every core, and runs, each step against what is left of one deadline:
-#   tests     every NCCL/device test against the real CUDA runtime and NCCL, one rank per GPU
+#   tests     every NCCL/device test against the real CUDA runtime and NCCL, one rank per GPU,
+#             and train.device_cuda (train_fmnist --device cuda against the CPU run)
 #   synkrun   the machine's topology (hwloc XML), synkrun --dry-run --json, --report-bindings
 #   nccl      synk-bench --backend nccl, all collectives, 8 B to 1 GiB, beside raw NCCL calls
 #   train     train_fmnist for 3 epochs: --device cuda (when built) against the CPU run
@@ -216,7 +217,7 @@ tests() {
   say "## Tests against the real CUDA runtime and NCCL"
   # -V: every test's own lines, so that the log shows which cases ran and which skipped.
   run_step tests 150 "$RESULTS/tests.log" ctest --test-dir "$BUILD" -V \
-    -R '^nccl_' -E 'fake|one_gpu' -j 4
+    -R '^nccl_|^train.device_cuda$' -E 'fake|one_gpu' -j 4
   sed 's/\x1b\[[0-9;]*m//g' "$RESULTS/tests.log" |
     grep -E "tests passed|Failed|Not Run|\*\*\*|Test +#|FAILED  \]|SKIPPED \] [A-Z]|PASSED" |
     grep -v "^###" | sed 's/^[0-9]*: //; s/^/    /' >> "$SUMMARY"

@@ -10,17 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "dataset_view.h"
 #include "row_matrix.h"
 
 namespace fmnist {
 
-// Images as bytes (0..255), one row of dim pixels per image; labels 0..9.
-struct DatasetView {
-  const std::uint8_t* pixels = nullptr;
-  const std::uint8_t* labels = nullptr;
-  std::size_t count = 0;
-  std::size_t dim = 0;
-};
 
 struct Dataset {
   std::vector<std::uint8_t> pixels;

@@ -35,6 +35,7 @@ struct Options {
   std::size_t limit = 0;
   std::string json;
   bool overlap = false;
+  std::string device = "cpu";
 };
 
 // This process's rank as its launcher says, before MPI starts: errors in the command line are
@@ -120,6 +121,12 @@ int parse(int argc, char** argv, Options& o) {
                "push each layer's gradient as soon as backprop has made it (synk::KeyValue) and "
                "wait for it just before the layer's next forward, instead of one all_reduce "
                "per step; the same updates");
+  app.add_option("--device", o.device,
+                 "cpu, or cuda: the forward, backward and update on this rank's GPU (cuBLAS), "
+                 "batches staged from the node's shared copy, the gradient all-reduced by NCCL "
+                 "on device memory (one GPU per rank: start with synkrun)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   app.footer(
       "Exit status: 0 success; 1 failure while training; 2 bad command line, missing or "
       "corrupt data, or an unavailable backend; 3 the training loss became NaN or infinite "
@@ -135,6 +142,14 @@ int parse(int argc, char** argv, Options& o) {
     return kExitUsage;
   }
   if (o.lr == 0) o.lr = o.optimizer == "adam" ? 0.001f : 0.1f;
+  if (o.overlap && o.device == "cuda") {
+    if (launcher_rank() == 0) {
+      std::fprintf(stderr,
+                   "train_fmnist: --overlap is for --device cpu; on cuda the gradient goes in "
+                   "one NCCL all_reduce (see --help)\n");
+    }
+    return kExitUsage;
+  }
   return -1;
 }
 
@@ -209,16 +224,28 @@ int run(const Options& o) {
   config.schedule = o.schedule;
   config.epochs = o.epochs;
   config.overlap = o.overlap;
-  fmnist::Trainer trainer(*comm, train, test_pixels, test_labels, config);
+  config.device = o.device;
+  std::unique_ptr<fmnist::Trainer> made;
+  try {
+    made = std::make_unique<fmnist::Trainer>(*comm, train, test_pixels, test_labels, config);
+  } catch (const std::exception& e) {
+    // --device cuda where no GPU (or no CUDA build) is: an unavailable backend, on every rank.
+    if (o.device != "cuda") throw;
+    if (root) std::fprintf(stderr, "train_fmnist: %s\n", e.what());
+    return kExitUsage;
+  }
+  fmnist::Trainer& trainer = *made;
   if (root) {
     char momentum[32] = "";
     if (o.optimizer == "sgd") {
       std::snprintf(momentum, sizeof momentum, " momentum %g", static_cast<double>(o.momentum));
     }
     std::printf(
-        "train_fmnist: %d rank(s), backend %s; %zu train / %zu test images; batch %zu, "
+        "train_fmnist: %d rank(s), backend %s%s; %zu train / %zu test images; batch %zu, "
         "%zu steps/epoch; %s lr %g (%s)%s; seed %llu%s\n",
-        comm->size(), comm->backend().c_str(), n_train, n_test, o.batch,
+        comm->size(), comm->backend().c_str(),
+        o.device == "cuda" ? ", on the GPU (gradients through nccl)" : "", n_train, n_test,
+        o.batch,
         trainer.steps_per_epoch(), o.optimizer.c_str(), static_cast<double>(o.lr),
         o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed),
         o.overlap ? "; gradients overlapped layer by layer" : "");

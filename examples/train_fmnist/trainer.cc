@@ -55,6 +55,12 @@ Trainer::Trainer(synk::Communicator& comm, DatasetView train,
       grad_(comm, "grad", std::vector<float>(model_.num_params() + 2)) {
   if (comm_.rank() == 0) model_.init(config_.seed);
   comm_.broadcast(model_.params(), 0);
+  if (config_.device == "cuda") {
+    const std::size_t max_rows = (config_.batch + static_cast<std::size_t>(comm_.size()) - 1) /
+                                 static_cast<std::size_t>(comm_.size());
+    device_ = std::make_unique<DevicePath>(comm_, config_, max_rows);
+    device_->model.set_params(model_.params());
+  }
   if (config_.overlap) {
     overlap_ = std::make_unique<LayerExchange>(comm_, model_, config_.optimizer, config_.lr,
                                                config_.momentum);
@@ -89,21 +95,28 @@ EpochRecord Trainer::run_epoch(int epoch,
     const std::size_t begin = step * config_.batch;
     const std::size_t global = std::min(config_.batch, train_.count - begin);  // last may be short
     const Range mine = linspace_share(global, comm_.rank(), comm_.size());
-    gather_rows(train_,
-                std::span<const std::uint32_t>(order_).subspan(begin + mine.lo, mine.hi - mine.lo),
-                x_, y_);
+    const auto rows =
+        std::span<const std::uint32_t>(order_).subspan(begin + mine.lo, mine.hi - mine.lo);
+    if (!device_) gather_rows(train_, rows, x_, y_);
     const float lr = config_.schedule == "cosine" ? scheduled_lr(epoch, step) : config_.lr;
     const float grad_scale = 1.0f / static_cast<float>(global);  // the global-batch mean
     StepSums sums;
-    const BatchStats s =
-        overlap_ ? overlap_->step(x_, y_, {lr, grad_scale}, sums) : all_reduce_step(sums);
-    local.loss_sum += s.loss_sum;
-    local.correct += s.correct;
-    local.count += s.count;
+    if (device_) {
+      device_step(rows, sums);
+      local.count += static_cast<std::int64_t>(rows.size());
+    } else {
+      const BatchStats s =
+          overlap_ ? overlap_->step(x_, y_, {lr, grad_scale}, sums) : all_reduce_step(sums);
+      local.loss_sum += s.loss_sum;
+      local.correct += s.correct;
+      local.count += s.count;
+    }
     if (sums.non_finite > 0) {
       throw NonFiniteLoss(epoch, step + 1, steps, sums.loss_sum / static_cast<double>(global), lr);
     }
-    if (!overlap_) {  // with overlap, each layer's update comes before its next forward
+    if (device_) {
+      device_->model.update(lr, grad_scale);
+    } else if (!overlap_) {  // with overlap, each layer's update comes before its next forward
       optimizer_->set_lr(lr);
       optimizer_->step(model_.params(), std::span<const float>(grad_.value()).first(n),
                        grad_scale);
@@ -112,6 +125,12 @@ EpochRecord Trainer::run_epoch(int epoch,
   }
 
   if (overlap_) overlap_->finish();
+  if (device_) {  // the epoch's sums, and the parameters for the test evaluation on the host
+    const GpuEpochStats stats = device_->model.take_epoch_stats();
+    local.loss_sum = stats.loss_sum;
+    local.correct = stats.correct;
+    device_->model.get_params(model_.params());
+  }
   // One all_reduce per epoch for the training stats; counts are exact in double below 2^53.
   std::vector<double> sums{local.loss_sum, static_cast<double>(local.correct),
                            static_cast<double>(local.count)};
@@ -139,6 +158,17 @@ BatchStats Trainer::all_reduce_step(StepSums& sums) {
   grad_.all_reduce(synk::ReduceOp::sum);  // the one collective of the step
   sums = {buf[n], buf[n + 1]};
   return s;
+}
+
+void Trainer::device_step(std::span<const std::uint32_t> rows, StepSums& sums) {
+  GpuMlp& model = device_->model;
+  const std::size_t n = model.num_params();
+  model.load_batch(train_, rows);
+  model.loss_and_gradient();
+  // The one collective of the step, on device memory: the gradient and the two sums after it.
+  device_->nccl.all_reduce(model.gradient(), model.gradient(), n + 2, synk::DataType::float32,
+                           synk::ReduceOp::sum);
+  model.read_sums(sums.loss_sum, sums.non_finite);
 }
 
 double Trainer::test_accuracy() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dataset.h"
+#include "gpu_mlp.h"
 #include "mlp.h"
 #include "optimizer.h"
 #include "overlap.h"
@@ -34,6 +35,9 @@ struct TrainConfig {
   // Push each layer's gradient as backprop makes it (synk::KeyValue) instead of one
   // all_reduce after the backward pass.
   bool overlap = false;
+  // "cpu", or "cuda": the model on this rank's CUDA device (gpu_mlp.h), its gradient
+  // all-reduced by NCCL on device memory.
+  std::string device = "cpu";
 };
 
 struct EpochRecord {
@@ -73,6 +77,18 @@ class Trainer {
   float scheduled_lr(int epoch, std::size_t step) const;
   // The step's gradient and one all_reduce of it with the sums; the update is the caller's.
   BatchStats all_reduce_step(StepSums& sums);
+  // The same on the device: the rows staged, the gradient all-reduced through NCCL.
+  void device_step(std::span<const std::uint32_t> rows, StepSums& sums);
+
+  // --device cuda: a communicator on the nccl backend (device buffers) beside comm_, and the
+  // model on its device.
+  struct DevicePath {
+    DevicePath(synk::Communicator& comm, const TrainConfig& c, std::size_t max_rows)
+        : nccl(comm.mpi_comm(), synk::CommOptions{"nccl"}),
+          model(c.layers, nccl.device(), max_rows, c.optimizer, c.lr, c.momentum) {}
+    synk::Communicator nccl;
+    GpuMlp model;
+  };
 
   synk::Communicator& comm_;
   DatasetView train_;
@@ -83,6 +99,7 @@ class Trainer {
   Mlp<float> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LayerExchange> overlap_;  // set with config.overlap
+  std::unique_ptr<DevicePath> device_;      // set with config.device "cuda"
   std::vector<std::uint32_t> order_;
   // The flat gradient, one Shared buffer on every rank, and after it two floats that ride the
   // same all_reduce: the step's loss sum and the count of ranks whose loss is not finite.
