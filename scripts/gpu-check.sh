@@ -208,7 +208,8 @@ build() {
     -DCMAKE_BUILD_TYPE=Release -DSYNK_WITH_NCCL=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
     "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:-}" || return 1
   run_step build 300 "$RESULTS/build.log" cmake --build "$BUILD" -j "$JOBS" --target \
-    synkrun synk-bench train_fmnist bench_fusion nccl_raw_avg_one_rank nccl_collectives_test nccl_device_api_test \
+    synkrun synk-bench train_fmnist bench_fusion nccl_raw_avg_one_rank nccl_auto_route_test \
+    nccl_collectives_test nccl_device_api_test \
     nccl_no_device_test nccl_contexts_test nccl_device_choice_test
 }
 
@@ -217,7 +218,7 @@ tests() {
   say "## Tests against the real CUDA runtime and NCCL"
   # -V: every test's own lines, so that the log shows which cases ran and which skipped.
   run_step tests 150 "$RESULTS/tests.log" ctest --test-dir "$BUILD" -V \
-    -R '^nccl_|^train.device_cuda$' -E 'fake|one_gpu' -j 4
+    -R '^nccl_|^train.device_cuda$' -E 'fake|one_gpu|no_context' -j 4
   sed 's/\x1b\[[0-9;]*m//g' "$RESULTS/tests.log" |
     grep -E "tests passed|Failed|Not Run|\*\*\*|Test +#|FAILED  \]|SKIPPED \] [A-Z]|PASSED" |
     grep -v "^###" | sed 's/^[0-9]*: //; s/^/    /' >> "$SUMMARY"

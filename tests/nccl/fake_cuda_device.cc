@@ -22,6 +22,9 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
+
+#include <unistd.h>
 
 namespace {
 
@@ -123,9 +126,39 @@ void count_copy(const void* src, std::size_t n, cudaMemcpyKind kind, bool async)
   }
 }
 
+// A call that makes the process's CUDA context on a real device (or needs one): a CPU program
+// must make none. SYNK_FAKE_REPORT=FILE: the counts are written to FILE.<pid> at exit.
+void count_context_call() { __atomic_add_fetch(&stats.context_calls, 1, __ATOMIC_RELAXED); }
+
+struct Report {
+  ~Report() {
+    const char* file = std::getenv("SYNK_FAKE_REPORT");
+    if (!file || !*file) return;
+    const std::string path = std::string(file) + "." + std::to_string(getpid());
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fprintf(f, "context_calls %ld\npointer_queries %ld\n", stats.context_calls,
+                   stats.pointer_queries);
+      std::fclose(f);
+    }
+  }
+} report_at_exit;
+
 }  // namespace
 
 extern "C" {
+
+// The driver's query, which synk's auto routing asks (core/memory_kind.cc): memory type 2
+// (device) for fake device memory, 1 (host) for pinned memory, an error (1, not a pointer the
+// driver knows) for any other; never managed.
+int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr) {
+  const std::lock_guard<std::recursive_mutex> lock(mu);
+  ++stats.pointer_queries;
+  const Alloc* a = find(reinterpret_cast<const void*>(ptr), 0);
+  if (!a) return 1;  // CUDA_ERROR_INVALID_VALUE
+  if (attribute == 2) *static_cast<unsigned*>(data) = a->pinned ? 1u : 2u;
+  if (attribute == 8) *static_cast<unsigned*>(data) = 0u;
+  return 0;
+}
 
 SynkFakeCudaStats synk_fake_cuda_stats() {
   const std::lock_guard<std::recursive_mutex> lock(mu);
@@ -152,6 +185,7 @@ cudaError_t cudaGetDeviceCount(int* count) {
 }
 
 cudaError_t cudaSetDevice(int device) {
+  count_context_call();
   if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
   current_device = device;
   return cudaSuccess;
@@ -171,6 +205,7 @@ cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
 }
 
 cudaError_t cudaMalloc(void** p, std::size_t bytes) {
+  count_context_call();
   const std::lock_guard<std::recursive_mutex> lock(mu);
   *p = std::malloc(bytes ? bytes : 1);
   if (!*p) return cudaErrorMemoryAllocation;
@@ -192,6 +227,7 @@ cudaError_t cudaFree(void* p) {
 }
 
 cudaError_t cudaHostAlloc(void** p, std::size_t bytes, unsigned int flags) {
+  count_context_call();
   (void)flags;
   const std::lock_guard<std::recursive_mutex> lock(mu);
   *p = std::malloc(bytes ? bytes : 1);
@@ -213,6 +249,7 @@ cudaError_t cudaFreeHost(void* p) {
 }
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p) {
+  count_context_call();
   const std::lock_guard<std::recursive_mutex> lock(mu);
   *attr = cudaPointerAttributes{};
   attr->type = cudaMemoryTypeUnregistered;
@@ -226,6 +263,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p)
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  count_context_call();
   (void)flags;
   const std::lock_guard<std::recursive_mutex> lock(mu);
   FakeStream* s = new FakeStream;
@@ -262,6 +300,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  count_context_call();
   (void)flags;
   *event = reinterpret_cast<cudaEvent_t>(new FakeEvent);
   return cudaSuccess;
@@ -302,6 +341,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind,
                             cudaStream_t stream) {
+  count_context_call();
   const std::lock_guard<std::recursive_mutex> lock(mu);
   if (!valid_copy(dst, src, n, kind)) return cudaErrorInvalidValue;
   count_copy(src, n, kind, true);
@@ -310,6 +350,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcp
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind) {
+  count_context_call();
   const std::lock_guard<std::recursive_mutex> lock(mu);
   if (!valid_copy(dst, src, n, kind)) return cudaErrorInvalidValue;
   flush_all();

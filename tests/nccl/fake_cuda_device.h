@@ -12,6 +12,8 @@ struct SynkFakeCudaStats {
   long h2d_async_from_pinned = 0;    // cudaMemcpyAsync host-to-device from cudaHostAlloc memory
   long h2d_async_from_pageable = 0;  // ... from any other host memory
   long peer_copies = 0;              // cudaMemcpyPeer(Async)
+  long context_calls = 0;    // calls that make (or need) a CUDA context on a real device
+  long pointer_queries = 0;  // cuPointerGetAttribute (the driver's; no context needed)
 };
 
 SynkFakeCudaStats synk_fake_cuda_stats();

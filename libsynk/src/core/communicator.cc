@@ -12,6 +12,7 @@
 #include "core/call_queue.h"
 #include "core/env.h"
 #include "core/logging.h"
+#include "core/memory_kind.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
 #include "core/mpi_watchdog.h"
@@ -27,6 +28,10 @@ struct CommState {
   std::unique_ptr<Backend> backend;
   std::string backend_name;
   std::string requested;  // what the user asked for ("auto", ...): a split chooses again
+  // "auto" in a build with NCCL: calls on device memory go to `device`, a communicator on the
+  // nccl backend over the same ranks, made at the first such call (route() in this file).
+  bool routes_by_memory = false;
+  std::unique_ptr<CommState> device;
   // SYNK_TIMELINE's rows of this communicator's calls: the collective's name, and " (comm N)"
   // after it for the process's Nth communicator from the second on, so that calls of two
   // communicators running at once (a KeyValue engine's and the program's) never share a row.
@@ -57,7 +62,8 @@ struct CommState {
 
   ~CommState() {
     queue_owner.reset();  // waits for the calls issued, while the backend is still there
-    backend.reset();      // before the communicators it uses
+    device.reset();
+    backend.reset();  // before the communicators it uses
     free_context(ctx);
   }
 };
@@ -80,6 +86,12 @@ namespace {
 
 using detail::CollArgs;
 using detail::Collective;
+
+#if SYNK_HAVE_NCCL
+constexpr bool kBuiltWithNccl = true;
+#else
+constexpr bool kBuiltWithNccl = false;
+#endif
 
 std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& options) {
   const detail::Settings& s = detail::settings();
@@ -106,7 +118,42 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   if (state->backend_name == "hier") state->check_calls = true;
   state->on_device = state->backend->device() >= 0;
   state->background = !(state->waits_in_mpi || state->check_calls);
+  state->routes_by_memory = requested == "auto" && kBuiltWithNccl;
   return state;
+}
+
+// Where `a` runs on a communicator that routes by memory: device (or managed) memory to its
+// nccl part, started at the first such call (which every rank makes: it is a collective), host
+// memory to shm or hier. Every call but gatherv moves the same count on every rank, so each
+// rank's own buffers decide, and a call that moves nothing stays on the host; a gatherv's ranks
+// that send nothing learn the route from the others, in one small MPI all-reduce per gatherv.
+detail::CommState& route(detail::CommState& st, const CollArgs& a) {
+  if (!st.routes_by_memory) return st;
+  bool device = false;
+  if (a.coll == Collective::gatherv) {
+    int kind = 0;  // 0 host or nothing, 1 device, 2 buffers of both kinds
+    try {
+      kind = detail::call_memory(a, st.ctx.rank) == detail::MemoryKind::device ? 1 : 0;
+    } catch (const Error&) {
+      kind = 2;
+    }
+    SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &kind, 1, MPI_INT, MPI_MAX, st.ctx.comm));
+    if (kind == 2) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "gatherv: a rank's buffers are of both kinds, device and host memory");
+    }
+    device = kind == 1;
+  } else if (a.count > 0) {
+    device = detail::call_memory(a, st.ctx.rank) == detail::MemoryKind::device;
+  }
+  if (!device) return st;
+  if (!st.device) {
+    SYNK_LOG_AT(info, "auto: the first call on device memory (" << detail::to_string(a.coll)
+                                                                << "): starting NCCL");
+    st.device = bootstrap(st.ctx.comm, CommOptions{"nccl"});
+  }
+  st.device->stream = st.stream;
+  return *st.device;
 }
 
 }  // namespace
@@ -154,7 +201,10 @@ int Communicator::node() const { return st().ctx.node; }
 int Communicator::num_nodes() const { return st().ctx.num_nodes; }
 const std::string& Communicator::backend() const { return st().backend_name; }
 MPI_Comm Communicator::mpi_comm() const { return st().ctx.comm; }
-int Communicator::device() const { return st().backend->device(); }
+int Communicator::device() const {
+  const detail::CommState& s = st();
+  return s.device ? s.device->backend->device() : s.backend->device();
+}
 
 Communicator Communicator::split(int color, int key) const {
   // A negative color (but MPI_UNDEFINED) fails MPI_Comm_split on that rank alone, and the others
@@ -264,12 +314,13 @@ void execute(detail::CommState& st, CollArgs&& a) {
 
 // A blocking call: after the non-blocking calls issued before it.
 void run(detail::CommState& st, CollArgs&& a) {
+  detail::CommState& to = route(st, a);
   detail::CallQueue* q = st.queue.load(std::memory_order_acquire);
   if (q == nullptr) {
-    execute(st, std::move(a));
+    execute(to, std::move(a));
     return;
   }
-  q->run_in_order([&st, &a] { execute(st, CollArgs(a)); }, detail::to_string(a.coll));
+  q->run_in_order([&to, &a] { execute(to, CollArgs(a)); }, detail::to_string(a.coll));
 }
 
 // A non-blocking call on the progress thread's queue; `counts` owns gatherv's recv_counts.
@@ -300,6 +351,20 @@ class QueuedCollective final : public detail::QueuedCall {
 
 // A non-blocking call; its errors reach the program through the Request, wherever it ran.
 Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts = {}) {
+  if (st.routes_by_memory) {
+    detail::CommState* to = &st;
+    try {
+      to = &route(st, a);
+    } catch (...) {
+      return detail::failed_request(std::current_exception());
+    }
+    if (to != &st) {  // on the device: after the host calls issued before it, then on its stream
+      if (detail::CallQueue* q = st.queue.load(std::memory_order_acquire)) {
+        q->run_in_order([] {}, detail::to_string(a.coll));
+      }
+      return issue(*to, std::move(a), std::move(counts));
+    }
+  }
   if (st.on_device || !st.background) {
     try {
       if (st.on_device) {  // queued on the stream

@@ -7,6 +7,7 @@
 
 #include "backends/nccl/nccl_comm.h"
 #include "backends/nccl/nccl_types.h"
+#include "core/memory_kind.h"
 
 namespace synk::detail {
 
@@ -74,35 +75,12 @@ int NcclBackend::device() const { return comm_->device(); }
 // before validation (Backend::buffer_error), not in each call: a host buffer on one rank only
 // left the others in an NCCL kernel until SYNK_TIMEOUT; under SYNK_CHECK_CALLS they now fail too.
 std::string NcclBackend::buffer_error(const CollArgs& a) const {
-  const bool root = ctx_.rank == a.root;
-  std::string why;
-  auto check = [&](const char* name, const void* p) {
-    if (why.empty()) why = device_buffer_problem(name, p, comm_->device());
-  };
-  switch (a.coll) {
-    case Collective::all_reduce:
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-      check("send", a.send);
-      check("recv", a.recv);
-      break;
-    case Collective::reduce:
-    case Collective::gather:
-    case Collective::gatherv:
-      check("send", a.send);
-      if (root) check("recv", a.recv);
-      break;
-    case Collective::broadcast:
-      check("buf", a.recv);
-      break;
-    case Collective::scatter:
-      check("recv", a.recv);
-      if (root) check("send", a.send);
-      break;
-    case Collective::barrier:
-      break;
+  const CallBuffers buffers = call_buffers(a, ctx_.rank);
+  for (int i = 0; i < buffers.n; ++i) {
+    std::string why = device_buffer_problem(buffers.at[i].name, buffers.at[i].p, comm_->device());
+    if (!why.empty()) return why;
   }
-  return why;
+  return {};
 }
 
 NcclBackend::~NcclBackend() = default;
