@@ -127,4 +127,25 @@ TEST(AutoRoute, NothingToMoveStartsNoNccl) {
   EXPECT_EQ(comm.device(), -1);
 }
 
+// DeviceShared on the same communicator as the host calls: its collectives take the device
+// route, and NCCL starts at the first of them.
+TEST(AutoRoute, DeviceSharedOnAnAutoCommunicator) {
+  synk::Communicator comm(MPI_COMM_WORLD);
+  DEVICE_OR_SKIP(comm, dev);
+  const int r = comm.rank(), n = comm.size();
+  synk::DeviceShared<float> w(comm, "w", std::vector<float>(6, static_cast<float>(2 * r)), {2, 3});
+  EXPECT_EQ(w.device(), dev);
+  w.all_reduce();  // avg: n - 1, exact
+  EXPECT_THAT(w.to_host(), ::testing::Each(static_cast<float>(n - 1)));
+  EXPECT_EQ(comm.device(), dev);
+  synk::DeviceShared<float>::Shape shape;
+  const synk::DeviceBuffer all = w.all_gather(0, &shape);
+  EXPECT_EQ(shape, (std::vector<std::size_t>{2 * static_cast<std::size_t>(n), 3}));
+  EXPECT_THAT(read(all, 6 * static_cast<std::size_t>(n)),
+              ::testing::Each(static_cast<float>(n - 1)));
+  std::vector<float> host(2, 1.0f);  // and host calls go on as before
+  comm.all_reduce(host, ReduceOp::sum);
+  EXPECT_THAT(host, ::testing::Each(static_cast<float>(n)));
+}
+
 }  // namespace

@@ -31,6 +31,8 @@ Communicator duplicate_for_engine(const Communicator& comm);
 // Whether comm's calls may run on a thread of their own beside the caller's calls (they make
 // no MPI call: shm without SYNK_CHECK_CALLS).
 bool runs_in_background(const Communicator& comm);
+// Whether comm sends calls on device memory to NCCL (SYNK_BACKEND=auto in a build with NCCL).
+bool routes_by_memory(const Communicator& comm);
 }  // namespace detail
 
 struct CommOptions {
@@ -271,6 +273,7 @@ class Communicator {
  private:
   friend const detail::CommContext& detail::context_of(const Communicator& comm);
   friend bool detail::runs_in_background(const Communicator& comm);
+  friend bool detail::routes_by_memory(const Communicator& comm);
   // Fails the call `op` of count elements of dtype on this rank because of `why`, taking part in
   // it as a rejected argument does (so the other ranks fail too where the backend can tell
   // them: shm, hier, SYNK_CHECK_CALLS=1). Always throws.

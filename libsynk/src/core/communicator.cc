@@ -72,6 +72,8 @@ const CommContext& context_of(const Communicator& comm) { return comm.st().ctx; 
 
 bool runs_in_background(const Communicator& comm) { return comm.st().background; }
 
+bool routes_by_memory(const Communicator& comm) { return comm.st().routes_by_memory; }
+
 Communicator duplicate_for_engine(const Communicator& comm) {
   CommOptions options;
   const std::string& b = comm.backend();

@@ -91,19 +91,20 @@ DeviceValue::DeviceValue(Communicator& comm, const std::string& name, const std:
   m.comm = &comm;
   m.who = "DeviceShared '" + name + "'";
   m.dtype = dtype;
-  if (comm.backend() != "nccl") {
+  const bool routed = routes_by_memory(comm);  // auto: NCCL starts at the first device call
+  if (comm.backend() != "nccl" && !routed) {
     throw Error(ErrorCode::NotSupported,
                 m.who +
-                    ": a value in device memory needs a communicator on the nccl backend, but "
-                    "this one uses '" +
-                    comm.backend() +
-                    "' (create it with CommOptions{\"nccl\"} or SYNK_BACKEND=nccl)");
+                    ": a value in device memory needs a communicator on the nccl backend or on "
+                    "auto, but this one uses '" +
+                    comm.backend() + "' (create it with CommOptions{\"nccl\"} or \"auto\")");
   }
   const std::optional<int> nccl = nccl_process_device();
-  if (!nccl) {  // an nccl communicator exists, so its bootstrap chose the device
+  if (!nccl && !routed) {  // an nccl communicator exists, so its bootstrap chose the device
     throw Error(ErrorCode::InvalidUsage, m.who + ": the NCCL device of this process is not known");
   }
-  m.nccl_device = *nccl;
+  // On auto before NCCL has started: the device its bootstrap will choose, chosen now.
+  m.nccl_device = nccl ? *nccl : choose_process_device(comm.local_rank());
   if (context.empty()) {
     m.device = m.nccl_device;
   } else {

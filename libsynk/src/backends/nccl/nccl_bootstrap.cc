@@ -198,6 +198,11 @@ std::optional<int> nccl_process_device() {
   return chosen_device;
 }
 
+int choose_process_device(int local_rank) {
+  const int launcher = settings().launcher_local_rank;
+  return choose_device(launcher >= 0 ? launcher : local_rank, visible_device_count());
+}
+
 std::shared_ptr<NcclComm> bootstrap_nccl(const CommContext& ctx) {
   const Settings& s = settings();
   // Collective on every rank, whether or not the launcher's local rank is known.

@@ -70,6 +70,10 @@ class NcclComm {
 
 // The CUDA device this process's NCCL communicators use, once the first one has chosen it.
 std::optional<int> nccl_process_device();
+// That device, chosen now if no communicator has (made current, and kept for them): for device
+// memory placed before NCCL starts (DeviceShared on an auto communicator). local_rank: the
+// launcher's, else the rank's on its node. NotSupported without a visible device.
+int choose_process_device(int local_rank);
 
 // Collective over ctx.comm. Throws NotSupported when no CUDA device is visible, InvalidUsage when
 // two ranks would share a device, Remote when another rank failed, Timeout/Backend from NCCL.
