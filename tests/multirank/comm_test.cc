@@ -249,7 +249,8 @@ TEST(Comm, MpiBackendOnRequest) {
   EXPECT_TRUE(synk_test::still_usable(m));
 }
 
-// ARCHITECTURE.md: auto is shm on one node and hierarchical across nodes (no GPU buffers here).
+// docs/architecture.md (The seam): auto is shm on one node and hierarchical across nodes (no GPU
+// buffers here).
 // shm asked for by name (what SYNK_BACKEND=shm does; the variable is read once per process, so
 // CommOptions stands in for it) is the same choice.
 TEST(Comm, AutoAndShmChooseByNodeCount) {
