@@ -95,8 +95,7 @@ struct GpuMlp::Impl {
 };
 
 GpuMlp::GpuMlp(std::vector<int> sizes, int device, std::size_t max_rows,
-               const std::string& optimizer, float lr, float momentum) {
-  (void)lr;  // set per step by update()
+               const std::string& optimizer, float momentum) {
   CHECK(cudaSetDevice(device));
   impl_ = std::make_unique<Impl>(device);
   Impl& m = *impl_;

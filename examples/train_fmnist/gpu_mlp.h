@@ -26,11 +26,12 @@ struct GpuEpochStats {
 
 class GpuMlp {
  public:
-  // On CUDA device `device`, for batches of up to max_rows rows; optimizer "sgd" (momentum) or
-  // "adam", as make_optimizer takes them. Throws std::runtime_error where CUDA fails (no
-  // device: the message says so) and in a build without CUDA.
+  // On CUDA device `device`, for batches of up to max_rows rows; optimizer "sgd" (with this
+  // momentum) or "adam", as make_optimizer takes them (the learning rate comes with each
+  // update()). Throws std::runtime_error where CUDA fails (no device: the message says so) and
+  // in a build without CUDA.
   GpuMlp(std::vector<int> sizes, int device, std::size_t max_rows, const std::string& optimizer,
-         float lr, float momentum);
+         float momentum);
   ~GpuMlp();
   GpuMlp(const GpuMlp&) = delete;
   GpuMlp& operator=(const GpuMlp&) = delete;

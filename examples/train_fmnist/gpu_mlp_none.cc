@@ -7,7 +7,7 @@ namespace fmnist {
 
 struct GpuMlp::Impl {};
 
-GpuMlp::GpuMlp(std::vector<int>, int, std::size_t, const std::string&, float, float) {
+GpuMlp::GpuMlp(std::vector<int>, int, std::size_t, const std::string&, float) {
   throw std::runtime_error(
       "--device cuda: this build has no CUDA path (configure found no CUDA compiler, or synk "
       "was built without NCCL)");

@@ -85,7 +85,7 @@ class Trainer {
   struct DevicePath {
     DevicePath(synk::Communicator& comm, const TrainConfig& c, std::size_t max_rows)
         : nccl(comm.mpi_comm(), synk::CommOptions{"nccl"}),
-          model(c.layers, nccl.device(), max_rows, c.optimizer, c.lr, c.momentum) {}
+          model(c.layers, nccl.device(), max_rows, c.optimizer, c.momentum) {}
     synk::Communicator nccl;
     GpuMlp model;
   };

@@ -74,8 +74,6 @@ MemoryKind kind_with(GetAttribute get, const void* p) {
 
 }  // namespace
 
-MemoryKind memory_kind(const void* p) { return kind_with(p ? driver() : nullptr, p); }
-
 CallBuffers call_buffers(const CollArgs& a, int rank) {
   const bool root = rank == a.root;
   CallBuffers out;

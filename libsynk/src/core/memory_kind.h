@@ -24,12 +24,9 @@ struct CallBuffers {
 };
 CallBuffers call_buffers(const CollArgs& a, int rank);
 
-// nullptr: none. Device or managed memory: device. Anything else (heap, stack, pinned host
-// memory, a pointer the driver does not know): host.
-MemoryKind memory_kind(const void* p);
-
-// The kind of the buffers this rank's part of `a` touches (none for a barrier, or when it moves
-// no element). InvalidArgument when they are of both kinds (say, send on the device and recv in
+// The kind of the buffers this rank's part of `a` touches: device for device or managed memory,
+// host for any other (heap, stack, pinned host memory, a pointer the driver does not know), none
+// for a barrier or null buffers. InvalidArgument when they are of both kinds (say, send on the device and recv in
 // host memory): one call cannot take both routes.
 MemoryKind call_memory(const CollArgs& a, int rank);
 
