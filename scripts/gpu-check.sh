@@ -37,7 +37,7 @@ command -v ssh >/dev/null || command -v rsh >/dev/null || export OMPI_MCA_plm_rs
 mkdir -p "$RESULTS"
 : > "$SUMMARY"
 
-say() { echo "$*" | tee -a "$SUMMARY"; }
+say() { echo "$*" >> "$SUMMARY"; }  # the whole summary is printed once, at the end
 left() { echo $((BUDGET - (SECONDS - START))); }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 
@@ -53,6 +53,7 @@ run_step() {
     say "- $name: not run (the budget of ${BUDGET} s is spent)"
     return 99
   fi
+  echo "gpu-check: $name (limit ${limit} s)" >&2
   echo "### $name ($(date -u +%T), limit ${limit} s): $*" >> "$log"
   timeout -k 5 "$limit" "$@" >> "$log" 2>&1
   rc=$?
@@ -336,8 +337,13 @@ whole_suite() {
 
 # --- main ---------------------------------------------------------------------------------
 machine_facts
-install_deps || { say "- dependencies: FAILED"; exit 1; }
-build || { say "- stopping: the build failed (build.log)"; tail -40 "$RESULTS/build.log"; exit 1; }
+install_deps || { say "- dependencies: FAILED"; cat "$SUMMARY"; exit 1; }
+if ! build; then
+  say "- stopping: the build failed (build.log)"
+  tail -40 "$RESULTS/build.log"
+  cat "$SUMMARY"
+  exit 1
+fi
 wanted tests && tests
 wanted synkrun && synkrun_checks
 wanted nccl && nccl_bench
