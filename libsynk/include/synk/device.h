@@ -251,11 +251,7 @@ class DeviceShared {
     return n;
   }
   void check_rank(const char* op, int rank) const {
-    if (rank < 0 || rank >= comm_->size()) {  // the same on every rank: all of them throw
-      throw Error(ErrorCode::InvalidArgument, "DeviceShared '" + name_ + "' " + op + ": rank " +
-                                                  std::to_string(rank) + " is out of range for " +
-                                                  std::to_string(comm_->size()) + " ranks");
-    }
+    detail::check_rank_in_range("DeviceShared '" + name_ + "'", op, rank, comm_->size());
   }
   Communicator* comm_;
   std::string name_;

@@ -48,6 +48,16 @@ inline std::vector<std::size_t> join_shapes(const std::vector<std::vector<std::s
   return out;
 }
 
+// InvalidArgument "<who> <op>: rank R is out of range for N ranks" unless 0 <= rank < size:
+// the same on every rank, so all of them throw (Shared's and DeviceShared's set_value...).
+inline void check_rank_in_range(const std::string& who, const char* op, int rank, int size) {
+  if (rank < 0 || rank >= size) {
+    throw Error(ErrorCode::InvalidArgument, who + " " + op + ": rank " + std::to_string(rank) +
+                                                " is out of range for " + std::to_string(size) +
+                                                " ranks");
+  }
+}
+
 }  // namespace detail
 
 template <class T>
@@ -145,11 +155,7 @@ class Shared {
   }
   // Rank `rank`'s value becomes `value` as given on rank 0.
   void set_value(int rank, const std::vector<T>& value, Shape shape = {}) {
-    if (rank < 0 || rank >= comm_->size()) {  // the same on every rank: all of them throw
-      throw Error(ErrorCode::InvalidArgument, "Shared '" + name_ + "' set_value: rank " +
-                                                  std::to_string(rank) + " is out of range for " +
-                                                  std::to_string(comm_->size()) + " ranks");
-    }
+    detail::check_rank_in_range("Shared '" + name_ + "'", "set_value", rank, comm_->size());
     Shared<T> carrier(*comm_, name_);
     std::string rejected;
     if (comm_->rank() == 0) rejected = carrier.try_set_local("set_value", value, std::move(shape));
