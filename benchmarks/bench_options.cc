@@ -142,6 +142,15 @@ std::size_t parse_size(const std::string& text, const char* what) {
   return static_cast<std::size_t>(value);
 }
 
+bool wants_mpi_threads(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--mpi-threads=multiple") return true;
+    if (arg == "--mpi-threads" && i + 1 < argc) return std::string(argv[i + 1]) == "multiple";
+  }
+  return false;
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
   std::string min_text = "8", max_text = "64M", dtype_text = "float32", op_text = "sum";
@@ -226,6 +235,13 @@ Options parse_options(int argc, char** argv) {
                  "call; the MPI column stays MPI's blocking call")
       ->type_name("0|1")
       ->capture_default_str();
+  app.add_option("--mpi-threads", o.mpi_threads,
+                 "The thread level MPI starts with, for both sides: single (MPI_Init, a plain MPI "
+                 "program's) or multiple (MPI_THREAD_MULTIPLE, what synk asks for when it starts "
+                 "MPI itself: -N 1 calls of the mpi backend then run on synk's progress thread; "
+                 "Open MPI's small messages cost about 0.1 us more)")
+      ->type_name("single|multiple")
+      ->capture_default_str();
   app.add_option("--backend", backend_text,
                  "synk backend: mpi, shm, nccl, or all (every backend that can run here, one "
                  "row each; the others get a '# backend ...: not available' note). nccl's calls "
@@ -303,6 +319,9 @@ Options parse_options(int argc, char** argv) {
   o.fresh = zero_or_one(fresh, "-F");
   o.node_buffers = zero_or_one(node_buffers, "-R");
   o.nonblocking = zero_or_one(nonblocking, "-N");
+  if (o.mpi_threads != "single" && o.mpi_threads != "multiple") {
+    throw UsageError("--mpi-threads " + o.mpi_threads + ": expected single or multiple");
+  }
   const bool bad_offset = o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0;
   if (o.page_offset != -1 && bad_offset) {
     throw UsageError("-P " + std::to_string(o.page_offset) +

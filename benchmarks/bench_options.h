@@ -34,6 +34,9 @@ struct Options {
   int page_offset = -1;  // -P: every buffer this many bytes past a page's start; -1: as allocated
   bool node_buffers = false;  // -R 1: buffers from Communicator::alloc
   bool nonblocking = false;   // -N 1: synk's non-blocking calls, each waited for at once
+  // --mpi-threads: the thread level MPI is initialized with, both sides alike (read before
+  // MPI_Init by wants_mpi_threads): single, as a plain MPI program's, or multiple.
+  std::string mpi_threads = "single";
   std::vector<std::string> backends;  // "mpi", "shm", "nccl"
   bool backend_all = false;           // --backend all: skip the ones that cannot be built
   std::string baseline = "mpi";       // "mpi", or "nccl" (raw NCCL, with --backend nccl only)
@@ -50,6 +53,10 @@ inline constexpr double kRowBudgetSeconds = 2.0;
 // number of ranks (the root) are done by check_against_ranks.
 Options parse_options(int argc, char** argv);
 void check_against_ranks(const Options& o, int nranks);
+
+// Whether argv asks for --mpi-threads multiple: looked for before MPI_Init, which must know
+// it; parse_options checks the value.
+bool wants_mpi_threads(int argc, char** argv);
 
 // "8", "512K", "64M", "1G", "1T" (powers of 1024, either case) -> bytes; throws UsageError.
 std::size_t parse_size(const std::string& text, const char* what);

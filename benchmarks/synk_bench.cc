@@ -143,6 +143,18 @@ std::string mpi_library() {
   return s;
 }
 
+// The thread level MPI gave (--mpi-threads asks for one).
+const char* thread_level_name() {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "single";
+    case MPI_THREAD_FUNNELED: return "funneled";
+    case MPI_THREAD_SERIALIZED: return "serialized";
+    default: return "multiple";
+  }
+}
+
 void print_header(const World& w, const Options& o, Communicator& comm, int argc, char** argv) {
   struct RankInfo {
     int pid;
@@ -165,12 +177,12 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   std::snprintf(buf, sizeof buf,
                 "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
                 "rounds: %d validation: %d fresh: %d page offset: %s node buffers: %d "
-                "nonblocking: %d dtype: %s op: %s root: %d backend: %s\n",
+                "nonblocking: %d mpi threads: %s dtype: %s op: %s root: %d backend: %s\n",
                 o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, kRounds, o.check ? 1 : 0,
                 o.fresh ? 1 : 0,
                 o.page_offset < 0 ? "default" : std::to_string(o.page_offset).c_str(),
-                o.node_buffers ? 1 : 0, o.nonblocking ? 1 : 0, to_string(o.dtype),
-                to_string(o.op), o.root, backends.c_str());
+                o.node_buffers ? 1 : 0, o.nonblocking ? 1 : 0, thread_level_name(),
+                to_string(o.dtype), to_string(o.op), o.root, backends.c_str());
   text += buf;
   text += "#\n# Using ranks\n";
   for (int r = 0; r < w.size; ++r) {
@@ -624,7 +636,12 @@ int run(const World& w, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // MPI starts first so that only rank 0 prints, even for a bad command line.
-  MPI_Init(&argc, &argv);
+  if (synk::bench::wants_mpi_threads(argc, argv)) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
   synk::bench::World w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);

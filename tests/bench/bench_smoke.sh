@@ -49,10 +49,16 @@ run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -F 1 --backend shm | tee "$w
 grep -q "fresh: 1" "$work/fresh.txt"
 grep -q "#wrong total: 0" "$work/fresh.txt"
 
-# -N 1 times (and checks) synk's non-blocking calls, each waited for at once
+# -N 1 times (and checks) synk's non-blocking calls, each waited for at once; under
+# --mpi-threads multiple the mpi backend's run on the progress thread
 run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -N 1 --backend all | tee "$work/nonblocking.txt"
-grep -q "nonblocking: 1" "$work/nonblocking.txt"
+grep -q "nonblocking: 1 mpi threads: single" "$work/nonblocking.txt"
 grep -q "#wrong total: 0" "$work/nonblocking.txt"
+run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -N 1 --backend mpi --mpi-threads multiple |
+  tee "$work/threads.txt"
+grep -q "nonblocking: 1 mpi threads: multiple" "$work/threads.txt"
+grep -q "#wrong total: 0" "$work/threads.txt"
+refused 1 all --mpi-threads funneled -- "--mpi-threads funneled: expected single or multiple"
 
 # -P places every buffer that many bytes into a page; the results are still checked
 run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -P 16 --backend shm | tee "$work/offset.txt"

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,7 +65,19 @@ synk::Communicator& world() {
 
 int main(int argc, char** argv) {
   // The test initializes MPI itself, so synk adopts it and must neither finalize nor free it.
-  MPI_Init(&argc, &argv);
+  // As mpi4py does, with threads (synk's calls then run on its progress thread on every
+  // backend); SYNK_TEST_MPI_THREAD=single as a plain MPI_Init does (they run at issue on mpi);
+  // =synk: synk initializes it (at the level SYNK_MPI_THREADS says) and finalizes it at exit.
+  const char* level_text = std::getenv("SYNK_TEST_MPI_THREAD");
+  const std::string level = level_text != nullptr ? level_text : "";
+  if (level == "single") {
+    MPI_Init(&argc, &argv);
+  } else if (level == "synk") {
+    synk_test::world();
+  } else {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  }
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -100,6 +113,6 @@ int main(int argc, char** argv) {
                 ranks.c_str(), size);
     std::fflush(stdout);
   }
-  MPI_Finalize();
+  if (level != "synk") MPI_Finalize();
   return any_failed;
 }

@@ -2,6 +2,8 @@
 //   stall BACKEND:  the last rank sleeps while the others all_reduce;
 //   reject BACKEND: the last rank's all_reduce has no recv buffer, which it alone rejects (no
 //                   SYNK_CHECK_CALLS), and it goes on to sleep; the others wait in MPI_Allreduce.
+//   istall BACKEND: as stall, but under MPI_THREAD_MULTIPLE the others' call is a non-blocking
+//                   one, which the progress thread has started before they wait for it.
 //   progress BACKEND: no rank stalls, but one all_reduce (run with SYNK_MPI_MAX_CHUNK=1: one MPI
 //                   call per element) takes longer than SYNK_TIMEOUT and its grace in all.
 //   compare BACKEND RANKS: the calls are compared first (SYNK_CHECK_CALLS=1, or hier): after one
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "synk/synk.h"
@@ -54,10 +57,15 @@ void compare_mode(synk::Communicator& comm, const std::string& stuck) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
   const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "istall") {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
   if (argc != (mode == "compare" ? 4 : 3)) {
-    std::fprintf(stderr, "usage: mpi_stall_test stall|reject|progress BACKEND\n"
+    std::fprintf(stderr, "usage: mpi_stall_test stall|istall|reject|progress BACKEND\n"
                          "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
   }
@@ -71,6 +79,14 @@ int main(int argc, char** argv) {
       sleep(120);
     } else {
       comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+    }
+  } else if (mode == "istall") {
+    if (odd) {
+      sleep(120);
+    } else {
+      synk::Request r = comm.iall_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the progress thread has it
+      r.wait();
     }
   } else if (mode == "progress") {
     std::vector<float> v(std::size_t{32} << 20, 1.0f);

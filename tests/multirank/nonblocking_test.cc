@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -219,15 +220,64 @@ TEST(Nonblocking, ARequestDroppedEarlyWaitsForItsCall) {
 
 TEST(Nonblocking, ACallCompletesWithoutAWait) {
   // The progress thread runs it (or, where MPI does not allow that thread, it ran at issue):
-  // test() alone sees it complete.
+  // test() alone sees it complete. First many calls waited for at once, which their callers
+  // run themselves: the progress thread then looks less often, but still soon enough.
   synk::Communicator& comm = world();
   std::vector<float> v(50000, 1.0f);
+  for (int k = 0; k < 200; ++k) {
+    comm.iall_reduce(v.data(), v.data(), 1, DataType::float32, ReduceOp::max).wait();
+  }
+  comm.barrier();
   Request r = comm.iall_reduce(v);
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const auto start = std::chrono::steady_clock::now();
   while (!r.test()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), limit) << "the call never ran without a wait";
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2))
+        << "the call did not run without a wait";
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  EXPECT_EQ(v.back(), static_cast<float>(comm.size()));
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+// Where the calls run: on the progress thread wherever they make no MPI call (shm without
+// SYNK_CHECK_CALLS) or MPI lets a second thread call it; else on the caller's, at issue.
+bool expect_background(const synk::Communicator& comm) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  const bool check_calls = env_or_empty("SYNK_CHECK_CALLS") == "1";
+  return level == MPI_THREAD_MULTIPLE || (comm.backend() == "shm" && !check_calls);
+}
+
+TEST(Nonblocking, AnIssueReturnsBeforeALatePeerArrives) {
+  synk::Communicator& comm = world();
+  if (env_or_empty("SYNK_TEST_MPI_THREAD") == "synk") {  // synk initialized MPI (mpi_main.cc)
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    const bool serialized = env_or_empty("SYNK_MPI_THREADS") == "serialized";
+    EXPECT_EQ(level, serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE);
+  }
+  const bool background = expect_background(comm);
+  ASSERT_EQ(synk::detail::runs_in_background(comm), background) << "on " << comm.backend();
+  if (comm.size() == 1) GTEST_SKIP() << "one rank has no peer to wait for";
+  using Clock = std::chrono::steady_clock;
+  const bool late = comm.rank() == comm.size() - 1;
+  std::vector<float> v(4096, 1.0f);
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const auto start = Clock::now();
+  Request r = comm.iall_reduce(v);
+  const double issue_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (!late && background) {
+    EXPECT_LT(issue_ms, 300.0) << "the issue waited for the late rank";
+    EXPECT_FALSE(r.test()) << "complete before the late rank had issued";
+  } else if (!late) {
+    EXPECT_GT(issue_ms, 300.0) << "at issue, the call waits for the late rank";
+    EXPECT_TRUE(r.test());
+  }
+  r.wait();
   EXPECT_EQ(v.back(), static_cast<float>(comm.size()));
 }
 

@@ -92,6 +92,8 @@ TEST(Env, ValidValues) {
             2);
   EXPECT_EQ(parse({}).shm_segments, "auto");
   EXPECT_EQ(parse({{"SYNK_SHM_SEGMENTS", "named"}}).shm_segments, "named");
+  EXPECT_EQ(parse({}).mpi_threads, "multiple");
+  EXPECT_EQ(parse({{"SYNK_MPI_THREADS", " serialized"}}).mpi_threads, "serialized");
 }
 
 TEST(Env, BadValuesAreClearErrors) {
@@ -114,6 +116,8 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_SHM_SPIN_US", "1ms");
   expect_rejected("SYNK_SHM_SPIN_US", "60000001");
   expect_rejected("SYNK_SHM_SEGMENTS", "anonymous");
+  expect_rejected("SYNK_MPI_THREADS", "single");
+  expect_rejected("SYNK_MPI_THREADS", "MULTIPLE");
 }
 
 // One rule for every variable: spaces and tabs around a value are ignored (a value pasted with a

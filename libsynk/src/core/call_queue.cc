@@ -1,6 +1,7 @@
 // See call_queue.h.
 #include "core/call_queue.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -19,10 +20,13 @@ enum CallState : int { kQueued = 0, kRunning = 1, kDone = 2 };
 // How the progress thread waits for calls. While the program issues calls it looks every
 // kPollPeriod, so that issuing never has to wake it (a wake-up is a system call, and on a rank
 // bound to one core the woken thread takes the core from the caller: an issue-then-wait of
-// 8 bytes cost 8 us instead of 0.2); after kStayAwakeLooks looks without a new call it sleeps
-// until the next.
+// 8 bytes cost 8 us instead of 0.2). While the calls issued are run by their callers before it
+// looks (each one waited for at once), it looks half as often each time, down to every
+// kLongestPollPeriod: each look takes the core from the caller, in the middle of its calls.
+// kStayAwake after the last new call it sleeps until the next.
 constexpr auto kPollPeriod = std::chrono::milliseconds(1);
-constexpr int kStayAwakeLooks = 1000;
+constexpr auto kLongestPollPeriod = std::chrono::milliseconds(16);
+constexpr auto kStayAwake = std::chrono::seconds(1);
 
 // A blocking call that had to queue: its caller waits, so the work can be borrowed.
 class BorrowedCall final : public QueuedCall {
@@ -94,19 +98,26 @@ bool run_oldest(QueueCore& q, std::uint64_t up_to, bool if_idle = false) {
 }
 
 // The progress thread: runs the calls nobody has started, looking every kPollPeriod while
-// calls come, and sleeping once they have stopped.
+// calls come (less often while their callers run them first), and sleeping once they have
+// stopped.
 void progress(QueueCore* q) {
+  using Clock = std::chrono::steady_clock;
   const auto ready = [&] { return q->stop || !q->calls.empty(); };
   std::uint64_t seen = 0;
-  int idle_looks = 0;
+  auto period = std::chrono::duration_cast<Clock::duration>(kPollPeriod);
+  auto last_new_call = Clock::now();
   for (;;) {
     {
       std::unique_lock lk(q->m);
       while (!ready()) {
-        idle_looks = q->issued == seen ? idle_looks + 1 : 0;
-        seen = q->issued;
-        if (idle_looks < kStayAwakeLooks) {
-          q->wake.wait_for(lk, kPollPeriod);
+        const auto now = Clock::now();
+        if (q->issued != seen) {  // calls came since the last look, and their callers ran them
+          seen = q->issued;
+          last_new_call = now;
+          period = std::min<Clock::duration>(period * 2, kLongestPollPeriod);
+        }
+        if (now - last_new_call < kStayAwake) {
+          q->wake.wait_for(lk, period);
         } else {
           q->asleep = true;
           q->wake.wait(lk, ready);
@@ -114,7 +125,9 @@ void progress(QueueCore* q) {
         }
       }
       if (q->calls.empty()) return;  // stopped, and nothing left
+      seen = q->issued;
     }
+    period = kPollPeriod;  // a call waited for this thread: look often again
     if (!run_oldest(*q, UINT64_MAX, true)) {
       std::unique_lock lk(q->m);
       q->wake.wait_for(lk, kPollPeriod);  // a call is running: look again at the next look

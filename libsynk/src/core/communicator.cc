@@ -25,6 +25,11 @@ namespace detail {
 
 struct CommState {
   CommContext ctx;
+  // The communicators the calls run on (the backend's, SYNK_CHECK_CALLS's comparison): where
+  // MPI allows threads, duplicates of ctx's, since the calls may run on the progress thread
+  // while the caller makes synk's other MPI calls (alloc, split, Data) on ctx's; else ctx's.
+  CommContext call_ctx;
+  bool owns_call_ctx = false;
   std::unique_ptr<Backend> backend;
   std::string backend_name;
   std::string requested;  // what the user asked for ("auto", ...): a split chooses again
@@ -41,9 +46,9 @@ struct CommState {
   bool buffer_rules = false;                  // backend->has_buffer_rules(), asked once
   bool waits_in_mpi = false;                  // backend->waits_in_mpi(), asked once
   bool on_device = false;                     // backend->device() >= 0: calls go on a stream
-  // Whether non-blocking calls run on a progress thread: only where they make no MPI call
-  // (shm without SYNK_CHECK_CALLS). Elsewhere they run before they return, for now: synk's
-  // other MPI calls on the communicator (alloc, split, Data...) would need the same order.
+  // Whether non-blocking calls run on a progress thread: where they make no MPI call (shm
+  // without SYNK_CHECK_CALLS), or MPI allows two threads in it at once. Elsewhere they run
+  // before they return, on the caller's thread.
   bool background = false;
   // The non-blocking calls, from the first one on; read without the mutex by blocking calls.
   std::atomic<CallQueue*> queue{nullptr};
@@ -64,6 +69,7 @@ struct CommState {
     queue_owner.reset();  // waits for the calls issued, while the backend is still there
     device.reset();
     backend.reset();  // before the communicators it uses
+    if (owns_call_ctx) free_context(call_ctx);
     free_context(ctx);
   }
 };
@@ -106,8 +112,11 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   if (const int n = ++communicators; n > 1) {
     state->timeline_suffix = " (comm " + std::to_string(n) + ")";
   }
+  const bool threads = detail::mpi_allows_threads();
+  state->call_ctx = threads ? detail::duplicate_context(state->ctx) : state->ctx;
+  state->owns_call_ctx = threads;
   const std::string requested = options.backend.empty() ? s.backend : options.backend;
-  state->backend = detail::make_backend(requested, state->ctx);
+  state->backend = detail::make_backend(requested, state->call_ctx);
   state->backend_name = state->backend->name();
   state->buffer_rules = state->backend->has_buffer_rules();
   state->waits_in_mpi = state->backend->waits_in_mpi();
@@ -119,7 +128,12 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   // One small all-gather per call, which is little next to crossing the network.
   if (state->backend_name == "hier") state->check_calls = true;
   state->on_device = state->backend->device() >= 0;
-  state->background = !(state->waits_in_mpi || state->check_calls);
+  state->background = threads || !(state->waits_in_mpi || state->check_calls);
+  if (!state->background && state->ctx.rank == 0) {
+    SYNK_LOG_AT(info, "non-blocking calls on the " << state->backend_name
+                          << " backend run at issue: MPI was initialized below "
+                             "MPI_THREAD_MULTIPLE, so no other thread may call it");
+  }
   state->routes_by_memory = requested == "auto" && kBuiltWithNccl;
   return state;
 }
@@ -264,7 +278,7 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
   if (st.buffer_rules) buffers = st.backend->buffer_error(a);
   if (!buffers.empty() && a.typed_error == nullptr) a.typed_error = &buffers;
   if (st.check_calls) {
-    detail::validate_across_ranks(a, st.ctx);
+    detail::validate_across_ranks(a, st.call_ctx);
   } else {
     try {
       detail::validate(a, st.ctx);

@@ -103,6 +103,9 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
   if (const auto v = var("SYNK_MPI_MAX_CHUNK")) {
     s.mpi_max_chunk = static_cast<std::size_t>(parse_integer(*v, 0, 2147483647LL));
   }
+  if (const auto v = var("SYNK_MPI_THREADS")) {
+    s.mpi_threads = one_of(*v, {"multiple", "serialized"}, "multiple or serialized");
+  }
   if (const auto v = var("SYNK_SHM_SLOT_BYTES")) {
     // A multiple of 4096 keeps every slot page- and cache-line-aligned.
     const long long b = parse_integer(*v, 4096, 1LL << 30);

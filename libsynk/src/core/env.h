@@ -17,6 +17,10 @@ struct Settings {
   int simulate_nodes = 1;          // SYNK_SIMULATE_NODES: split each real node into k fake ones
   bool check_calls = false;        // SYNK_CHECK_CALLS: ranks compare every call before running it
   std::size_t mpi_max_chunk = 0;   // SYNK_MPI_MAX_CHUNK: elements per MPI call (0: INT_MAX)
+  // SYNK_MPI_THREADS: the thread level synk asks for when it initializes MPI: multiple (calls
+  // of the mpi and hier backends can run on the progress thread) or serialized (they run at
+  // issue; Open MPI's small messages are about 0.1 us faster without threads).
+  std::string mpi_threads = "multiple";
   std::size_t shm_slot_bytes = 0;  // SYNK_SHM_SLOT_BYTES: shm step size per rank (0: 1 MiB)
   // SYNK_SHM_CMA_BYTES: shm scatters of at least this many bytes per rank copy straight out of
   // the root's buffer (0: never; -1: the default, 1 MiB).

@@ -33,11 +33,19 @@ void ensure_mpi_initialized() {
   MPI_Initialized(&initialized);
   if (initialized) return;
   int provided = 0;
-  SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+  const int level =
+      settings().mpi_threads == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+  SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, level, &provided));
   std::atexit(finalize_at_exit);
 }
 
 void note_peer_lost() noexcept { peer_lost.store(true); }
+
+bool mpi_allows_threads() {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return level == MPI_THREAD_MULTIPLE;
+}
 
 bool mpi_is_finalized() {
   int finalized = 0;
@@ -97,6 +105,22 @@ CommContext make_context(MPI_Comm comm, int simulate_nodes) {
   // From here a failure frees what was made (the duplicate and its splits leaked).
   try {
     fill_context(c, simulate_nodes);
+  } catch (...) {
+    free_context(c);
+    throw;
+  }
+  return c;
+}
+
+CommContext duplicate_context(const CommContext& ctx) {
+  CommContext c = ctx;
+  c.comm = c.local_comm = c.leader_comm = MPI_COMM_NULL;
+  try {
+    SYNK_CHECK_MPI(MPI_Comm_dup(ctx.comm, &c.comm));
+    SYNK_CHECK_MPI(MPI_Comm_dup(ctx.local_comm, &c.local_comm));
+    if (ctx.leader_comm != MPI_COMM_NULL) {
+      SYNK_CHECK_MPI(MPI_Comm_dup(ctx.leader_comm, &c.leader_comm));  // (and its error handler)
+    }
   } catch (...) {
     free_context(c);
     throw;

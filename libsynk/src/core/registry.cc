@@ -1,5 +1,7 @@
 // Backend choice: SYNK_BACKEND (or CommOptions::backend) names one; "auto" picks the best
 // backend that exists for the communicator's layout.
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -17,13 +19,13 @@ namespace synk::detail {
 
 NodeBuffer Backend::alloc(std::size_t bytes) {
   if (bytes == 0) return {};
-  const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
-  void* p = std::aligned_alloc(4096, rounded);
-  if (!p) {
+  // Anonymous pages: zero-filled as a new shared segment is, and like it backed only where
+  // written, so that a large buffer used in part (KeyValue's fusion buffer) costs its part.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
     throw Error(ErrorCode::System, "alloc: could not allocate " + std::to_string(bytes) + " bytes");
   }
-  std::memset(p, 0, rounded);  // zero-filled, as a new shared segment is
-  return NodeBuffer(p, bytes, std::shared_ptr<void>(p, [](void* q) { std::free(q); }));
+  return NodeBuffer(p, bytes, std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); }));
 }
 
 const char* to_string(Collective c) noexcept {

@@ -10,10 +10,12 @@
 //  3. on a stall, every rank's status byte per slot (all_gather), to name the ranks missing;
 //  4. the ready keys in buckets (kv_plan.h): fused into the fusion buffer, or alone in place;
 //     then each key's result goes to its pull (or waits for it in the slot) (kv_buckets.cc).
-// On a backend whose calls make no MPI call (shm), a thread of the engine runs the cycles, so
-// that they overlap the caller's work; the ranks' threads sleep together when a cycle finds no
-// push waiting anywhere, and a push wakes its rank's thread. Elsewhere (mpi, hier, where MPI is
-// not for two threads at once) the cycles run in pull_wait and close, on the caller's thread.
+// Where the communicator runs calls in the background (shm, and every host backend when MPI
+// allows threads: runs_in_background), a thread of the engine runs the cycles, so that they
+// overlap the caller's work; the ranks' threads sleep together when a cycle finds no push
+// waiting anywhere, and a push wakes its rank's thread. Elsewhere (mpi, hier under an MPI
+// initialized below MPI_THREAD_MULTIPLE) the cycles run in pull_wait and close, on the
+// caller's thread.
 #pragma once
 
 #include <chrono>
