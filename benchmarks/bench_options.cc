@@ -188,6 +188,12 @@ Options parse_options(int argc, char** argv) {
       ->type_name("ITERS")
       ->capture_default_str();
   app.add_option("-w,--warmup_iters", o.warmup, "Untimed calls per side before each row")
+      ->capture_default_str();
+  app.add_option("-S,--settle_iters", o.settle,
+                 "More untimed calls per side after the warmup, as many as fit in 0.25 s a side: "
+                 "the shm backend measures its two ways of large broadcasts and gathers in "
+                 "calls 65-128 of each size and keeps the faster (0: none, so that the table "
+                 "shows what that costs)")
       ->type_name("WARMUP")
       ->capture_default_str();
   app.add_option("-d,--datatype", dtype_text,
@@ -298,6 +304,7 @@ Options parse_options(int argc, char** argv) {
   o.factor = static_cast<std::size_t>(factor);
   if (o.iters < 1) throw UsageError("-n " + std::to_string(o.iters) + ": ITERS must be at least 1");
   if (o.warmup < 0) throw UsageError("-w " + std::to_string(o.warmup) + ": WARMUP must be >= 0");
+  if (o.settle < 0) throw UsageError("-S " + std::to_string(o.settle) + ": SETTLE must be >= 0");
   if (auto t = parse_data_type(dtype_text)) {
     o.dtype = *t;
   } else {

@@ -26,6 +26,9 @@ struct Options {
   std::size_t factor = 2;
   int iters = 20;
   int warmup = 5;
+  // -S: untimed calls per side after the warmup, within kSettleSeconds a side: the shm
+  // backend chooses its algorithm for a size by measuring calls 65-128 (algo_chooser.h).
+  int settle = 155;
   DataType dtype = DataType::float32;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
@@ -48,6 +51,7 @@ struct Options {
 // Rounds per row and the time budget per side of a row; see the --help footer.
 inline constexpr int kRounds = 9;
 inline constexpr double kRowBudgetSeconds = 2.0;
+inline constexpr double kSettleSeconds = 0.25;
 
 // Parses argv. Throws UsageError with a one-line message for bad input. Checks that need the
 // number of ranks (the root) are done by check_against_ranks.

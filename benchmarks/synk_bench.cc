@@ -175,10 +175,10 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   text += buf;
   text += "# command: " + command_line(argc, argv) + "\n";
   std::snprintf(buf, sizeof buf,
-                "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
+                "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d settle iters: %d iters: %d "
                 "rounds: %d validation: %d fresh: %d page offset: %s node buffers: %d "
                 "nonblocking: %d mpi threads: %s dtype: %s op: %s root: %d backend: %s\n",
-                o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, kRounds, o.check ? 1 : 0,
+                o.min_bytes, o.max_bytes, o.factor, o.warmup, o.settle, o.iters, kRounds, o.check ? 1 : 0,
                 o.fresh ? 1 : 0,
                 o.page_offset < 0 ? "default" : std::to_string(o.page_offset).c_str(),
                 o.node_buffers ? 1 : 0, o.nonblocking ? 1 : 0, thread_level_name(),
@@ -200,6 +200,17 @@ struct Timing {
   std::optional<double> speedup;  // the median over rounds of baseline / synk, round by round
   int iters = 0;
 };
+
+// -S: more untimed calls per side after the warmup, as many as kSettleSeconds allow at the
+// warmup's pace (every rank alike: per_call is the maximum over the ranks).
+template <class TimeCalls>
+void settle_row(const Options& o, double per_call, bool with_base, const TimeCalls& time_calls) {
+  if (per_call <= 0) return;  // -w 0 on the first row: nothing says what settling would take
+  const int n = std::min(o.settle, static_cast<int>(kSettleSeconds / per_call));
+  if (n <= 0) return;
+  time_calls(true, n);
+  if (with_base) time_calls(false, n);
+}
 
 // Warmup, then kRounds rounds of `iters` synk calls and `iters` baseline calls (MPI's, or raw
 // NCCL's on synk's device buffers); see --help.
@@ -245,9 +256,10 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
     estimate[1] = with_base ? time_calls(false, o.warmup) : 0;
     MPI_Allreduce(MPI_IN_PLACE, estimate, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   }
+  const double per_call = std::max(estimate[0], estimate[1]);
+  settle_row(o, per_call, with_base, time_calls);
   Timing t;
   t.iters = o.iters;
-  const double per_call = std::max(estimate[0], estimate[1]);
   if (per_call * kRounds * o.iters > kRowBudgetSeconds) {
     t.iters = std::max(1, static_cast<int>(kRowBudgetSeconds / (per_call * kRounds)));
   }

@@ -59,6 +59,9 @@ run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -N 1 --backend mpi --mpi-thr
 grep -q "nonblocking: 1 mpi threads: multiple" "$work/threads.txt"
 grep -q "#wrong total: 0" "$work/threads.txt"
 refused 1 all --mpi-threads funneled -- "--mpi-threads funneled: expected single or multiple"
+# -S: the untimed calls after the warmup (155 by default), 0 for none
+grep -q "warmup iters: 1 settle iters: 155 iters: 2" "$work/threads.txt"
+refused 1 all -S -1 -- "-S -1: SETTLE must be >= 0"
 
 # -P places every buffer that many bytes into a page; the results are still checked
 run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -P 16 --backend shm | tee "$work/offset.txt"

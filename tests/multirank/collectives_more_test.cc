@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -272,6 +273,43 @@ TEST(Barrier, NoRankLeavesBeforeAllArrive) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (me == 0) std::filesystem::remove_all(dir);
+}
+
+// Many large broadcasts, all_gathers and gathers of one size: on shm, trials of both ways (the
+// slots, cross-memory attach) and the ranks' decisions (algo_chooser.h) come in the middle of
+// them, and every call's result stays exact, whatever each rank measured.
+TEST(MeasuredChoice, ResultsStayExactThroughTrialsAndDecisions) {
+  synk::Communicator& comm = world();
+  const int me = comm.rank(), n = comm.size();
+  const auto N = static_cast<std::size_t>(n);
+  constexpr std::size_t kCount = 20000;  // 80 KB per rank: measured, not forced (64 KiB+)
+  constexpr int kCalls = 460;  // 64 calls, a trial of 64, 256 calls, a second trial
+  std::vector<std::int32_t> buf(kCount), all(kCount * N), mine(kCount);
+  for (int call = 0; call < kCalls; ++call) {
+    const int root = call % n;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      buf[i] = me == root ? static_cast<std::int32_t>(i) + call : -1;
+      mine[i] = static_cast<std::int32_t>(i) * n + me + call;
+    }
+    comm.broadcast(buf.data(), kCount, DataType::int32, root);
+    comm.all_gather(mine.data(), all.data(), kCount, DataType::int32);
+    for (std::size_t i = 0; i < kCount; i += 997) {
+      ASSERT_EQ(buf[i], static_cast<std::int32_t>(i) + call) << "broadcast, call " << call;
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(all[static_cast<std::size_t>(r) * kCount + i], static_cast<std::int32_t>(i) * n + r + call)
+            << "all_gather, call " << call << ", block " << r;
+      }
+    }
+    std::fill(all.begin(), all.end(), -1);
+    comm.gather(mine.data(), all.data(), kCount, DataType::int32, root);
+    if (me == root) {
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(all[static_cast<std::size_t>(r) * kCount + kCount - 1],
+                  static_cast<std::int32_t>(kCount - 1) * n + r + call)
+            << "gather, call " << call << ", block " << r;
+      }
+    }
+  }
 }
 
 }  // namespace

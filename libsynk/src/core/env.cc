@@ -120,6 +120,7 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
   if (const auto v = var("SYNK_SHM_SEGMENTS")) {
     s.shm_segments = one_of(*v, {"auto", "named"}, "auto or named");
   }
+  if (const auto v = var("SYNK_SHM_ALGO")) s.shm_algo = v->text;
   if (const auto v = var("SYNK_CONTEXTS")) {
     parse_contexts(v->text);  // the syntax now; the device numbers once a backend knows them
     s.contexts = v->text;

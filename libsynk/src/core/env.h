@@ -34,6 +34,9 @@ struct Settings {
   // SYNK_SHM_SEGMENTS: auto (anonymous where the node's ranks can share one, else named) or
   // named (POSIX segments in /dev/shm only), backends/shm/segment_share.h.
   std::string shm_segments = "auto";
+  // SYNK_SHM_ALGO: "broadcast=cma,all_gather=slots": forces the shm backend's way for those
+  // collectives instead of measuring (parsed by shm::parse_forced_algos when a backend is made).
+  std::string shm_algo;
   std::string contexts;            // SYNK_CONTEXTS: "name->cudaN;..." (checked by parse_contexts)
   // Set by synkrun for the NCCL backend's device choice (see backends/nccl).
   std::string gpu;                 // SYNK_GPU: the rank's GPU index(es), "2" or "2,3"; empty: none

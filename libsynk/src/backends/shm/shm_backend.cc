@@ -42,6 +42,7 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   cfg.timeout_s = s.timeout_s;
   cfg.stall_warn_s = s.stall_warn_s;
   if (s.shm_cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.shm_cma_bytes);
+  cfg.forced_algos = shm::parse_forced_algos(s.shm_algo);
   if (s.shm_spin_us >= 0) cfg.spin_us = static_cast<std::uint32_t>(s.shm_spin_us);
   if (yield_at_once) {
     cfg.spin_us = 0;

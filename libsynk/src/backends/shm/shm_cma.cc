@@ -1,15 +1,8 @@
-// Large scatters by cross-memory attach: each rank pulls its block straight out of the root's
-// send buffer with process_vm_readv, all at once, while the root copies its own. Through the
-// slots the root alone would copy every block in, one step after another.
-//
-// Only scatter: on this machine's measurements (synk-bench, 2 ranks) the kernel's copy, which
-// pins and maps the other process's pages 4 KiB at a time, is slower than two memcpys through the
-// slots (broadcast 4.4 ms against 7.1 ms at 64 MiB, all_gather 7.7 against 9.8), and gains only
-// where the slot path leaves ranks idle: scatter from 2 MiB per rank (1.26-1.47x MPI against
-// 0.52-0.99x through the slots).
-//
-// A call is: publish the send buffer's address, sync (which also checks the calls), copy, sync. The
-// closing sync keeps the root's buffer alive and unchanged until the last pull is done.
+// Cross-memory attach (process_vm_readv): one copy between the ranks' own buffers instead of two
+// through the slots. The algorithms are in algorithms/*_cma.cc: scatter from SYNK_SHM_CMA_BYTES
+// per rank; broadcast, all_gather and gather where the measurement of algo_chooser.h finds it
+// faster. A call is: publish the send buffer's address, sync (which also checks the calls),
+// copy, sync; the closing sync keeps every buffer read alive and unchanged until the last pull.
 //
 // The kernel allows these calls only where ptrace would be allowed (same user; Yama's
 // ptrace_scope; seccomp in some containers), so the first eligible call probes every pair of
@@ -20,8 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
-#include "backends/shm/byte_offset.h"
 #include "backends/shm/shm_group.h"
 #include "core/logging.h"
 #include "core/mpi_runtime.h"
@@ -92,6 +85,12 @@ void Group::probe_cma() {
   }
 }
 
+void Group::open_cma(const void* mine) {
+  settle();  // the published address below is rewritten: every peer must be done with it
+  publish(mine);
+  sync();
+}
+
 void Group::cma_pull(int peer, void* local, std::uint64_t remote, std::size_t bytes) {
   if (bytes == 0 || cma_errno_ != 0) return;
   cma_errno_ = cma_pull_bytes(peer_pid(peer), local, remote, bytes);
@@ -127,18 +126,60 @@ void Group::finish_cma() {
   }
 }
 
-void Group::scatter_cma(const void* send, void* recv, std::size_t count, DataType t, int root) {
-  const std::size_t bytes = count * size_of(t);
+bool Group::cma_chosen(detail::Collective c, std::size_t bytes) {
+  if (cfg_.cma_min_bytes == 0 || cfg_.size < 2 || cma_ == Cma::off) return false;
+  const ShmAlgo way = algo_chooser_.choose(c, bytes);  // alike on every rank
+  if (way == ShmAlgo::cma && cma_ == Cma::unknown) probe_cma();
+  if (cma_ == Cma::off) return false;  // the chooser's trial of this class is left unfinished
+  algo_chosen_ = true;
+  if (algo_chooser_.timed()) algo_call_start_ = std::chrono::steady_clock::now();
+  return way == ShmAlgo::cma;
+}
+
+// At the end of a call of a trial: its time counts in its run's, which begins after a sync and
+// ends with one (algo_chooser.h says why); every rank takes the same syncs.
+void Group::time_algo_trial() {
+  using Clock = std::chrono::steady_clock;
+  algo_chosen_ = false;
+  const auto seconds = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  if (algo_chooser_.timed()) algo_run_s_ += seconds(algo_call_start_);
+  const AlgoChooser::Mark mark = algo_chooser_.mark();
+  if (mark == AlgoChooser::Mark::none) return;
+  const auto sync_start = Clock::now();
   settle();
-  publish(send);
   sync();
-  const std::size_t mine = static_cast<std::size_t>(cfg_.rank) * bytes;
-  if (cfg_.rank == root) {
-    copy(recv, cat(send, mine), bytes);  // nothing to do in place
-  } else {
-    cma_pull(root, recv, peer_send(root) + mine, bytes);
+  if (mark == AlgoChooser::Mark::start) {
+    algo_run_s_ = 0;
+  } else if (algo_chooser_.record(algo_run_s_ + seconds(sync_start))) {
+    agree_on_algo();
   }
-  finish_cma();
+}
+
+// One more step of the call that ends a trial: every rank publishes its best time of each way,
+// and every rank decides from all of them, so all decide alike.
+void Group::agree_on_algo() {
+  const std::int64_t mine = algo_chooser_.cost_word();
+  SYNK_LOG_AT(debug, "shm: " << op_name_ << " trial on rank " << cfg_.rank << ": slots "
+                             << static_cast<double>(static_cast<std::uint64_t>(mine) >> 32) * 1e-3
+                             << " us, cma " << static_cast<double>(mine & 0xffffffff) * 1e-3
+                             << " us a call");
+  settle();  // the status words below are rewritten: every peer must be done with them
+  set_status(mine);
+  sync();
+  std::vector<std::int64_t> words(static_cast<std::size_t>(cfg_.size));
+  for (int q = 0; q < cfg_.size; ++q) words[static_cast<std::size_t>(q)] = status_of(q);
+  algo_chooser_.decide(words);
+  if (cfg_.rank == 0) {
+    const auto c = static_cast<detail::Collective>(call_.coll);
+    const std::size_t bytes = call_.count * size_of(static_cast<DataType>(call_.dtype));
+    const AlgoChooser::State& s = algo_chooser_.state(c, bytes);
+    SYNK_LOG_AT(info, "shm: " << op_name_ << " of " << (std::size_t{1} << AlgoChooser::size_class(bytes))
+                              << "+ bytes per rank: " << to_string(s.chosen) << " (slowest rank: slots "
+                              << s.agreed[0] * 1e6 << " us, cma " << s.agreed[1] * 1e6
+                              << " us); measured again after " << s.every << " calls");
+  }
 }
 
 }  // namespace synk::shm

@@ -248,6 +248,10 @@ void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
     }
     return end();
   }
+  if (cma_chosen(Collective::broadcast, count * es)) {
+    broadcast_cma(buf, count, t, root);
+    return end();
+  }
   const std::size_t chunk = slot_elems(t);
   std::size_t off = 0;
   do {
@@ -293,6 +297,9 @@ void Group::gather_common(const void* send, void* recv, std::size_t count, DataT
       copy(at(recv, static_cast<std::size_t>(q) * count * es), eager_in(q), count * es);
     }
     return;
+  }
+  if (cma_chosen(root < 0 ? Collective::all_gather : Collective::gather, count * es)) {
+    return gather_cma(send, recv, count, t, root);
   }
   bool read_in_place = false;  // some rank's block came straight from its node buffer
   std::size_t off = 0;

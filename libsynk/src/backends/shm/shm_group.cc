@@ -49,7 +49,7 @@ std::size_t Group::segment_bytes(int size, std::size_t slot_bytes) {
 }
 
 Group::Group(void* base, const GroupConfig& config)
-    : cfg_(config), store_tuner_(config.store_mode) {
+    : cfg_(config), store_tuner_(config.store_mode), algo_chooser_(config.forced_algos) {
   base_ = static_cast<unsigned char*>(base);
   blocks_ = base_ + layout::kHeaderBytes;
   data_ = blocks_ + control_bytes(cfg_.size);
@@ -234,6 +234,7 @@ void Group::end() {
     store_tuner_.record(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - call_start_).count());
   }
+  if (algo_chosen_) time_algo_trial();
   finished_ = seq_;  // every read of this call is done
   publish_done();
   if (!deferred_) return;

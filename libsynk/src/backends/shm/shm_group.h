@@ -29,6 +29,7 @@
 
 #include <sys/types.h>
 
+#include "backends/shm/algo_chooser.h"
 #include "backends/shm/store_tuner.h"
 #include "core/backend.h"
 #include "synk/error.h"
@@ -44,8 +45,11 @@ struct GroupConfig {
   // (more: every rank a slice, as in all_reduce).
   std::size_t root_reduces_bytes = std::size_t{4} << 20;
   // scatters of at least this many bytes per rank: each rank pulls its block straight out of
-  // the root's buffer (cross-memory attach, shm_cma.cc); 0: never.
+  // the root's buffer (cross-memory attach, shm_cma.cc); 0: never, for any collective.
   std::size_t cma_min_bytes = std::size_t{1} << 20;
+  // SYNK_SHM_ALGO: the ways forced for broadcast, all_gather and gather (algo_chooser.h);
+  // the others are measured.
+  ForcedAlgos forced_algos{};
   double timeout_s = 300.0;
   double stall_warn_s = 60.0;  // a wait this long is one warning line (SYNK_STALL_WARN)
   StoreMode store_mode = StoreMode::tuned;  // how large calls write the slots (store_tuner.h)
@@ -115,6 +119,8 @@ class Group {
   // Whether large copies go straight between the ranks' buffers: known after the first call
   // of at least cma_min_bytes (false before).
   bool cma_on() const { return cma_ == Cma::on; }
+  // The measured choice between the slots and cross-memory attach (for tests and the log).
+  const AlgoChooser& algo_chooser() const { return algo_chooser_; }
   // Whether a waiting rank polls for GroupConfig::spin_us before it yields (every rank has a CPU
   // of its own) or yields after a few polls: false until every peer has published its CPUs,
   // which each does when its Group is made.
@@ -259,8 +265,21 @@ class Group {
   pid_t peer_pid(int peer) const;
   // Copies from peer's address space; on failure records it for finish_cma().
   void cma_pull(int peer, void* local, std::uint64_t remote, std::size_t bytes);
+  // The opening step of a single-copy call: publishes `mine` (this rank's buffer that peers
+  // read) and syncs, which also checks the calls.
+  void open_cma(const void* mine);
   void finish_cma();  // the closing sync; throws on every rank if any rank's copy failed
   void scatter_cma(const void* send, void* recv, std::size_t count, DataType t, int root);
+  // Whether this call of a chosen collective (algo_chooser.h) with `bytes` per rank runs by
+  // cross-memory attach; collective, as use_cma. In a trial, end() times its run
+  // (time_algo_trial) and, at the end of the trial, agree_on_algo() settles the choice on
+  // every rank in one more step.
+  bool cma_chosen(detail::Collective c, std::size_t bytes);
+  void time_algo_trial();
+  void agree_on_algo();
+  // The single-copy algorithms (algorithms/*_cma.cc).
+  void broadcast_cma(void* buf, std::size_t count, DataType t, int root);
+  void gather_cma(const void* send, void* recv, std::size_t count, DataType t, int root);
 
   GroupConfig cfg_;
   unsigned char* base_;
@@ -311,6 +330,10 @@ class Group {
   mutable std::vector<Watch> watched_;
   std::uint64_t cma_probe_word_ = 0;
   StoreTuner store_tuner_;
+  AlgoChooser algo_chooser_;
+  bool algo_chosen_ = false;  // this call asked algo_chooser_ (cma_chosen)
+  std::chrono::steady_clock::time_point algo_call_start_;  // of a call timed for the chooser
+  double algo_run_s_ = 0;  // the timed part of the trial's run under way so far
   bool stream_ = false;  // this call's copies into the slots use non-temporal stores
   bool stream_out_ = false;  // and its copies into the caller's buffer
   // reduce_large reduces its slice in pieces of kFusedPieceBytes into scratch_ (where each

@@ -1,0 +1,119 @@
+// Which algorithm a large broadcast, all_gather or gather of the shm backend runs: through the
+// shared slots (two copies: in, then out) or by cross-memory attach (one copy, each reader
+// pulling straight out of the writer's buffer, as Open MPI's vader does). Which is faster
+// depends on the host: where the ranks share a large last-level cache the single copy wins;
+// where they do not (this project's AMD VM on two L3s) the kernel's copy, which pins the other
+// process's pages 4 KiB at a time, loses to two memcpys (docs/shm-backend.md). So the choice is
+// measured on the host, per collective and size class (a power of two of the bytes per rank):
+// after kSettle calls through the slots, a trial runs each way for a run of calls, twice
+// in turn (slots, cma, slots, cma), and at the end of the trial the ranks agree in one more
+// step of that call on the way whose slowest rank had the faster best run. The first calls of
+// a size class are slow through the slots: the store tuner (store_tuner.h) tries its two ways
+// of writing them, and the first writes to each part of the slots, which the calls walk
+// through (shm_sync.cc), are slow on some hosts (this VM: a 64 KiB broadcast took 100-250 us
+// a call over its first 32 calls, 3 us after them; a 4 MiB one 430 us against 140). A
+// class tries both ways again after kRetryFirst calls, then after twice as many each time, up
+// to kRetryMax, since a host's state can change (a VM's vCPUs moved between caches).
+//
+// A run's time is that of its calls after the first kWarm (each from its start to its end, so
+// that the caller's work and other calls between them do not count) and of a sync after its
+// last, with a sync before the first: the slot path lets a writer run up to two steps ahead of
+// its readers, so calls timed alone on their rank showed the lag of the calls before them and
+// hid their own (a 16 MiB broadcast timed that way chose the single copy, which took twice as
+// long here).
+//
+// Every rank makes the same calls, so every rank runs the same trial schedule; the decision
+// comes from every rank's costs, so every rank reaches the same one. SYNK_SHM_ALGO forces a way
+// per collective (no trial).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/backend.h"
+
+namespace synk::shm {
+
+enum class ShmAlgo : std::uint8_t { slots, cma };
+
+const char* to_string(ShmAlgo a);
+
+// The collectives whose algorithm is chosen, in this order: broadcast, all_gather, gather.
+inline constexpr int kChosenCollectives = 3;
+int chosen_index(detail::Collective c);  // -1 for the others
+
+// SYNK_SHM_ALGO: "COLL=ALGO[,COLL=ALGO...]", COLL one of broadcast, all_gather, gather and ALGO
+// slots or cma; spaces around the parts are ignored, an empty spec forces nothing. Throws
+// synk::Error(InvalidArgument) naming the bad part and the valid names.
+using ForcedAlgos = std::array<std::optional<ShmAlgo>, kChosenCollectives>;
+ForcedAlgos parse_forced_algos(std::string_view spec);
+
+class AlgoChooser {
+ public:
+  static constexpr std::size_t kMinBytes = std::size_t{64} << 10;  // per rank; below: slots
+  static constexpr std::uint32_t kSettle = 64;  // calls of a class before its first trial
+  // Calls in a row on one way in a trial: as many as move kRunBytes per rank, from kMinRun to
+  // kMaxRun. Short runs of small calls favoured the single copy: each run ends with a sync,
+  // which the slot path's pipelined calls pay and a single copy's closing sync already has
+  // (256 KiB broadcasts, runs of 4: slots measured 12.7-17.8 us a call, cma 12.0-12.5; run
+  // alone, 9.8 and 12.4).
+  static constexpr std::size_t kRunBytes = std::size_t{4} << 20;
+  static constexpr std::uint32_t kMinRun = 4;
+  static constexpr std::uint32_t kMaxRun = 16;
+  static std::uint32_t run_calls(std::size_t bytes);
+  static std::uint32_t trial_calls(std::size_t bytes) { return 4 * run_calls(bytes); }
+  static constexpr std::uint32_t kWarm = 1;  // of them not timed (first touches, the other way's lag)
+  static constexpr std::uint32_t kRetryFirst = 256;
+  static constexpr std::uint32_t kRetryMax = 8192;
+  // The single copy must be this much faster: the slots are the path every other call takes.
+  static constexpr double kCmaMargin = 1.05;
+  static constexpr int kSizeClasses = 48;
+
+  explicit AlgoChooser(ForcedAlgos forced = {}) : forced_(forced) {}
+
+  // At the start of a call of `bytes` per rank of collective c (one of the chosen ones), on
+  // every rank alike: its way.
+  ShmAlgo choose(detail::Collective c, std::size_t bytes);
+  // Whether the call just chosen counts in its run's time.
+  bool timed() const { return timed_; }
+  // What it does at its end, on every rank alike: nothing; start, a sync that begins its run's
+  // timed part; or stop, a sync whose time counts, and then record().
+  enum class Mark { none, start, stop };
+  Mark mark() const { return mark_; }
+  // At a stop: the run's seconds (its timed calls and the stop's sync). True when the call ends
+  // a trial: the ranks then exchange cost_word() and each calls decide() with them all.
+  bool record(double seconds);
+  // This rank's best time of each way in the trial just ended, packed into one status word.
+  std::int64_t cost_word() const;
+  // Every rank's cost_word(), in rank order: settles the trial's class.
+  void decide(std::span<const std::int64_t> words);
+
+  // What the chooser holds for a class (for tests and SYNK_LOG=info).
+  struct State {
+    ShmAlgo chosen = ShmAlgo::slots;
+    bool decided = false;       // a trial has ended
+    std::uint32_t trial = 0;    // calls into the trial under way (0: none under way)
+    std::uint32_t run = kMinRun;  // calls per run in it
+    std::uint32_t since = 0;    // calls since the last trial ended (or, before one, since the first)
+    std::uint32_t every = kRetryFirst;
+    double best[2] = {0, 0};    // this rank's seconds per call of each way's best run in the trial
+    double agreed[2] = {0, 0};  // the slowest rank's, at the last decision
+  };
+  const State& state(detail::Collective c, std::size_t bytes) const;
+  static int size_class(std::size_t bytes);
+
+ private:
+  ForcedAlgos forced_;
+  std::array<std::array<State, kSizeClasses>, kChosenCollectives> states_{};
+  State* current_ = nullptr;  // the class of the call under way, while in a trial
+  int way_ = 0;               // its way (0 slots, 1 cma)
+  Mark mark_ = Mark::none;
+  bool timed_ = false;
+};
+
+}  // namespace synk::shm

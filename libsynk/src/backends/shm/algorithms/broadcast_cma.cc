@@ -1,0 +1,16 @@
+// broadcast by cross-memory attach: every other rank pulls the whole buffer straight out of the
+// root's with process_vm_readv, one copy instead of the slots' two (into the root's slot, out
+// of it). The root waits for the last pull (its buffer must stay as it is until then), where
+// through the slots it goes on at once. Chosen by measurement (algo_chooser.h): it wins where
+// the ranks share a large last-level cache.
+#include "backends/shm/shm_group.h"
+
+namespace synk::shm {
+
+void Group::broadcast_cma(void* buf, std::size_t count, DataType t, int root) {
+  open_cma(buf);
+  if (cfg_.rank != root) cma_pull(root, buf, peer_send(root), count * size_of(t));
+  finish_cma();
+}
+
+}  // namespace synk::shm
