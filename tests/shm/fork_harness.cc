@@ -37,6 +37,7 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
   cfg.timeout_s = options.timeout_s;
   cfg.store_mode = options.store_mode;
   cfg.cma_min_bytes = options.cma_min_bytes;
+  cfg.forced_algos = options.forced_algos;
   cfg.root_reduces_bytes = options.root_reduces_bytes;
   cfg.spin_us = options.spin_us;
   cfg.machine_ranks = options.machine_ranks;

@@ -22,6 +22,7 @@ struct RankOutcome {
 struct HarnessOptions {
   std::size_t slot_bytes = 64 * 1024;
   std::size_t cma_min_bytes = GroupConfig{}.cma_min_bytes;  // 1: every eligible call uses CMA
+  ForcedAlgos forced_algos{};  // SYNK_SHM_ALGO's forced ways (algo_chooser.h)
   // 0: every reduce of more than the entries on 3+ ranks goes through the result area
   std::size_t root_reduces_bytes = GroupConfig{}.root_reduces_bytes;
   double timeout_s = 10.0;

@@ -1,7 +1,8 @@
-// The cross-memory-attach scatter of shm::Group (shm_cma.cc), with real processes: exact results
-// on 2 to 4 ranks, in place and not, between calls that go through the slots (so the two paths
-// keep the group in step); the fall-back to the slots when the kernel refuses process_vm_readv;
-// a rank killed mid-copy.
+// The cross-memory-attach algorithms of shm::Group (algorithms/*_cma.cc), with real processes:
+// exact results on 2 to 4 ranks, in place and not, the scatter's between calls that go through
+// the slots and, forced, the broadcast's and gathers' too (so the two paths keep the group in
+// step); the fall-back to the slots when the kernel refuses process_vm_readv; a rank killed
+// mid-copy.
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -95,6 +96,13 @@ int check_all(Group& g, std::size_t count, const std::function<void(const std::s
   return 0;
 }
 
+// Every broadcast, all_gather and gather through cross-memory attach, as SYNK_SHM_ALGO forces.
+ForcedAlgos all_cma() {
+  ForcedAlgos f{};
+  f.fill(ShmAlgo::cma);
+  return f;
+}
+
 class ShmCma : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { before_ = synk_segments(); }
@@ -102,23 +110,27 @@ class ShmCma : public ::testing::TestWithParam<int> {
   std::vector<std::string> before_;
 };
 
-TEST_P(ShmCma, ScatterThroughCmaIsExactBetweenSlotCalls) {
+TEST_P(ShmCma, CmaCallsAreExactBetweenSlotCalls) {
   const bool allowed = kernel_allows_cma();
-  HarnessOptions opt;
-  opt.cma_min_bytes = 1;  // every call with data takes the CMA path
-  const auto out = run_ranks(GetParam(), opt, [&](Group& g, auto report) {
-    for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{300001}}) {
-      if (check_all(g, count, report) != 0) return 1;
+  for (bool forced : {false, true}) {
+    HarnessOptions opt;
+    opt.cma_min_bytes = 1;  // every scatter with data takes the CMA path
+    if (forced) opt.forced_algos = all_cma();  // and so do the broadcasts and gathers
+    const auto out = run_ranks(GetParam(), opt, [&](Group& g, auto report) {
+      for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{300001}}) {
+        if (check_all(g, count, report) != 0) return 1;
+      }
+      if (g.cma_on() != allowed) {
+        report(std::string("cma_on() is ") + (g.cma_on() ? "true" : "false") + " but the kernel " +
+               (allowed ? "allows" : "refuses") + " process_vm_readv");
+        return 1;
+      }
+      return 0;
+    });
+    for (int r = 0; r < GetParam(); ++r) {
+      EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << (forced ? " (broadcast and gathers too)" : "")
+                                     << ": " << out[r].message;
     }
-    if (g.cma_on() != allowed) {
-      report(std::string("cma_on() is ") + (g.cma_on() ? "true" : "false") + " but the kernel " +
-             (allowed ? "allows" : "refuses") + " process_vm_readv");
-      return 1;
-    }
-    return 0;
-  });
-  for (int r = 0; r < GetParam(); ++r) {
-    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
   }
   if (!allowed) GTEST_SKIP() << "this kernel refuses process_vm_readv between siblings: only the fall-back ran";
 }
@@ -142,6 +154,7 @@ TEST(ShmCmaRefused, TheGroupFallsBackToTheSlotsAndStaysExact) {
   const auto before = synk_segments();
   HarnessOptions opt;
   opt.cma_min_bytes = 1;
+  opt.forced_algos = all_cma();
   const auto out = run_ranks(3, opt, [](Group& g, auto report) {
     if (!refuse_attach()) {
       report("could not drop CAP_SYS_PTRACE / dumpable");
@@ -176,6 +189,34 @@ TEST(ShmCmaFaults, ARankKilledDuringLargeScattersIsAnErrorOnTheOthers) {
       for (int i = 0; i < 1000000; ++i) {
         g.scatter(send.data(), recv.data(), block, DataType::float32, i % 3);
       }
+    } catch (const Error& e) {
+      report(e.what());
+      return e.code() == ErrorCode::Remote ? 0 : 1;
+    }
+    report("no error");
+    return 1;
+  });
+  EXPECT_TRUE(out[1].killed);
+  for (int r : {0, 2}) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+    EXPECT_THAT(out[r].message, HasSubstr("rank 1"));
+    EXPECT_LT(out[r].seconds, 10.0) << "rank " << r << " took too long to notice";
+  }
+  EXPECT_EQ(synk_segments(), before);
+}
+
+TEST(ShmCmaFaults, ARankKilledDuringLargeBroadcastsIsAnErrorOnTheOthers) {
+  if (!kernel_allows_cma()) GTEST_SKIP() << "this kernel refuses process_vm_readv between siblings";
+  const auto before = synk_segments();
+  HarnessOptions opt;
+  opt.timeout_s = 30;  // far beyond the detection time: the error must come from liveness
+  opt.forced_algos = all_cma();
+  opt.kill_rank = 1;
+  opt.kill_after_ms = 300;
+  const auto out = run_ranks(3, opt, [](Group& g, auto report) {
+    std::vector<float> buf(std::size_t{4} << 20, 1.0f);  // 16 MiB
+    try {
+      for (int i = 0; i < 1000000; ++i) g.broadcast(buf.data(), buf.size(), DataType::float32, i % 3);
     } catch (const Error& e) {
       report(e.what());
       return e.code() == ErrorCode::Remote ? 0 : 1;

@@ -188,6 +188,7 @@ void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp 
   call_.error_code = -1;
   ++calls_;
   call_first_step_ = seq_ + 1;
+  algo_chosen_ = false;  // a call that threw before its end() leaves nothing to time
   const std::size_t bytes = count * size_of(t);
   stream_ = store_tuner_.choose(static_cast<int>(c), bytes);
   const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather;
