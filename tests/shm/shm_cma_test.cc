@@ -1,7 +1,7 @@
 // The cross-memory-attach algorithms of shm::Group (algorithms/*_cma.cc), with real processes:
 // exact results on 2 to 4 ranks, in place and not, the scatter's between calls that go through
-// the slots and, forced, the broadcast's and gathers' too (so the two paths keep the group in
-// step); the fall-back to the slots when the kernel refuses process_vm_readv; a rank killed
+// the slots and, forced, the broadcast's, gathers' and reductions' too (so the two paths keep the
+// group in step); the fall-back to the slots when the kernel refuses process_vm_readv; a rank killed
 // mid-copy.
 #include <linux/capability.h>
 #include <sys/prctl.h>
@@ -46,8 +46,39 @@ std::int64_t value(int rank, std::size_t i) {
   return static_cast<std::int64_t>(i) * 1000 + rank;
 }
 
-// Runs scatter (through CMA when it is on) between broadcast, all_gather and gather (through the
-// slots) on `g` for `count`, and checks each element; 0 when all are right.
+// all_reduce and reduce (at the first and last rank, in place and not) of value(rank, i), checked
+// element by element; 0 when all are right.
+int check_reductions(Group& g, std::size_t count,
+                     const std::function<int(const std::string&, std::size_t, std::int64_t,
+                                             std::int64_t)>& fail) {
+  const int n = g.size(), me = g.rank();
+  const auto sum = [&](std::size_t i) {
+    return static_cast<std::int64_t>(n) * value(0, i) + std::int64_t{n} * (n - 1) / 2;
+  };
+  for (bool in_place : {false, true}) {
+    std::vector<std::int64_t> send(count), recv(count, -1);
+    std::int64_t* src = in_place ? recv.data() : send.data();
+    for (std::size_t i = 0; i < count; ++i) src[i] = value(me, i);
+    g.all_reduce(src, recv.data(), count, DataType::int64, ReduceOp::sum);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (recv[i] != sum(i)) return fail(in_place ? "all_reduce in place" : "all_reduce", i, recv[i], sum(i));
+    }
+    for (int root : {0, n - 1}) {
+      std::vector<std::int64_t> out(count, -1);
+      std::int64_t* from = in_place && me == root ? out.data() : send.data();
+      for (std::size_t i = 0; i < count; ++i) from[i] = value(me, i);
+      g.reduce(from, me == root ? out.data() : nullptr, count, DataType::int64, ReduceOp::sum, root);
+      for (std::size_t i = 0; i < count && me == root; ++i) {
+        if (out[i] != sum(i)) return fail("reduce root " + std::to_string(root), i, out[i], sum(i));
+      }
+    }
+  }
+  return 0;
+}
+
+// Runs scatter (through CMA when it is on) between broadcast, all_gather, gather, all_reduce and
+// reduce (through the slots unless forced) on `g` for `count`, and checks each element; 0 when
+// all are right.
 int check_all(Group& g, std::size_t count, const std::function<void(const std::string&)>& report) {
   const int n = g.size(), me = g.rank();
   const auto N = static_cast<std::size_t>(n);
@@ -94,10 +125,10 @@ int check_all(Group& g, std::size_t count, const std::function<void(const std::s
       if (dst[i] != value(me, i)) return fail("scatter", i, dst[i], value(me, i));
     }
   }
-  return 0;
+  return check_reductions(g, count, fail);
 }
 
-// Every broadcast, all_gather and gather through cross-memory attach, as SYNK_SHM_ALGO forces.
+// Every call of a chosen collective through cross-memory attach, as SYNK_SHM_ALGO forces.
 ForcedAlgos all_cma() {
   ForcedAlgos f{};
   f.fill(ShmAlgo::cma);
@@ -116,7 +147,7 @@ TEST_P(ShmCma, CmaCallsAreExactBetweenSlotCalls) {
   for (bool forced : {false, true}) {
     HarnessOptions opt;
     opt.cma_min_bytes = 1;  // every scatter with data takes the CMA path
-    if (forced) opt.forced_algos = all_cma();  // and so do the broadcasts and gathers
+    if (forced) opt.forced_algos = all_cma();  // and so do the chosen collectives
     const auto out = run_ranks(GetParam(), opt, [&](Group& g, auto report) {
       for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{300001}}) {
         if (check_all(g, count, report) != 0) return 1;
@@ -129,7 +160,7 @@ TEST_P(ShmCma, CmaCallsAreExactBetweenSlotCalls) {
       return 0;
     });
     for (int r = 0; r < GetParam(); ++r) {
-      EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << (forced ? " (broadcast and gathers too)" : "")
+      EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << (forced ? " (chosen collectives too)" : "")
                                      << ": " << out[r].message;
     }
   }
@@ -221,6 +252,16 @@ TEST(ShmCmaFaults, ARankKilledDuringLargeBroadcastsIsAnErrorOnTheOthers) {
   std::vector<float> buf(std::size_t{4} << 20, 1.0f);  // 16 MiB
   expect_the_others_notice_a_killed_rank(opt, [&](Group& g, int i) {
     g.broadcast(buf.data(), buf.size(), DataType::float32, i % 3);
+  });
+}
+
+TEST(ShmCmaFaults, ARankKilledDuringLargeAllReducesIsAnErrorOnTheOthers) {
+  if (!kernel_allows_cma()) GTEST_SKIP() << "this kernel refuses process_vm_readv between siblings";
+  HarnessOptions opt;
+  opt.forced_algos = all_cma();
+  std::vector<float> send(std::size_t{4} << 20, 1.0f), recv(send.size());  // 16 MiB
+  expect_the_others_notice_a_killed_rank(opt, [&](Group& g, int) {
+    g.all_reduce(send.data(), recv.data(), send.size(), DataType::float32, ReduceOp::sum);
   });
 }
 

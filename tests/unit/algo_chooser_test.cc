@@ -1,5 +1,6 @@
 // The shm backend's measured choice between the slots and cross-memory attach (algo_chooser.h),
-// driven with made-up call times and every rank's cost words, and SYNK_SHM_ALGO's parser.
+// driven with made-up call times and every rank's cost words, SYNK_SHM_ALGO's parser, and the
+// selection table SYNK_LOG=info prints (selection_table.h).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backends/shm/algo_chooser.h"
+#include "backends/shm/selection_table.h"
 #include "synk/error.h"
 
 namespace synk::shm {
@@ -146,8 +148,11 @@ TEST(AlgoChooser, ForcedWaysParse) {
   EXPECT_EQ(f[static_cast<std::size_t>(chosen_index(Collective::broadcast))], ShmAlgo::slots);
   EXPECT_FALSE(f[static_cast<std::size_t>(chosen_index(Collective::gather))].has_value());
   EXPECT_FALSE(parse_forced_algos("")[0].has_value());
-  EXPECT_EQ(chosen_index(Collective::all_reduce), -1);
-  for (const char* bad : {"all_reduce=cma", "broadcast=ring", "broadcast", "gather=cma,gather=slots"}) {
+  EXPECT_EQ(parse_forced_algos("all_reduce=cma,reduce=slots")[static_cast<std::size_t>(
+                chosen_index(Collective::all_reduce))],
+            ShmAlgo::cma);
+  EXPECT_EQ(chosen_index(Collective::reduce_scatter), -1);
+  for (const char* bad : {"reduce_scatter=cma", "broadcast=ring", "broadcast", "gather=cma,gather=slots"}) {
     try {
       parse_forced_algos(bad);
       ADD_FAILURE() << bad << " was accepted";
@@ -155,10 +160,45 @@ TEST(AlgoChooser, ForcedWaysParse) {
       EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
       const std::string what = e.what();
       EXPECT_NE(what.find("SYNK_SHM_ALGO"), std::string::npos) << what;
-      EXPECT_NE(what.find("broadcast, all_gather, gather"), std::string::npos) << what;
+      EXPECT_NE(what.find("broadcast, all_gather, gather, all_reduce, reduce"), std::string::npos)
+          << what;
       EXPECT_NE(what.find("slots, cma"), std::string::npos) << what;
     }
   }
+}
+
+// The table with each run of spaces as one.
+std::string squeezed(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c != ' ' || out.empty() || out.back() != ' ') out += c;
+  }
+  return out;
+}
+
+TEST(AlgoChooser, TheSelectionTableShowsEveryDecidedClassAndEveryForcedCollective) {
+  const StoreTuner stores;
+  AlgoChooser none;
+  EXPECT_EQ(selection_table(none, stores, 2), "");
+  AlgoChooser a;
+  trial(a, 2e-3, 1e-3, {word(3e-3, 1.5e-3)}, Collective::all_reduce, 4 * kBig);
+  trial(a, 1e-3, 4e-3, {word(1e-3, 4e-3)}, Collective::broadcast, kBig);
+  const std::string table = squeezed(selection_table(a, stores, 2));
+  EXPECT_NE(table.find("collective"), std::string::npos) << table;
+  // The slowest rank's times, in microseconds.
+  EXPECT_NE(table.find("all_reduce 2 256 KiB+ cma measured 3000.0 1500.0"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("broadcast 2 64 KiB+ slots measured 1000.0 4000.0"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("gather "), std::string::npos) << table;
+
+  ForcedAlgos f{};
+  f[static_cast<std::size_t>(chosen_index(Collective::reduce))] = ShmAlgo::cma;
+  const std::string forced = squeezed(selection_table(AlgoChooser(f), stores, 4));
+  EXPECT_NE(forced.find("reduce 4 all cma forced"), std::string::npos)
+      << forced;
 }
 
 }  // namespace

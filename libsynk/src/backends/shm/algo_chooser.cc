@@ -11,7 +11,8 @@ namespace synk::shm {
 
 namespace {
 
-constexpr const char* kChosenNames[kChosenCollectives] = {"broadcast", "all_gather", "gather"};
+constexpr const char* kChosenNames[kChosenCollectives] = {"broadcast", "all_gather", "gather",
+                                                           "all_reduce", "reduce"};
 
 std::string_view trimmed(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -22,7 +23,8 @@ std::string_view trimmed(std::string_view s) {
 [[noreturn]] void refuse(std::string_view part, const std::string& why) {
   throw Error(ErrorCode::InvalidArgument,
               "SYNK_SHM_ALGO: '" + std::string(part) + "': " + why +
-                  " (COLL=ALGO, comma-separated; COLL: broadcast, all_gather, gather; ALGO: "
+                  " (COLL=ALGO, comma-separated; COLL: broadcast, all_gather, gather, all_reduce, reduce; "
+                  "ALGO: "
                   "slots, cma)");
 }
 
@@ -41,6 +43,8 @@ int chosen_index(detail::Collective c) {
     case detail::Collective::broadcast: return 0;
     case detail::Collective::all_gather: return 1;
     case detail::Collective::gather: return 2;
+    case detail::Collective::all_reduce: return 3;
+    case detail::Collective::reduce: return 4;
     default: return -1;
   }
 }

@@ -1,6 +1,6 @@
-// Which algorithm a large broadcast, all_gather or gather of the shm backend runs: through the
-// shared slots (two copies: in, then out) or by cross-memory attach (one copy, each reader
-// pulling straight out of the writer's buffer, as Open MPI's vader does). Which is faster
+// Which algorithm a large broadcast, all_gather, gather, all_reduce or reduce of the shm backend
+// runs: through the shared slots (two copies: in, then out) or by cross-memory attach (one copy,
+// each reader pulling straight out of the writer's buffer, as Open MPI's vader does). Which is faster
 // depends on the host: where the ranks share a large last-level cache the single copy wins;
 // where they do not (this project's AMD VM on two L3s) the kernel's copy, which pins the other
 // process's pages 4 KiB at a time, loses to two memcpys (docs/shm-backend.md). So the choice is
@@ -10,7 +10,7 @@
 // step of that call on the way whose slowest rank had the faster best run. The first calls of
 // a size class are slow through the slots: the store tuner (store_tuner.h) tries its two ways
 // of writing them, and the first writes to each part of the slots, which the calls walk
-// through (shm_sync.cc), are slow on some hosts (this VM: a 64 KiB broadcast took 100-250 us
+// through (slot_arena.cc), are slow on some hosts (this VM: a 64 KiB broadcast took 100-250 us
 // a call over its first 32 calls, 3 us after them; a 4 MiB one 430 us against 140). A
 // class tries both ways again after kRetryFirst calls, then after twice as many each time, up
 // to kRetryMax, since a host's state can change (a VM's vCPUs moved between caches).
@@ -43,11 +43,12 @@ enum class ShmAlgo : std::uint8_t { slots, cma };
 
 const char* to_string(ShmAlgo a);
 
-// The collectives whose algorithm is chosen, in this order: broadcast, all_gather, gather.
-inline constexpr int kChosenCollectives = 3;
+// The collectives whose algorithm is chosen, in this order: broadcast, all_gather, gather,
+// all_reduce, reduce.
+inline constexpr int kChosenCollectives = 5;
 int chosen_index(detail::Collective c);  // -1 for the others
 
-// SYNK_SHM_ALGO: "COLL=ALGO[,COLL=ALGO...]", COLL one of broadcast, all_gather, gather and ALGO
+// SYNK_SHM_ALGO: "COLL=ALGO[,COLL=ALGO...]", COLL one of the chosen collectives and ALGO
 // slots or cma; spaces around the parts are ignored, an empty spec forces nothing. Throws
 // synk::Error(InvalidArgument) naming the bad part and the valid names.
 using ForcedAlgos = std::array<std::optional<ShmAlgo>, kChosenCollectives>;
@@ -105,6 +106,10 @@ class AlgoChooser {
     double agreed[2] = {0, 0};  // the slowest rank's, at the last decision
   };
   const State& state(detail::Collective c, std::size_t bytes) const;
+  // The way SYNK_SHM_ALGO forces for c, if any.
+  std::optional<ShmAlgo> forced(detail::Collective c) const {
+    return forced_[static_cast<std::size_t>(chosen_index(c))];
+  }
   static int size_class(std::size_t bytes);
 
  private:

@@ -1,5 +1,5 @@
 // Byte offsets into untyped buffers, and the copy that skips itself in place, for the shm
-// collectives (shm_collectives.cc, shm_cma.cc).
+// algorithms (algorithms/).
 #pragma once
 
 #include <cstddef>

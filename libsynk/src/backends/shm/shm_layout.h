@@ -1,5 +1,5 @@
-// The layout of a Group's control blocks in the segment, shared by shm_group.cc (set-up, the
-// per-rank words) and shm_sync.cc (steps, checks, waits). Only the owner writes its block.
+// The layout of a Group's control blocks in the segment, which the step channel
+// (step_channel.h) reads and writes. Only the owner writes its block.
 #pragma once
 
 #include <sched.h>
@@ -8,7 +8,29 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/shm/shm_group.h"
+namespace synk::shm {
+
+// Steps a rank that only writes may run ahead of the others (entries and StepCalls per rank),
+// and the data an entry holds: an all_reduce of up to this many bytes travels in the entries
+// instead of the slots (the other collectives' limits are in shm_collectives.cc).
+inline constexpr std::uint64_t kEagerDepth = 64;
+inline constexpr std::size_t kEagerBytes = 2048;
+// An eager step that puts at most this much into each rank's part is tiny: its data travel
+// with the step's compact call (StepCall below), two steps to a cache line.
+inline constexpr std::size_t kTinyBytes = 8;
+
+// The descriptor of one call, published with each of its steps (24 bytes).
+struct Call {
+  std::uint64_t count = 0;
+  std::uint64_t number = 0;
+  std::int32_t root = 0;
+  std::int8_t coll = 0;
+  std::int8_t dtype = 0;
+  std::int8_t op = 0;
+  std::int8_t error_code = -1;  // or the ErrorCode of this rank's rejected arguments
+};
+
+}  // namespace synk::shm
 
 namespace synk::shm::layout {
 
@@ -18,24 +40,24 @@ constexpr std::size_t kErrorText = 240;
 
 // One step of one rank: the call it belongs to and, for eager steps that are not tiny, the
 // data (for slot steps placed by page offset, the first 8 bytes say where:
-// Group::shift_slots); `step` is stored last (release), so a reader that sees it sees the
+// SlotArena::shift_slots); `step` is stored last (release), so a reader that sees it sees the
 // rest. Call, step and the first 32 bytes of data share a cache line: a small broadcast costs
 // the reader one miss (a tiny one half of one: StepCall below).
 struct alignas(64) Entry {
   std::atomic<std::uint64_t> step;
-  Group::Call call;
-  unsigned char data[Group::kEagerBytes];
+  Call call;
+  unsigned char data[kEagerBytes];
 };
 static_assert(offsetof(Entry, data) == 32);
 
 // A step's call once more, in 32 bytes, two steps to a cache line: what a rank compares for
-// the steps it did not read, and for tiny steps (up to Group::kTinyBytes of data in each
+// the steps it did not read, and for tiny steps (up to kTinyBytes of data in each
 // rank's part) also the data, which then travel here instead of in the entries.
 //
 // Why. The root of a small broadcast checks its readers' calls 32 steps at a time: in their
 // entries, each a line of its own that they had just written, that was a miss a step. And a
 // reader of a broadcast of 8 bytes took the root's entry line from the root's cache once a
-// call, where Open MPI's fast boxes carry two such messages in a line (shm_sync.cc, catch_up
+// call, where Open MPI's fast boxes carry two such messages in a line (step_sync.cc, catch_up
 // and posted_word, say what each cost).
 //
 // `count` is kCountTooBig where the call's count does not fit (then the entries are compared),
@@ -49,7 +71,7 @@ struct StepCall {
   std::uint32_t count;
   std::int32_t root;
   std::int8_t coll, dtype, op, error_code;
-  unsigned char data[Group::kTinyBytes];
+  unsigned char data[kTinyBytes];
 };
 static_assert(sizeof(StepCall) == 32);
 
@@ -60,16 +82,17 @@ struct alignas(kLine) RankBlock {
   alignas(kLine) std::atomic<std::int64_t> pid;
   std::atomic<std::uint64_t> pid_namespace;  // detail::pid_namespace_id(), stored before pid
   alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
-  // This call's send buffer in the owner's address space, for cross-memory attach (shm_cma.cc),
+  // This call's send buffer in the owner's address space, for cross-memory attach (cma_pull.cc),
   // and the owner's verdict on it (the probe, then each call's copy result).
   alignas(kLine) std::atomic<std::uint64_t> send_addr;
+  std::atomic<std::uint64_t> recv_addr;  // a second buffer, for calls that read two
   std::atomic<std::int64_t> cma_status;
   // The CPUs the owner may run on (its affinity mask), once cpus_known is 1 (2: not known).
   alignas(kLine) std::atomic<std::uint32_t> cpus_known;
   cpu_set_t cpus;
-  alignas(kLine) StepCall calls[Group::kEagerDepth];  // by step % kEagerDepth
-  alignas(kLine) Entry entries[Group::kEagerDepth];  // by step % kEagerDepth
-  char errors[Group::kEagerDepth][kErrorText];       // a rejected call's text, by step
+  alignas(kLine) StepCall calls[kEagerDepth];  // by step % kEagerDepth
+  alignas(kLine) Entry entries[kEagerDepth];  // by step % kEagerDepth
+  char errors[kEagerDepth][kErrorText];       // a rejected call's text, by step
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "cross-process atomics need lock-free 64-bit atomics");
@@ -79,11 +102,11 @@ inline RankBlock& block_at(unsigned char* blocks, int r) {
 }
 
 inline Entry& entry_of(unsigned char* blocks, int r, std::uint64_t step) {
-  return block_at(blocks, r).entries[step % Group::kEagerDepth];
+  return block_at(blocks, r).entries[step % kEagerDepth];
 }
 
 inline StepCall& call_of(unsigned char* blocks, int r, std::uint64_t step) {
-  return block_at(blocks, r).calls[step % Group::kEagerDepth];
+  return block_at(blocks, r).calls[step % kEagerDepth];
 }
 
 }  // namespace synk::shm::layout

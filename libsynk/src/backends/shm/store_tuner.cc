@@ -55,9 +55,8 @@ const StoreTuner::Arms& StoreTuner::arms(int collective, std::size_t bytes) cons
 // Calls of neighbouring sizes meet the same machine, and the way each is faster changes at
 // the same moments (when the host moves the ranks between caches), so a class need not spend
 // its first two runs timing both ways afresh when a neighbour has: one of those runs is the
-// slower way, and its reader pays for it in the calls after. 2 ranks, one L3, synk-bench with a
-// new class every row, launches alternated, MPI/synk medians from 32 KiB to 4 MiB: broadcast
-// 2.67-3.13x -> 2.73-3.32x (99 launches each), reduce_scatter 4.03-20.33x -> 4.15-20.72x (42).
+// slower way, and its reader pays for it in the calls after
+// (docs/measurements.md#the-store-tuners-seeds-tries-and-runs).
 void StoreTuner::seed(Arms* row, int size_class) {
   for (int d = 1; d < kSizeClasses; ++d) {
     for (int c : {size_class - d, size_class + d}) {
@@ -96,9 +95,7 @@ bool StoreTuner::choose(int collective, std::size_t bytes) {
       a.favoured = faster;
       // The machine may have changed since the way not in favour was timed: now and then a
       // run tries it again. While that keeps confirming the favoured way, less and less often,
-      // but at least every kExploreSeconds. 2 ranks, one L3, synk-bench all_gather of 64 KiB-4
-      // MiB, launches alternated (90 each), MPI/synk medians: a try every 16 runs 1.51-1.85x,
-      // backing off 1.57-1.95x, never trying (SYNK_SHM_STREAM=never) 1.64-2.16x.
+      // but at least every kExploreSeconds (docs/measurements.md#the-store-tuners-seeds-tries-and-runs).
       const std::uint32_t since = run - a.last_try;
       a.exploring =
           since >= a.every || (since >= kExploreEvery && a.since_try_s >= kExploreSeconds);
@@ -127,12 +124,10 @@ void StoreTuner::record(double seconds) {
     // Only the last kRun - kWarm calls of a run are timed: scaled to the whole run.
     a.since_try_s += seconds * kRun / (kRun - kWarm);
     if (run_ends_) {
-      // A run counts by its fastest timed call. Now and then one call takes 10-100 times as
-      // long as its neighbours (the host takes the CPU away, or a page is faulted in); counted
-      // into the mean, one such call made the faster way look slower than the other, and the
-      // class kept the slower way until its next try, up to 256 runs on. Where the host made
-      // streaming 4-5x faster (synk-bench's handoff probe says when), all_gather of 32-128 KiB
-      // a rank then ran at 0.3-0.5x MPI for the rest of a row (4 launches in 120). A way tried
+      // A run counts by its fastest timed call: now and then one call takes 10-100 times as
+      // long as its neighbours (the host takes the CPU away, or a page is faulted in), and
+      // counted into the mean it made the faster way look slower
+      // (docs/measurements.md#the-store-tuners-seeds-tries-and-runs). A way tried
       // again after a while starts afresh (its old time is from another machine state); the
       // way in use keeps a running mean of its last few runs. (A run whose last call throws
       // is not counted; the communicator is most likely broken by then anyway.)

@@ -13,7 +13,7 @@
 //
 // A way is tried for a run of kRun calls in a row, and only the last ones are timed. A writer
 // feels its reader's pace two steps late (it waits for the reader to be done with the step
-// before last, see shm_sync.cc), so a single streaming call looks cheap to the writer, whose
+// before last, see step_sync.cc), so a single streaming call looks cheap to the writer, whose
 // stores do not wait for the lines, while its reader pays for them in the next calls. Timed
 // one call at a time, the tuner chose streaming for 16-32 KiB broadcasts and reduces where
 // they share a cache, and lost half their speed.

@@ -3,14 +3,14 @@
 // of it). The root waits for the last pull (its buffer must stay as it is until then), where
 // through the slots it goes on at once. Chosen by measurement (algo_chooser.h): it wins where
 // the ranks share a large last-level cache.
-#include "backends/shm/shm_group.h"
+#include "backends/shm/algorithms/algorithms.h"
 
-namespace synk::shm {
+namespace synk::shm::algo {
 
-void Group::broadcast_cma(void* buf, std::size_t count, DataType t, int root) {
-  open_cma(buf);
-  if (cfg_.rank != root) cma_pull(root, buf, peer_send(root), count * size_of(t));
-  finish_cma();
+void broadcast_cma(Parts& p, void* buf, std::size_t count, DataType t, int root) {
+  p.cma.open(buf);
+  if (p.rank() != root) p.cma.pull(root, buf, p.cma.peer_buffer(root), count * size_of(t));
+  p.cma.finish();
 }
 
-}  // namespace synk::shm
+}  // namespace synk::shm::algo

@@ -4,23 +4,23 @@
 // after its own, so that the ranks do not all read rank 0 first. A rank whose block is read
 // waits for its readers (its buffer must stay as it is until then). Chosen by measurement
 // (algo_chooser.h): it wins where the ranks share a large last-level cache.
+#include "backends/shm/algorithms/algorithms.h"
 #include "backends/shm/byte_offset.h"
-#include "backends/shm/shm_group.h"
 
-namespace synk::shm {
+namespace synk::shm::algo {
 
-void Group::gather_cma(const void* send, void* recv, std::size_t count, DataType t, int root) {
+void gather_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t, int root) {
   const std::size_t bytes = count * size_of(t);
-  open_cma(send);
-  const int me = cfg_.rank, n = cfg_.size;
+  p.cma.open(send);
+  const int me = p.rank(), n = p.size();
   if (root < 0 || root == me) {
     for (int k = 1; k < n; ++k) {
       const int q = (me + k) % n;
-      cma_pull(q, at(recv, static_cast<std::size_t>(q) * bytes), peer_send(q), bytes);
+      p.cma.pull(q, at(recv, static_cast<std::size_t>(q) * bytes), p.cma.peer_buffer(q), bytes);
     }
     copy(at(recv, static_cast<std::size_t>(me) * bytes), send, bytes);  // nothing in place
   }
-  finish_cma();
+  p.cma.finish();
 }
 
-}  // namespace synk::shm
+}  // namespace synk::shm::algo

@@ -3,21 +3,22 @@
 // the root alone would copy every block in, one step after another. Chosen from
 // SYNK_SHM_CMA_BYTES per rank (1 MiB): it gained from 2 MiB per rank here, where the slot path
 // leaves ranks idle (docs/shm-backend.md#cross-memory-attach-for-scatter).
+#include "backends/shm/algorithms/algorithms.h"
 #include "backends/shm/byte_offset.h"
-#include "backends/shm/shm_group.h"
 
-namespace synk::shm {
+namespace synk::shm::algo {
 
-void Group::scatter_cma(const void* send, void* recv, std::size_t count, DataType t, int root) {
+void scatter_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
+                 int root) {
   const std::size_t bytes = count * size_of(t);
-  open_cma(send);
-  const std::size_t mine = static_cast<std::size_t>(cfg_.rank) * bytes;
-  if (cfg_.rank == root) {
+  p.cma.open(send);
+  const std::size_t mine = static_cast<std::size_t>(p.rank()) * bytes;
+  if (p.rank() == root) {
     copy(recv, cat(send, mine), bytes);  // nothing to do in place
   } else {
-    cma_pull(root, recv, peer_send(root) + mine, bytes);
+    p.cma.pull(root, recv, p.cma.peer_buffer(root) + mine, bytes);
   }
-  finish_cma();  // the root's buffer stays alive and unchanged until the last pull is done
+  p.cma.finish();  // the root's buffer stays alive and unchanged until the last pull is done
 }
 
-}  // namespace synk::shm
+}  // namespace synk::shm::algo

@@ -1,0 +1,20 @@
+// broadcast in one eager step: the root writes into its entry and goes on without waiting;
+// each other rank waits for the root alone.
+#include "backends/shm/algorithms/algorithms.h"
+#include "backends/shm/byte_offset.h"
+
+namespace synk::shm::algo {
+
+void broadcast_eager(Parts& p, void* buf, std::size_t count, DataType t, int root) {
+  const std::size_t bytes = count * size_of(t);
+  p.steps.next_step(true, bytes);
+  if (p.rank() == root) {
+    copy(p.steps.eager_out(), buf, bytes);
+    p.steps.post();
+  } else {
+    p.steps.sync_with(root);
+    copy(buf, p.steps.eager_in(root), bytes);
+  }
+}
+
+}  // namespace synk::shm::algo

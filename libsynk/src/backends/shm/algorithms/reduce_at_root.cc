@@ -1,0 +1,36 @@
+// reduce with only the root reading: step by step the others write a chunk into their slots
+// and go on (their check is lagged), up to two steps ahead; the root reduces every chunk
+// straight into recv. Its own part comes from send, except in place on a root other than rank 0
+// (the reduction, in rank order, may alias only its first source): then it goes through its slot
+// too. Against reduce_slices, where every rank reduces a slice and the root then copies the
+// others' slices out, this moves less between the caches and waits once per step instead of
+// twice; it wins on 2 ranks at every size and on more up to GroupConfig::root_reduces_bytes
+// (docs/measurements.md#reduce-at-the-root-or-in-slices).
+#include "backends/shm/algorithms/reduction.h"
+#include "backends/shm/byte_offset.h"
+
+namespace synk::shm::algo {
+
+void reduce_at_root(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
+                    ReduceOp op, int root) {
+  const std::size_t es = size_of(t);
+  const std::size_t chunk = p.slots.slot_elems(t);
+  const bool own_via_slot = send == recv && root != 0;
+  each_chunk(count, chunk, [&](std::size_t off, std::size_t n) {
+    p.slots.next_slot_step(n * es);
+    if (p.rank() != root || own_via_slot) {
+      p.slots.copy_in(p.slots.slot(p.rank()), cat(send, off * es), n * es);
+    }
+    if (p.rank() != root) {
+      p.steps.post();
+    } else {
+      p.steps.sync();
+      auto source = [&](int q) -> const void* {
+        return q == root && !own_via_slot ? cat(send, off * es) : p.slots.slot(q);
+      };
+      reduce_from(at(recv, off * es), p.size(), source, n, t, op);
+    }
+  });
+}
+
+}  // namespace synk::shm::algo

@@ -1,0 +1,19 @@
+// reduce_scatter in one eager step: every rank writes all of send into its entry, and reduces
+// its own block of every rank's.
+#include "backends/shm/algorithms/reduction.h"
+#include "backends/shm/byte_offset.h"
+
+namespace synk::shm::algo {
+
+void reduce_scatter_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
+                          ReduceOp op) {
+  const std::size_t block = count * size_of(t);
+  const std::size_t all = block * static_cast<std::size_t>(p.size());
+  p.steps.next_step(true, all);
+  copy(p.steps.eager_out(), send, all);
+  p.steps.sync();
+  const std::size_t mine = static_cast<std::size_t>(p.rank()) * block;
+  reduce_from(recv, p.size(), [&](int q) { return p.steps.eager_in(q) + mine; }, count, t, op);
+}
+
+}  // namespace synk::shm::algo

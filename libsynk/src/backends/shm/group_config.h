@@ -1,0 +1,43 @@
+// What a shm::Group is made with: its rank and size, the slot size, the thresholds between its
+// algorithms, and how its ranks wait. shm_backend.cc fills it from the settings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/shm/algo_chooser.h"
+#include "backends/shm/store_tuner.h"
+
+namespace synk::shm {
+
+struct GroupConfig {
+  int rank = 0;
+  int size = 1;
+  std::size_t slot_bytes = std::size_t{1} << 20;  // per rank per set; a multiple of 4096
+  std::size_t small_bytes = 32 * 1024;  // all_reduce up to this many bytes: one-step algorithm
+  // reduce up to this many bytes, or of any size on 2 ranks: the root reduces everything
+  // (more: every rank a slice, as in all_reduce).
+  std::size_t root_reduces_bytes = std::size_t{4} << 20;
+  // scatters of at least this many bytes per rank: each rank pulls its block straight out of
+  // the root's buffer (cross-memory attach, cma_pull.h); 0: never, for any collective.
+  std::size_t cma_min_bytes = std::size_t{1} << 20;
+  // SYNK_SHM_ALGO: the ways forced for the chosen collectives (algo_chooser.h); the others are
+  // measured.
+  ForcedAlgos forced_algos{};
+  double timeout_s = 300.0;
+  double stall_warn_s = 60.0;  // a wait this long is one warning line (SYNK_STALL_WARN)
+  StoreMode store_mode = StoreMode::tuned;  // how large calls write the slots (store_tuner.h)
+  // Where every rank has a CPU of its own (cpu_share.h), a waiting rank polls this long before
+  // it starts yielding its core; where ranks share CPUs it yields after a few polls.
+  std::uint32_t spin_us = 2000;
+  // A waiting rank that has yielded for a while sleeps between polls instead: for calls made on
+  // a thread beside the caller's computation (KeyValue's engine), whose waits for a rank that
+  // has not pushed yet may last as long as that rank's computation.
+  bool sleep_when_waiting = false;
+  // Ranks of the job on this machine, this group's and others' (more than `size` where
+  // SYNK_SIMULATE_NODES splits a machine into groups): with fewer CPUs than these, the ranks
+  // share CPUs whatever this group's affinity masks say. 0: `size`.
+  int machine_ranks = 0;
+};
+
+}  // namespace synk::shm

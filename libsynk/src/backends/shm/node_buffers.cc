@@ -1,0 +1,50 @@
+// Node buffers: offering this rank's part to be read in place, and finding a peer's offer.
+#include "backends/shm/node_buffers.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "synk/error.h"
+
+namespace synk::shm {
+
+int NodeBuffers::add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
+                            std::shared_ptr<void> keep) {
+  regions_.push_back({base, stride, bytes, std::move(keep)});
+  return static_cast<int>(regions_.size()) - 1;
+}
+
+bool NodeBuffers::offer(const void* src, std::size_t bytes) {
+  if (slots_.streams_in()) return false;  // node_buffers.h says why
+  const auto p = reinterpret_cast<std::uintptr_t>(src);
+  for (std::size_t i = 0; i < regions_.size(); ++i) {
+    const Region& r = regions_[i];
+    const auto mine = reinterpret_cast<std::uintptr_t>(r.base) +
+                      static_cast<std::uintptr_t>(steps_.rank()) * r.stride;
+    if (bytes > 0 && p >= mine && p - mine <= r.bytes && bytes <= r.bytes - (p - mine)) {
+      steps_.set_step_word(StepChannel::kOfferRegion, i + 1);
+      steps_.set_step_word(StepChannel::kOfferOffset, p - mine);
+      return true;
+    }
+  }
+  return false;
+}
+
+const unsigned char* NodeBuffers::peer_region(int peer) const {
+  if (regions_.empty()) return nullptr;  // regions are made by all ranks: nobody offers
+  const std::uint64_t id = steps_.peer_step_word(peer, StepChannel::kOfferRegion);
+  const std::uint64_t offset = steps_.peer_step_word(peer, StepChannel::kOfferOffset);
+  if (id == 0) return nullptr;
+  if (id > regions_.size() || offset > regions_[id - 1].bytes) {
+    throw Error(ErrorCode::Backend, std::string(steps_.op_name()) + ": rank " +
+                                        std::to_string(peer) + " offered node buffer " +
+                                        std::to_string(id - 1) + " at " + std::to_string(offset) +
+                                        ", which this rank (" + std::to_string(steps_.rank()) +
+                                        ") does not have");
+  }
+  const Region& r = regions_[id - 1];
+  return r.base + static_cast<std::size_t>(peer) * r.stride + offset;
+}
+
+}  // namespace synk::shm
