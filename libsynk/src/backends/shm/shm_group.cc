@@ -24,6 +24,14 @@ unsigned char* arena_data(void* base, int size) {
   return control_blocks(base) + StepChannel::control_bytes(size);
 }
 
+// Reads one byte of every page: this process's first access to each page then happens here.
+void visit_pages(const unsigned char* base, std::size_t bytes) {
+  for (std::size_t o = 0; o < bytes; o += 4096) {
+    const volatile unsigned char* p = base + o;
+    (void)*p;
+  }
+}
+
 }  // namespace
 
 std::size_t Group::segment_bytes(int size, std::size_t slot_bytes) {
@@ -45,6 +53,10 @@ Group::Group(void* base, const GroupConfig& config)
   // 5.14 the faults simply come later.
   madvise(control_blocks(base), segment_bytes(cfg_.size, cfg_.slot_bytes) - layout::kHeaderBytes,
           MADV_POPULATE_WRITE);
+  // On some VMs (this one) each process's first access to each page stays slow after that, about
+  // 6 us a page: the first walk of each new size through the slots paid it, 10-30x slower than
+  // after (docs/measurements.md#first-access-to-each-page-of-the-slots). Paid here, once.
+  visit_pages(arena_data(base, cfg_.size), SlotArena::arena_bytes(cfg_.size, cfg_.slot_bytes));
 }
 
 Group::~Group() {
