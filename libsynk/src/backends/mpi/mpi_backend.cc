@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backends/mpi/mpi_types.h"
+#include "core/byte_offset.h"
 #include "core/env.h"
 #include "core/mpi_check.h"
 #include "core/mpi_watchdog.h"
@@ -18,12 +19,6 @@ namespace {
 constexpr int kGathervTag = 0x5e7;
 
 bool is_16bit_float(DataType t) { return t == DataType::float16 || t == DataType::bfloat16; }
-
-// Pointer arithmetic that tolerates the null buffers of ranks that do not use them.
-const void* at(const void* p, std::size_t bytes) {
-  return p ? static_cast<const unsigned char*>(p) + bytes : nullptr;
-}
-void* at(void* p, std::size_t bytes) { return p ? static_cast<unsigned char*>(p) + bytes : nullptr; }
 
 int as_int(std::size_t n) { return static_cast<int>(n); }  // callers chunk to <= INT_MAX first
 

@@ -7,18 +7,12 @@
 
 #include "backends/nccl/nccl_comm.h"
 #include "backends/nccl/nccl_types.h"
+#include "core/byte_offset.h"
 #include "core/memory_kind.h"
 
 namespace synk::detail {
 
 namespace {
-
-const void* at(const void* p, std::size_t bytes) {
-  return p ? static_cast<const unsigned char*>(p) + bytes : nullptr;
-}
-void* at(void* p, std::size_t bytes) {
-  return p ? static_cast<unsigned char*>(p) + bytes : nullptr;
-}
 
 // NCCL takes device (or managed) memory only; a host pointer would fault on the device. Why
 // `p` is not such memory, or empty.

@@ -1,26 +1,23 @@
 // Which algorithm a large broadcast, all_gather, gather, all_reduce or reduce of the shm backend
 // runs: through the shared slots (two copies: in, then out) or by cross-memory attach (one copy,
-// each reader pulling straight out of the writer's buffer, as Open MPI's vader does). Which is faster
-// depends on the host: where the ranks share a large last-level cache the single copy wins;
-// where they do not (this project's AMD VM on two L3s) the kernel's copy, which pins the other
-// process's pages 4 KiB at a time, loses to two memcpys (docs/shm-backend.md). So the choice is
-// measured on the host, per collective and size class (a power of two of the bytes per rank):
-// after kSettle calls through the slots, a trial runs each way for a run of calls, twice
-// in turn (slots, cma, slots, cma), and at the end of the trial the ranks agree in one more
-// step of that call on the way whose slowest rank had the faster best run. The first calls of
-// a size class are slow through the slots: the store tuner (store_tuner.h) tries its two ways
-// of writing them, and the first writes to each part of the slots, which the calls walk
-// through (slot_arena.cc), are slow on some hosts (this VM: a 64 KiB broadcast took 100-250 us
-// a call over its first 32 calls, 3 us after them; a 4 MiB one 430 us against 140). A
-// class tries both ways again after kRetryFirst calls, then after twice as many each time, up
-// to kRetryMax, since a host's state can change (a VM's vCPUs moved between caches).
+// each reader pulling straight out of the writer's buffer, as Open MPI's vader does). Which is
+// faster depends on the host: where the ranks share a large last-level cache the single copy
+// wins; where they do not (this project's AMD VM on two L3s) the kernel's copy, which pins the
+// other process's pages 4 KiB at a time, loses to two memcpys. So the choice is measured on the
+// host, per collective and size class (a power of two of the bytes per rank): after kSettle calls
+// through the slots (the first ones are slow on some hosts while the store tuner settles and the
+// walk meets new parts of the slots), a trial runs each way for a run of calls, twice in turn
+// (slots, cma, slots, cma), and at the end of the trial the ranks agree in one more step of that
+// call on the way whose slowest rank had the faster best run. A class tries both ways again after
+// kRetryFirst calls, then after twice as many each time, up to kRetryMax, since a host's state
+// can change (a VM's vCPUs moved between caches).
 //
 // A run's time is that of its calls after the first kWarm (each from its start to its end, so
 // that the caller's work and other calls between them do not count) and of a sync after its
 // last, with a sync before the first: the slot path lets a writer run up to two steps ahead of
 // its readers, so calls timed alone on their rank showed the lag of the calls before them and
-// hid their own (a 16 MiB broadcast timed that way chose the single copy, which took twice as
-// long here).
+// hid their own. How the trial came to be as it is, with figures:
+// docs/measurements.md#single-copy-or-slots-measured-2026-11-27.
 //
 // Every rank makes the same calls, so every rank runs the same trial schedule; the decision
 // comes from every rank's costs, so every rank reaches the same one. SYNK_SHM_ALGO forces a way

@@ -116,8 +116,8 @@ void SlotArena::copy_in_and_out(void* slot, void* own, const void* src, std::siz
   constexpr std::size_t kPiece = 8 * 1024;  // well inside L1
   for (std::size_t o = 0; o < bytes; o += kPiece) {
     const std::size_t n = std::min(kPiece, bytes - o);
-    copy_in(at(slot, o), cat(src, o), n);
-    copy_out(at(own, o), cat(src, o), n);
+    copy_in(at(slot, o), at(src, o), n);
+    copy_out(at(own, o), at(src, o), n);
   }
 }
 

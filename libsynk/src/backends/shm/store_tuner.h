@@ -1,37 +1,22 @@
 // How a large shm call writes shared memory: with ordinary stores, which leave the lines in
 // the writer's cache, or with non-temporal (streaming) ones, which send them to memory.
 //
-// Which is faster depends on where the reader runs. Sharing a last-level cache with the
-// writer, it reads the lines from that cache: ordinary stores win (by 1.3-2x here at 64 KiB to
-// 4 MiB). On another cache (another socket, another AMD CCX, or a VM whose vCPUs the host moves
-// between them, as on this machine every few seconds) every line the reader takes from the
-// writer's cache crosses the fabric, and ordinary stores lose by up to 3x (2 ranks, broadcast
-// of 1 MiB: 202 us against 67; of 64 MiB: 12.5 ms against 6.2). So each rank times its own
-// calls of at least kMinBytes and keeps, per collective and size class (a power of two), the
-// faster of the two, trying the other again now and then. The choice is the rank's alone: how
-// a slot was written does not matter to its reader, so the ranks need not agree.
+// Which is faster depends on where the reader runs. Sharing a last-level cache with the writer,
+// it reads the lines from that cache and ordinary stores win; on another cache (another socket,
+// another AMD CCX, or a VM whose vCPUs the host moves between them, as on this machine every few
+// seconds) every line crosses the fabric and streaming wins, by up to 3x. So each rank times its
+// own calls of at least kMinBytes and keeps, per collective and size class (a power of two), the
+// faster of the two, trying the other again now and then. The choice is the rank's alone: how a
+// slot was written does not matter to its reader, so the ranks need not agree.
 //
-// A way is tried for a run of kRun calls in a row, and only the last ones are timed. A writer
-// feels its reader's pace two steps late (it waits for the reader to be done with the step
-// before last, see step_sync.cc), so a single streaming call looks cheap to the writer, whose
-// stores do not wait for the lines, while its reader pays for them in the next calls. Timed
-// one call at a time, the tuner chose streaming for 16-32 KiB broadcasts and reduces where
-// they share a cache, and lost half their speed.
-//
-// Streaming is kept only when it is kStreamMargin faster. Calls of 16-64 KiB take 1-2 us, and
-// two of them time a way to +-50%; where the reader shares the writer's cache, ties went to
-// streaming half the time (2 ranks, one L3: broadcast of 16 KiB 2.2x MPI against 3.3x with the
-// margin, 48 launches each), while where streaming wins it wins by 1.5-3x.
-//
-// Calls are tuned from 16 KiB. Below 64 KiB, with ordinary stores on two caches, broadcast and
-// reduce of 16-32 KiB and all_gather of 32-64 KiB took 1.5-2.6x MPI's time (0.38-0.66x);
-// tuned, they stream there and run 1.5-2.5x faster than MPI. On one cache they keep ordinary
-// stores but for the exploring runs (2 ranks: reduce of 16 KiB 4.9 -> 3.6x MPI).
-//
-// Copies out of shared memory into the caller's buffer stream when the call's output is at
-// least half the last-level cache: it will not stay cached anyway, and streaming spares the
-// read of every destination line before its write (2 ranks, broadcast of 16 to 256 MiB:
-// 15-29% faster; all_gather 6-18%, all_reduce 2-13%).
+// A way is tried for a run of kRun calls in a row, and only the last ones are timed: a writer
+// feels its reader's pace two steps late (it waits for the reader to be done with the step before
+// last, see step_sync.cc), so a single streaming call looks cheap to the writer while its reader
+// pays for it in the next calls. Streaming is kept only when it is kStreamMargin faster, since
+// calls of 16-64 KiB time a way to +-50%. Copies out of shared memory into the caller's buffer
+// stream when the call's output is at least half the last-level cache: it will not stay cached,
+// and streaming spares the read of every destination line. The figures behind each of these:
+// docs/measurements.md#the-store-tuners-design.
 #pragma once
 
 #include <cstddef>

@@ -23,22 +23,22 @@ bool gather_chunk(Parts& p, const void* send, void* recv, std::size_t count, std
   const bool receives = root < 0 || root == me;
   SlotArena& slots = p.slots;
   slots.next_slot_step(n * es, walk);
-  slots.shift_slots(me == root ? nullptr : cat(send, off * es));  // a gather's root writes none
+  slots.shift_slots(me == root ? nullptr : at(send, off * es));  // a gather's root writes none
   unsigned char* own =
       receives ? at(recv, (static_cast<std::size_t>(me) * count + off) * es) : nullptr;
   bool read_in_place = false;
   if (root < 0) {
-    if (p.node.offer(cat(send, off * es), n * es)) {
+    if (p.node.offer(at(send, off * es), n * es)) {
       read_in_place = true;
-      slots.copy_out(own, cat(send, off * es), n * es);
+      slots.copy_out(own, at(send, off * es), n * es);
     } else {
-      slots.copy_in_and_out(slots.slot(me), own, cat(send, off * es), n * es);
+      slots.copy_in_and_out(slots.slot(me), own, at(send, off * es), n * es);
     }
     p.steps.post();
   } else {
-    if (root != me) slots.copy_in(slots.slot(me), cat(send, off * es), n * es);
+    if (root != me) slots.copy_in(slots.slot(me), at(send, off * es), n * es);
     p.steps.post();
-    if (receives) slots.copy_out(own, cat(send, off * es), n * es);
+    if (receives) slots.copy_out(own, at(send, off * es), n * es);
   }
   p.steps.arrive();
   if (!receives) return read_in_place;

@@ -51,7 +51,7 @@ void gatherv_slots(Parts& p, const void* send, std::size_t count, void* recv,
   for (std::size_t off = 0; off < max_count; off += chunk) {
     p.slots.next_slot_step(std::min(chunk, max_count - off) * es);
     const std::size_t mine = count > off ? std::min(chunk, count - off) : 0;
-    p.slots.copy_in(p.slots.slot(p.rank()), cat(send, std::min(off, count) * es), mine * es);
+    p.slots.copy_in(p.slots.slot(p.rank()), at(send, std::min(off, count) * es), mine * es);
     p.steps.sync();
     if (p.rank() != root) continue;
     std::size_t displ = 0;

@@ -19,14 +19,14 @@ void reduce_at_root(Parts& p, const void* send, void* recv, std::size_t count, D
   each_chunk(count, chunk, [&](std::size_t off, std::size_t n) {
     p.slots.next_slot_step(n * es);
     if (p.rank() != root || own_via_slot) {
-      p.slots.copy_in(p.slots.slot(p.rank()), cat(send, off * es), n * es);
+      p.slots.copy_in(p.slots.slot(p.rank()), at(send, off * es), n * es);
     }
     if (p.rank() != root) {
       p.steps.post();
     } else {
       p.steps.sync();
       auto source = [&](int q) -> const void* {
-        return q == root && !own_via_slot ? cat(send, off * es) : p.slots.slot(q);
+        return q == root && !own_via_slot ? at(send, off * es) : p.slots.slot(q);
       };
       reduce_from(at(recv, off * es), p.size(), source, n, t, op);
     }

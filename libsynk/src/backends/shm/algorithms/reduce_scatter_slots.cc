@@ -18,11 +18,11 @@ void reduce_scatter_slots(Parts& p, const void* send, void* recv, std::size_t co
   each_chunk(count, chunk, [&](std::size_t off, std::size_t n) {
     p.slots.next_slot_step(n_ranks * n * es);
     unsigned char* mine = p.slots.slot(p.rank());
-    const unsigned char* own = cat(send, (me * count + off) * es);
+    const unsigned char* own = at(send, (me * count + off) * es);
     const bool own_from_send = own != at(recv, off * es);
     for (std::size_t b = 0; b < n_ranks; ++b) {
       if (b != me || !own_from_send)
-        p.slots.copy_in(mine + b * n * es, cat(send, (b * count + off) * es), n * es);
+        p.slots.copy_in(mine + b * n * es, at(send, (b * count + off) * es), n * es);
     }
     p.steps.sync();
     reduce_slice(p, 0, n, me * n, at(recv, off * es), t, op, own_from_send ? own : nullptr);

@@ -22,13 +22,13 @@ void reduce_chunk(Parts& p, const void* send, void* recv, std::size_t off, std::
   const bool receives = root < 0 || root == p.rank();
   SlotArena& slots = p.slots;
   slots.next_slot_step(n * es);
-  slots.shift_slots(cat(send, off * es), receives ? at(recv, off * es) : nullptr);
+  slots.shift_slots(at(send, off * es), receives ? at(recv, off * es) : nullptr);
   // The others read only their slices of my slot; my own slice I reduce from send directly.
   std::size_t lo, hi;
   slice(p.rank(), p.size(), n, es, &lo, &hi);
-  if (!p.node.offer(cat(send, off * es), n * es)) {
-    slots.copy_in(slots.slot(p.rank()), cat(send, off * es), lo * es);
-    slots.copy_in(slots.slot(p.rank()) + hi * es, cat(send, (off + hi) * es), (n - hi) * es);
+  if (!p.node.offer(at(send, off * es), n * es)) {
+    slots.copy_in(slots.slot(p.rank()), at(send, off * es), lo * es);
+    slots.copy_in(slots.slot(p.rank()) + hi * es, at(send, (off + hi) * es), (n - hi) * es);
   }
   p.steps.sync();
   slots.place_result(root < 0 ? 0 : root);
@@ -45,12 +45,12 @@ void reduce_chunk(Parts& p, const void* send, void* recv, std::size_t off, std::
   for (std::size_t a = lo; a < hi; a += piece) {
     const std::size_t b = std::min(hi, a + piece);
     if (scratch) {
-      reduce_slice(p, a, b, 0, slots.scratch(), t, op, cat(send, off * es));
+      reduce_slice(p, a, b, 0, slots.scratch(), t, op, at(send, off * es));
       slots.copy_in(slots.result() + a * es, slots.scratch(), (b - a) * es);
       if (receives) slots.copy_out(at(recv, (off + a) * es), slots.scratch(), (b - a) * es);
       continue;
     }
-    reduce_slice(p, a, b, 0, dst + a * es, t, op, cat(send, off * es));
+    reduce_slice(p, a, b, 0, dst + a * es, t, op, at(send, off * es));
     if (fused) slots.copy_out(at(recv, (off + a) * es), slots.result() + a * es, (b - a) * es);
   }
   p.steps.post();

@@ -21,7 +21,7 @@ void reduce_slice(Parts& p, std::size_t lo, std::size_t hi, std::size_t src_offs
   if (hi <= lo) return;
   const std::size_t es = size_of(t);
   auto source = [&](int q) -> const void* {
-    if (q == p.rank() && own) return cat(own, lo * es);
+    if (q == p.rank() && own) return at(own, lo * es);
     const unsigned char* offered = p.node.peer_region(q);  // a node buffer, read in place
     return (offered ? offered : p.slots.slot(q)) + (src_offset + lo) * es;
   };
@@ -43,10 +43,10 @@ void reduce_pulled(Parts& p, const void* own, std::size_t lo, std::size_t hi, vo
     }
     // The reduction may alias only its first source: in place, rank 0 reads its own part where
     // it writes; the others copy theirs aside.
-    const bool aside = me != 0 && cat(own, a * es) == at(dst, (a - lo) * es);
-    if (aside) copy(part(me), cat(own, a * es), m * es);
+    const bool aside = me != 0 && at(own, a * es) == at(dst, (a - lo) * es);
+    if (aside) copy(part(me), at(own, a * es), m * es);
     auto source = [&](int q) -> const void* {
-      return q == me && !aside ? cat(own, a * es) : part(q);
+      return q == me && !aside ? at(own, a * es) : part(q);
     };
     reduce_from(at(dst, (a - lo) * es), n, source, m, t, op);
   }

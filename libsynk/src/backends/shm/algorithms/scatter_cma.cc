@@ -14,7 +14,7 @@ void scatter_cma(Parts& p, const void* send, void* recv, std::size_t count, Data
   p.cma.open(send);
   const std::size_t mine = static_cast<std::size_t>(p.rank()) * bytes;
   if (p.rank() == root) {
-    copy(recv, cat(send, mine), bytes);  // nothing to do in place
+    copy(recv, at(send, mine), bytes);  // nothing to do in place
   } else {
     p.cma.pull(root, recv, p.cma.peer_buffer(root) + mine, bytes);
   }

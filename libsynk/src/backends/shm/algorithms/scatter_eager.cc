@@ -13,7 +13,7 @@ void scatter_eager(Parts& p, const void* send, void* recv, std::size_t count, Da
   if (p.rank() == root) {
     copy(p.steps.eager_out(), send, all);
     p.steps.post();
-    copy(recv, cat(send, static_cast<std::size_t>(root) * block), block);
+    copy(recv, at(send, static_cast<std::size_t>(root) * block), block);
   } else {
     p.steps.sync_with(root);
     copy(recv, p.steps.eager_in(root) + static_cast<std::size_t>(p.rank()) * block, block);

@@ -16,12 +16,12 @@ void scatter_slots(Parts& p, const void* send, void* recv, std::size_t count, Da
       for (int q = 0; q < p.size(); ++q) {
         if (q == root) continue;
         p.slots.copy_in(p.slots.slot(q),
-                        cat(send, (static_cast<std::size_t>(q) * count + off) * es), n * es);
+                        at(send, (static_cast<std::size_t>(q) * count + off) * es), n * es);
       }
     }
     p.steps.sync();
     const void* src = p.rank() == root
-                          ? cat(send, (static_cast<std::size_t>(root) * count + off) * es)
+                          ? at(send, (static_cast<std::size_t>(root) * count + off) * es)
                           : p.slots.slot(p.rank());
     p.slots.copy_out(at(recv, off * es), src, n * es);
   });
