@@ -19,6 +19,9 @@
 #include <cstring>
 #include <regex>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/write_all.h"
 
@@ -136,30 +139,21 @@ std::string FailureParser::describe() const {
   return out;
 }
 
-JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
-  JobResult result;
-  BlockedSignals blocked;
-  Fd sigfd(signalfd(-1, &blocked.set(), SFD_CLOEXEC));
-  if (sigfd.get() < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  Fd err_read(p[0]), err_write(p[1]);
+namespace {
 
-  // With a terminal in the foreground, mpirun's group takes the terminal: Ctrl-C reaches it
-  // directly, and mpirun can read stdin for rank 0.
-  const bool own_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
-
+// Starts argv in a process group of its own with stderr into a pipe: the child's pid. Whatever
+// ends synkrun, SIGKILL included, the child gets SIGTERM (and mpirun stops its ranks): the job
+// never runs on unsupervised.
+pid_t start_child(const std::vector<std::string>& argv, const BlockedSignals& blocked,
+                  Fd& err_write) {
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
-
   const pid_t self = getpid();
   const pid_t child = fork();
   if (child < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (child == 0) {
-    // Whatever ends synkrun, SIGKILL included, mpirun gets SIGTERM and stops its ranks: the job
-    // never runs on unsupervised. (Sent when this thread, synkrun's only one, ends.)
+    // (PR_SET_PDEATHSIG is sent when this thread, synkrun's only one, ends.)
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != self) _exit(128 + SIGTERM);
     setpgid(0, 0);
     dup2(err_write.get(), STDERR_FILENO);
@@ -167,116 +161,174 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
     execvp(cargv[0], cargv.data());
     const std::string msg =
         std::string("synkrun: cannot run ") + cargv[0] + ": " + std::strerror(errno) + "\n";
-    detail::write_all(p[1], msg.data(), msg.size());
+    detail::write_all(err_write.get(), msg.data(), msg.size());
     _exit(127);
   }
   setpgid(child, child);  // also here: whichever runs first, the group exists before any kill
   err_write.reset();
-  if (own_tty) {
-    signal(SIGTTOU, SIG_IGN);
-    tcsetpgrp(STDIN_FILENO, child);
+  return child;
+}
+
+// Supervises a running job: one handler per event (a signal to synkrun, a chunk of mpirun's
+// stderr, the child's exit, a deadline), and the poll loop that waits for the next.
+class JobSupervisor {
+ public:
+  JobSupervisor(pid_t child, int sigfd, int err_read, double timeout_s)
+      : child_(child), sigfd_(sigfd), err_read_(err_read), timeout_s_(timeout_s),
+        deadline_(Clock::now() + seconds(timeout_s)) {}
+
+  JobResult run() {
+    while (!child_done_ || pipe_open_) {
+      pollfd fds[2] = {{sigfd_, POLLIN, 0}, {err_read_, POLLIN, 0}};
+      const int n = poll(fds, pipe_open_ ? 2 : 1, wait_ms());
+      if (n < 0 && errno != EINTR) break;
+      if (n > 0 && (fds[0].revents & POLLIN)) read_signal();
+      if (pipe_open_ && n > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) read_stderr();
+      int status = 0;
+      if (!child_done_ && waitpid(child_, &status, WNOHANG) == child_) on_child_exit(status);
+      if (!on_time(Clock::now())) break;
+    }
+    if (!line_.empty()) result_.failure.feed_line(line_);
+    if (!child_done_) waitpid(child_, &status_, 0);
+    result_.exit_code = result_.timed_out ? 124 : status_to_code(status_);
+    return result_;
   }
 
-  const auto start = Clock::now();
-  const auto deadline = start + seconds(timeout_s);
-  Clock::time_point kill_at{}, drain_until{};
-  bool kill_pending = false, draining = false;
-  std::string kill_reason;
-  std::string line;
-  bool child_done = false, pipe_open = true, relay = true;
-  int status = 0;
-
-  while (!child_done || pipe_open) {
-    int wait_ms = -1;
+ private:
+  // Until the nearest deadline (the timeout, a pending kill, the end of the drain), or -1.
+  int wait_ms() const {
+    int wait = -1;
     const auto now = Clock::now();
     auto limit_to = [&](Clock::time_point t) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count();
       // At most an hour a poll: past 2^31 ms (--timeout 3e6) the int went negative, which poll
       // takes as no timeout at all.
       const int m = static_cast<int>(std::clamp<long long>(ms, 0, 3600 * 1000) + 1);
-      wait_ms = wait_ms < 0 ? m : std::min(wait_ms, m);
+      wait = wait < 0 ? m : std::min(wait, m);
     };
-    if (timeout_s > 0 && !result.timed_out) limit_to(deadline);
-    if (kill_pending) limit_to(kill_at);
-    if (draining) limit_to(drain_until);
+    if (timeout_s_ > 0 && !result_.timed_out) limit_to(deadline_);
+    if (kill_pending_) limit_to(kill_at_);
+    if (draining_) limit_to(drain_until_);
+    return wait;
+  }
 
-    pollfd fds[2] = {{sigfd.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
-    const int n = poll(fds, pipe_open ? 2 : 1, wait_ms);
-    if (n < 0 && errno != EINTR) break;
-
-    if (n > 0 && (fds[0].revents & POLLIN)) {
-      signalfd_siginfo si;
-      if (read(sigfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        const int sig = static_cast<int>(si.ssi_signo);
-        if (!is_stop_signal(sig)) {
-          if (sig != SIGCHLD && !child_done) kill(child, sig);  // mpirun passes it on
-        } else if (!child_done && !(sig == SIGPIPE && result.forwarded_signal)) {
-          // (A SIGPIPE after a stop is the closed stderr again, not a second request.)
-          kill(-child, signal_for_mpirun(sig));
-          if (!result.forwarded_signal) {
-            result.forwarded_signal = sig;
-            if (!kill_pending) {
-              kill_at = Clock::now() + seconds(kSignalGraceSeconds);
-              kill_pending = true;
-              kill_reason = "after signal " + std::to_string(sig);
-            }
-          } else {
-            kill_at = Clock::now();  // the second one: no more waiting
-            kill_pending = true;
-            kill_reason = "after a second signal";
-          }
-        }
-      }
-    }
-    if (pipe_open && n > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-      char buf[4096];
-      const ssize_t r = read(err_read.get(), buf, sizeof buf);
-      if (r <= 0) {
-        pipe_open = false;
-      } else {
-        // Once stderr is closed, mpirun's lines are still read (for the failing rank) but no
-        // longer written: each write would raise another SIGPIPE.
-        if (relay) relay = detail::write_all(STDERR_FILENO, buf, static_cast<std::size_t>(r));
-        for (ssize_t i = 0; i < r; ++i) {
-          if (buf[i] == '\n') {
-            result.failure.feed_line(line);
-            line.clear();
-          } else if (line.size() < 4096) {
-            line += buf[i];
-          }
-        }
-      }
-    }
-    if (!child_done && waitpid(child, &status, WNOHANG) == child) {
-      child_done = true;
-      // Ranks may still hold the pipe if mpirun died hard; drain briefly, then stop.
-      drain_until = Clock::now() + std::chrono::seconds(1);
-      draining = true;
-    }
-    const auto after = Clock::now();
-    if (draining && after >= drain_until) break;
-    if (timeout_s > 0 && !result.timed_out && !child_done && after >= deadline) {
-      result.timed_out = true;
-      std::fprintf(stderr, "synkrun: timeout after %g s: stopping every rank\n", timeout_s);
-      kill(-child, SIGTERM);
-      kill_at = after + seconds(kKillGraceSeconds);
-      kill_pending = true;
-      kill_reason.clear();  // the timeout's own message said it
-    }
-    if (kill_pending && !child_done && after >= kill_at) {
-      if (!kill_reason.empty()) {
-        std::fprintf(stderr, "synkrun: mpirun still running %s: killing the job (SIGKILL)\n",
-                     kill_reason.c_str());
-      }
-      kill(-child, SIGKILL);
-      kill_pending = false;
+  void read_signal() {
+    signalfd_siginfo si;
+    if (read(sigfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      on_signal(static_cast<int>(si.ssi_signo));
     }
   }
-  if (!line.empty()) result.failure.feed_line(line);
-  if (!child_done) waitpid(child, &status, 0);
-  if (own_tty) tcsetpgrp(STDIN_FILENO, getpgrp());
 
-  result.exit_code = result.timed_out ? 124 : status_to_code(status);
+  // A stop signal stops the job (SIGKILL after a grace period, or at once for a second one);
+  // others but SIGCHLD are mpirun's to pass on to the ranks.
+  void on_signal(int sig) {
+    if (!is_stop_signal(sig)) {
+      if (sig != SIGCHLD && !child_done_) kill(child_, sig);
+      return;
+    }
+    // (A SIGPIPE after a stop is the closed stderr again, not a second request.)
+    if (child_done_ || (sig == SIGPIPE && result_.forwarded_signal)) return;
+    kill(-child_, signal_for_mpirun(sig));
+    if (!result_.forwarded_signal) {
+      result_.forwarded_signal = sig;
+      if (!kill_pending_) {
+        kill_later(seconds(kSignalGraceSeconds), "after signal " + std::to_string(sig));
+      }
+    } else {
+      kill_later(Clock::duration::zero(), "after a second signal");  // no more waiting
+    }
+  }
+
+  // Relays mpirun's stderr and reads it, line by line, for the first failing rank. Once
+  // stderr is closed, the lines are still read but no longer written: each write would raise
+  // another SIGPIPE.
+  void read_stderr() {
+    char buf[4096];
+    const ssize_t r = read(err_read_, buf, sizeof buf);
+    if (r <= 0) {
+      pipe_open_ = false;
+      return;
+    }
+    if (relay_) relay_ = detail::write_all(STDERR_FILENO, buf, static_cast<std::size_t>(r));
+    for (ssize_t i = 0; i < r; ++i) {
+      if (buf[i] == '\n') {
+        result_.failure.feed_line(line_);
+        line_.clear();
+      } else if (line_.size() < 4096) {
+        line_ += buf[i];
+      }
+    }
+  }
+
+  // Ranks may still hold the pipe if mpirun died hard: drain it briefly, then stop.
+  void on_child_exit(int status) {
+    child_done_ = true;
+    status_ = status;
+    drain_until_ = Clock::now() + std::chrono::seconds(1);
+    draining_ = true;
+  }
+
+  // The deadlines that passed: false when the loop should end (the drain is over).
+  bool on_time(Clock::time_point now) {
+    if (draining_ && now >= drain_until_) return false;
+    if (timeout_s_ > 0 && !result_.timed_out && !child_done_ && now >= deadline_) {
+      result_.timed_out = true;
+      std::fprintf(stderr, "synkrun: timeout after %g s: stopping every rank\n", timeout_s_);
+      kill(-child_, SIGTERM);
+      kill_later(seconds(kKillGraceSeconds), "");  // the timeout's own message said it
+    }
+    if (kill_pending_ && !child_done_ && now >= kill_at_) {
+      if (!kill_reason_.empty()) {
+        std::fprintf(stderr, "synkrun: mpirun still running %s: killing the job (SIGKILL)\n",
+                     kill_reason_.c_str());
+      }
+      kill(-child_, SIGKILL);
+      kill_pending_ = false;
+    }
+    return true;
+  }
+
+  void kill_later(Clock::duration after, std::string reason) {
+    kill_at_ = Clock::now() + after;
+    kill_pending_ = true;
+    kill_reason_ = std::move(reason);
+  }
+
+  pid_t child_;
+  int sigfd_, err_read_;
+  double timeout_s_;
+  Clock::time_point deadline_;
+  JobResult result_;
+  bool child_done_ = false, pipe_open_ = true, relay_ = true;
+  int status_ = 0;
+  std::string line_;  // mpirun's stderr line being read
+  bool draining_ = false;
+  Clock::time_point drain_until_{};
+  bool kill_pending_ = false;  // SIGKILL to the job at kill_at_
+  Clock::time_point kill_at_{};
+  std::string kill_reason_;
+};
+
+}  // namespace
+
+JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
+  BlockedSignals blocked;
+  Fd sigfd(signalfd(-1, &blocked.set(), SFD_CLOEXEC));
+  if (sigfd.get() < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  Fd err_read(p[0]), err_write(p[1]);
+  // With a terminal in the foreground, mpirun's group takes the terminal: Ctrl-C reaches it
+  // directly, and mpirun can read stdin for rank 0.
+  const bool own_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  const pid_t child = start_child(argv, blocked, err_write);
+  if (own_tty) {
+    signal(SIGTTOU, SIG_IGN);
+    tcsetpgrp(STDIN_FILENO, child);
+  }
+  JobResult result = JobSupervisor(child, sigfd.get(), err_read.get(), timeout_s).run();
+  if (own_tty) tcsetpgrp(STDIN_FILENO, getpgrp());
   return result;
 }
 

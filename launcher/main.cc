@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -132,11 +133,9 @@ std::string ranks_per_core_error(const Options& o, const NodeTopology& topo, int
                      : "give the hosts with -H or --hostfile to spread them");
 }
 
-int launch(Options& o, const char* argv0) {
-  if (const std::string err = check_files(o); !err.empty()) return usage_error(err);
-  if (!o.topology.empty()) o.topology = std::filesystem::absolute(o.topology).string();
-
-  NodeTopology topo;
+// The machine to plan for: the XML given with --topology, else this one (which ranks on this
+// host then load from an export instead of discovering it again). "" or a usage error.
+std::string discover_topology(Options& o, NodeTopology& topo, TopologyExport& exported) {
   std::unique_ptr<Hwloc> hw;
   try {
     TopologySource src;
@@ -144,10 +143,8 @@ int launch(Options& o, const char* argv0) {
     hw = std::make_unique<Hwloc>(src);
     topo = hw->extract();
   } catch (const std::exception& e) {
-    return usage_error(e.what());
+    return e.what();
   }
-  // Ranks on this host load this export instead of discovering the machine again.
-  TopologyExport exported;
   if (o.topology.empty() && !o.dry_run) {
     try {
       exported = TopologyExport::create(hw->xml());
@@ -156,14 +153,14 @@ int launch(Options& o, const char* argv0) {
       // Not fatal: every rank then discovers the machine itself.
     }
   }
-  hw.reset();
-
-  const bool multi_node = !o.hosts.empty() || !o.hostfile.empty();
   if (o.topology.empty()) {  // this machine: what its environment already restricts counts
-    const std::string err =
-        inherited_visible_devices_error(std::getenv("CUDA_VISIBLE_DEVICES"), topo, o.plan);
-    if (!err.empty()) return usage_error(err);
+    return inherited_visible_devices_error(std::getenv("CUDA_VISIBLE_DEVICES"), topo, o.plan);
   }
+  return "";
+}
+
+// Whether PROGRAM can run as mpirun will start it; the exit code to stop with if not.
+std::optional<int> check_program(Options& o, bool multi_node) {
   for (std::size_t i = 1; i < o.program.size(); ++i) {
     // mpirun reads any ":" word of its command line, PROGRAM's arguments included, as the start
     // of another program (MPMD): the job would run something else.
@@ -173,89 +170,91 @@ int launch(Options& o, const char* argv0) {
                          "synkrun cannot pass it");
     }
   }
-  if (!o.program.empty()) {
-    int code = 0;
-    if (std::string err = resolve_program(o.program[0], code); !err.empty()) {
-      if (o.dry_run || multi_node) {
-        // Planning for elsewhere, or the other hosts may have it: say so, start anyway.
-        std::fprintf(stderr, "synkrun: note: %s here\n", err.c_str());
-      } else {
-        std::fprintf(stderr, "synkrun: error: %s\n", err.c_str());
-        return code;
-      }
-    }
+  if (o.program.empty()) return std::nullopt;
+  int code = 0;
+  const std::string err = resolve_program(o.program[0], code);
+  if (err.empty()) return std::nullopt;
+  if (o.dry_run || multi_node) {
+    // Planning for elsewhere, or the other hosts may have it: say so, start anyway.
+    std::fprintf(stderr, "synkrun: note: %s here\n", err.c_str());
+    return std::nullopt;
   }
+  std::fprintf(stderr, "synkrun: error: %s\n", err.c_str());
+  return code;
+}
+
+// This node's share of the job: how many ranks and where each goes.
+struct NodePlan {
+  bool multi_node = false;
+  // Across hosts without -np, mpirun starts a rank per slot (-H host:slots, the hostfile's
+  // slots), and each node plans for the ranks it gets (nranks 0: no -np for mpirun).
+  bool rank_per_slot = false;
   int nranks = 0;
   Plan plan;
   bool planned = false;
-  // Across hosts without -np, mpirun starts a rank per slot (-H host:slots, the hostfile's
-  // slots), and each node plans for the ranks it gets (nranks 0: no -np for mpirun). This
-  // node's GPU count put every rank on the first host.
-  const bool rank_per_slot = multi_node && !o.np;
-  if (!rank_per_slot) {
-    try {
-      nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
-      if (std::string err = ranks_per_core_error(o, topo, nranks); !err.empty()) {
-        return usage_error(err);
-      }
-      plan = make_plan(topo, nranks, o.plan);
-      planned = true;
-    } catch (const PlanError& e) {
-      // With several hosts (and so -np) this node may run fewer ranks; each plans for itself.
-      if (!multi_node) return usage_error(e.what());
-    }
+};
+
+// "" or a usage error. With several hosts (and so -np) a plan this node cannot make is left to
+// each node, which may run fewer ranks.
+std::string plan_node(const Options& o, const NodeTopology& topo, NodePlan& node) {
+  node.multi_node = !o.hosts.empty() || !o.hostfile.empty();
+  node.rank_per_slot = node.multi_node && !o.np;
+  if (node.rank_per_slot) return ranks_per_core_error(o, topo, 0);
+  try {
+    node.nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
+    if (std::string err = ranks_per_core_error(o, topo, node.nranks); !err.empty()) return err;
+    node.plan = make_plan(topo, node.nranks, o.plan);
+    node.planned = true;
+  } catch (const PlanError& e) {
+    if (!node.multi_node) return e.what();
   }
+  return "";
+}
 
-  if (rank_per_slot) {
-    if (std::string err = ranks_per_core_error(o, topo, 0); !err.empty()) return usage_error(err);
-  }
-
-  MpirunContext ctx;
-  ctx.mpirun = find_mpirun();
-  ctx.self = self_path(argv0);
-  ctx.nranks = nranks;
-  ctx.as_root = geteuid() == 0;
-  ctx.oversubscribe = !multi_node && nranks > static_cast<int>(topo.cores.size());
-
-  const std::vector<std::string> cmd = mpirun_command(o, ctx);
-
-  std::vector<std::string> notes = plan.notes;
+// What synkrun says about the plan besides its table.
+std::vector<std::string> plan_notes(const Options& o, const NodeTopology& topo,
+                                    const NodePlan& node, const MpirunContext& ctx) {
+  std::vector<std::string> notes = node.plan.notes;
   if (ctx.oversubscribe) {
-    notes.insert(notes.begin(), std::to_string(nranks) + " ranks on " +
+    notes.insert(notes.begin(), std::to_string(node.nranks) + " ranks on " +
                                     std::to_string(topo.cores.size()) +
                                     " cores: oversubscribing (mpirun --oversubscribe)");
   }
-  if (rank_per_slot) {
+  if (node.rank_per_slot) {
     notes.push_back("no -np with several hosts: one rank per slot of the hosts (mpirun's rule); "
                     "give each host as many slots as it has GPUs");
   }
-  if (multi_node && !planned) notes.push_back("this node's plan is made on each node");
-  if (multi_node && planned && o.dry_run) {
+  if (node.multi_node && !node.planned) notes.push_back("this node's plan is made on each node");
+  if (node.multi_node && node.planned && o.dry_run) {
     notes.push_back("with several hosts each node plans for its own ranks when the job starts; "
-                    "shown: all " + std::to_string(nranks) + " on this node");
+                    "shown: all " + std::to_string(node.nranks) + " on this node");
   }
+  return notes;
+}
 
-  if (o.dry_run) {
-    if (o.json) {
-      std::printf("%s\n", plan_to_json(plan, topo).c_str());
-      for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
-      std::fprintf(stderr, "synkrun: mpirun command: %s\n", shell_join(cmd).c_str());
-    } else {
-      if (planned) std::printf("%s", plan_to_text(plan, topo).c_str());  // with plan.notes
-      for (const auto& n : notes) {
-        if (std::find(plan.notes.begin(), plan.notes.end(), n) == plan.notes.end()) {
-          std::printf("note: %s\n", n.c_str());
-        }
-      }
-      std::printf("mpirun command:\n  %s\n", shell_join(cmd).c_str());
-    }
+int print_dry_run(const Options& o, const NodeTopology& topo, const NodePlan& node,
+                  const std::vector<std::string>& notes, const std::vector<std::string>& cmd) {
+  if (o.json) {
+    std::printf("%s\n", plan_to_json(node.plan, topo).c_str());
+    for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
+    std::fprintf(stderr, "synkrun: mpirun command: %s\n", shell_join(cmd).c_str());
     return 0;
   }
-  for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
+  if (node.planned) std::printf("%s", plan_to_text(node.plan, topo).c_str());  // with plan.notes
+  for (const auto& n : notes) {
+    if (std::find(node.plan.notes.begin(), node.plan.notes.end(), n) == node.plan.notes.end()) {
+      std::printf("note: %s\n", n.c_str());
+    }
+  }
+  std::printf("mpirun command:\n  %s\n", shell_join(cmd).c_str());
+  return 0;
+}
 
+// Runs the job and says how it ended; returns synkrun's exit code.
+int run_and_report(const std::vector<std::string>& cmd, double timeout_s) {
   JobResult r;
   try {
-    r = run_job(cmd, o.timeout_s);
+    r = run_job(cmd, timeout_s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "synkrun: error: %s\n", e.what());
     return 1;
@@ -267,7 +266,7 @@ int launch(Options& o, const char* argv0) {
   }
   if (r.timed_out) {
     std::fprintf(stderr, "synkrun: the job ran out of time (--timeout %g); exit code 124\n",
-                 o.timeout_s);
+                 timeout_s);
   } else if (r.forwarded_signal) {
     // The shell convention for a job ended by a signal, whatever mpirun made of it.
     r.exit_code = 128 + *r.forwarded_signal;
@@ -282,6 +281,34 @@ int launch(Options& o, const char* argv0) {
     }
   }
   return r.exit_code;
+}
+
+// synkrun's main path: discover the machine, plan this node, build the mpirun command, then
+// print it (dry run) or run it and report.
+int launch(Options& o, const char* argv0) {
+  if (const std::string err = check_files(o); !err.empty()) return usage_error(err);
+  if (!o.topology.empty()) o.topology = std::filesystem::absolute(o.topology).string();
+  NodeTopology topo;
+  TopologyExport exported;  // lives until the job ends: the ranks on this host read it
+  if (const std::string err = discover_topology(o, topo, exported); !err.empty()) {
+    return usage_error(err);
+  }
+  if (const auto code = check_program(o, !o.hosts.empty() || !o.hostfile.empty())) return *code;
+  NodePlan node;
+  if (const std::string err = plan_node(o, topo, node); !err.empty()) return usage_error(err);
+
+  MpirunContext ctx;
+  ctx.mpirun = find_mpirun();
+  ctx.self = self_path(argv0);
+  ctx.nranks = node.nranks;
+  ctx.as_root = geteuid() == 0;
+  ctx.oversubscribe = !node.multi_node && node.nranks > static_cast<int>(topo.cores.size());
+  const std::vector<std::string> cmd = mpirun_command(o, ctx);
+  const std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
+
+  if (o.dry_run) return print_dry_run(o, topo, node, notes, cmd);
+  for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
+  return run_and_report(cmd, o.timeout_s);
 }
 
 }  // namespace

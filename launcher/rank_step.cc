@@ -135,6 +135,79 @@ RankEnv read_rank_env(const GetEnv& get) {
   return e;
 }
 
+namespace {
+
+// The machine this rank plans on: the XML given with --topology, else the launcher's export of
+// this host (it spares the PCI scan), else this machine discovered afresh.
+TopologySource rank_topology_source(const Options& o) {
+  if (!o.topology.empty()) return {TopologySource::Kind::xml_file, o.topology, false};
+  const auto eq = o.node_topology.find('=');
+  if (eq != std::string::npos && o.node_topology.substr(0, eq) == host_name() &&
+      access(o.node_topology.c_str() + eq + 1, R_OK) == 0) {
+    return {TopologySource::Kind::xml_file, o.node_topology.substr(eq + 1), true};
+  }
+  return {};
+}
+
+// Plans the node as every rank of it does, and binds this rank to its CPUs (and NUMA node).
+// Throws PlanError (the same on every rank of the node) or another error.
+RankPlan plan_and_bind(const Options& o, const RankEnv& env, const std::string& who,
+                       NodeTopology& topo) {
+  Hwloc hw(rank_topology_source(o));
+  topo = hw.extract();
+  const Plan plan = make_plan(topo, env.local_size, o.plan);
+  RankPlan me = plan.ranks[static_cast<std::size_t>(env.local_rank)];
+  if (me.cpus.empty()) return me;
+  const std::optional<unsigned> numa = topo.numas.size() > 1 ? me.numa : std::nullopt;
+  // This machine, discovered or exported by the launcher: bind through it; a machine read from
+  // --topology is not this one, whose own topology binds.
+  const std::string warning = o.topology.empty()
+                                  ? hw.bind_process(me.cpus, numa)
+                                  : Hwloc(TopologySource{}).bind_process(me.cpus, numa);
+  if (!warning.empty() && o.report_bindings) {
+    std::fprintf(stderr, "%s: note: %s\n", who.c_str(), warning.c_str());
+  }
+  return me;
+}
+
+// SYNK_RANK and the rest of the contract (README), CUDA's device order and visible devices.
+void export_rank_env(const RankEnv& env, const RankPlan& me, const NodeTopology& topo,
+                     const std::string& cpus) {
+  auto set = [](const char* name, const std::string& value) { setenv(name, value.c_str(), 1); };
+  set("SYNK_RANK", std::to_string(env.rank));
+  set("SYNK_WORLD_SIZE", std::to_string(env.world_size));
+  set("SYNK_LOCAL_RANK", std::to_string(env.local_rank));
+  set("SYNK_LOCAL_SIZE", std::to_string(env.local_size));
+  set("SYNK_NODE_RANK", std::to_string(env.node_rank));
+  set("SYNK_GPU", join(me.gpus));
+  set("SYNK_CPUS", cpus);
+  set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  // On a node without GPUs CUDA_VISIBLE_DEVICES is left alone; on a GPU node a rank without a
+  // GPU gets an empty list, so it cannot take another rank's GPU by default.
+  if (!topo.gpus.empty()) set("CUDA_VISIBLE_DEVICES", join(me.gpus));
+}
+
+// --report-bindings: one line a rank.
+void report_binding(const RankEnv& env, const RankPlan& me, const NodeTopology& topo,
+                    const std::string& cpus) {
+  std::string gpu = "-";
+  if (!me.gpus.empty()) {
+    gpu.clear();
+    for (int g : me.gpus) {
+      if (!gpu.empty()) gpu += ',';
+      gpu += std::to_string(g);
+      gpu += " (" + topo.gpus[static_cast<std::size_t>(g)].pci + ")";
+    }
+  }
+  const std::string numa = me.numa ? std::to_string(*me.numa) : "-";
+  std::fprintf(stderr, "synkrun: host %s rank %d local rank %d: gpu %s, cpus %s, numa %s%s\n",
+               host_name().c_str(), env.rank, env.local_rank, gpu.c_str(),
+               cpus.empty() ? "?" : cpus.c_str(), numa.c_str(),
+               me.shared ? " (cores shared with other ranks)" : "");
+}
+
+}  // namespace
+
 int run_rank_step(const Options& o) {
   RankEnv env;
   try {
@@ -148,35 +221,10 @@ int run_rank_step(const Options& o) {
     std::fprintf(stderr, "%s: missing PROGRAM\n", who.c_str());
     return 2;
   }
-
   RankPlan me;
   NodeTopology topo;
   try {
-    TopologySource src;
-    if (!o.topology.empty()) {
-      src = {TopologySource::Kind::xml_file, o.topology, false};
-    } else if (const auto eq = o.node_topology.find('=');
-               eq != std::string::npos && o.node_topology.substr(0, eq) == host_name() &&
-               access(o.node_topology.c_str() + eq + 1, R_OK) == 0) {
-      // Same host as the launching synkrun: its export of this machine spares the PCI scan.
-      src = {TopologySource::Kind::xml_file, o.node_topology.substr(eq + 1), true};
-    }
-    Hwloc hw(src);
-    topo = hw.extract();
-    Plan plan = make_plan(topo, env.local_size, o.plan);
-    me = plan.ranks[static_cast<std::size_t>(env.local_rank)];
-    if (!me.cpus.empty()) {
-      const std::optional<unsigned> numa = topo.numas.size() > 1 ? me.numa : std::nullopt;
-      std::string warning;
-      if (o.topology.empty()) {  // this machine, discovered or exported by the launcher
-        warning = hw.bind_process(me.cpus, numa);
-      } else {
-        warning = Hwloc(TopologySource{}).bind_process(me.cpus, numa);
-      }
-      if (!warning.empty() && o.report_bindings) {
-        std::fprintf(stderr, "%s: note: %s\n", who.c_str(), warning.c_str());
-      }
-    }
+    me = plan_and_bind(o, env, who, topo);
   } catch (const PlanError& ex) {
     // Every rank of the node makes the same plan: one line for the node, not one per rank.
     if (env.local_rank == 0) std::fprintf(stderr, "%s: %s\n", who.c_str(), ex.what());
@@ -185,37 +233,9 @@ int run_rank_step(const Options& o) {
     std::fprintf(stderr, "%s: %s\n", who.c_str(), ex.what());
     return 2;
   }
-
   const std::string cpus = format_list(current_affinity());
-  auto set = [](const char* name, const std::string& value) { setenv(name, value.c_str(), 1); };
-  set("SYNK_RANK", std::to_string(env.rank));
-  set("SYNK_WORLD_SIZE", std::to_string(env.world_size));
-  set("SYNK_LOCAL_RANK", std::to_string(env.local_rank));
-  set("SYNK_LOCAL_SIZE", std::to_string(env.local_size));
-  set("SYNK_NODE_RANK", std::to_string(env.node_rank));
-  set("SYNK_GPU", join(me.gpus));
-  set("SYNK_CPUS", cpus);
-  set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-  // On a node without GPUs CUDA_VISIBLE_DEVICES is left alone; on a GPU node a rank without a
-  // GPU gets an empty list, so it cannot take another rank's GPU by default.
-  if (!topo.gpus.empty()) set("CUDA_VISIBLE_DEVICES", join(me.gpus));
-
-  if (o.report_bindings) {
-    std::string gpu = "-";
-    if (!me.gpus.empty()) {
-      gpu.clear();
-      for (int g : me.gpus) {
-        if (!gpu.empty()) gpu += ',';
-        gpu += std::to_string(g);
-        gpu += " (" + topo.gpus[static_cast<std::size_t>(g)].pci + ")";
-      }
-    }
-    const std::string numa = me.numa ? std::to_string(*me.numa) : "-";
-    std::fprintf(stderr, "synkrun: host %s rank %d local rank %d: gpu %s, cpus %s, numa %s%s\n",
-                 host_name().c_str(), env.rank, env.local_rank, gpu.c_str(),
-                 cpus.empty() ? "?" : cpus.c_str(), numa.c_str(),
-                 me.shared ? " (cores shared with other ranks)" : "");
-  }
+  export_rank_env(env, me, topo, cpus);
+  if (o.report_bindings) report_binding(env, me, topo, cpus);
 
   // Open MPI puts each rank in a process group of its own, so a signal to mpirun's group does
   // not reach it, and a rank whose mpirun (or orted) was killed lived on as an orphan. The

@@ -90,60 +90,51 @@ BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx) {
   return e;
 }
 
-void validate(const CollArgs& a, const CommContext& ctx) {
+namespace {
+
+// The dtype, and the op where the collective takes one.
+void check_dtype_and_op(const CollArgs& a) {
   if (a.typed_error) fail(ErrorCode::InvalidArgument, a, *a.typed_error);
   if (!is_valid(a.dtype)) {
     fail(ErrorCode::InvalidArgument, a,
          "dtype " + std::to_string(static_cast<int>(a.dtype)) + " is not a synk::DataType");
   }
-  if (uses_op(a.coll)) {
-    if (!is_valid(a.op)) {
-      fail(ErrorCode::InvalidArgument, a,
-           "op " + std::to_string(static_cast<int>(a.op)) + " is not a synk::ReduceOp");
-    }
-    if (a.op == ReduceOp::avg && !is_floating(a.dtype)) {
-      fail(ErrorCode::InvalidArgument, a,
-           std::string("op avg is not defined for integer dtype ") + to_string(a.dtype) +
-               " (it would truncate); use sum and divide");
-    }
+  if (!uses_op(a.coll)) return;
+  if (!is_valid(a.op)) {
+    fail(ErrorCode::InvalidArgument, a,
+         "op " + std::to_string(static_cast<int>(a.op)) + " is not a synk::ReduceOp");
   }
+  if (a.op == ReduceOp::avg && !is_floating(a.dtype)) {
+    fail(ErrorCode::InvalidArgument, a,
+         std::string("op avg is not defined for integer dtype ") + to_string(a.dtype) +
+             " (it would truncate); use sum and divide");
+  }
+}
+
+// The root, and gatherv's recv_counts at the root.
+void check_root_and_counts(const CollArgs& a, const CommContext& ctx) {
   if (has_root(a.coll) && (a.root < 0 || a.root >= ctx.size)) {
     fail(ErrorCode::InvalidArgument, a,
          "root " + std::to_string(a.root) + " is out of range for " + std::to_string(ctx.size) +
              " ranks (valid: 0.." + std::to_string(ctx.size - 1) + ")");
   }
-  const bool root = ctx.rank == a.root;
-  if (a.coll == Collective::gatherv && root) {
-    if (a.recv_counts.size() != static_cast<std::size_t>(ctx.size)) {
-      fail(ErrorCode::InvalidArgument, a,
-           "recv_counts has " + std::to_string(a.recv_counts.size()) + " entries at the root, " +
-               "expected one per rank (" + std::to_string(ctx.size) + ")");
-    }
-    if (a.recv_counts[static_cast<std::size_t>(ctx.rank)] != a.count) {
-      fail(ErrorCode::InvalidArgument, a,
-           "the root sends " + std::to_string(a.count) + " elements but recv_counts[" +
-               std::to_string(ctx.rank) + "] is " +
-               std::to_string(a.recv_counts[static_cast<std::size_t>(ctx.rank)]));
-    }
-  }
-
-  const BufferExtent e = buffer_extent(a, ctx);
-  const char* send_name = a.coll == Collective::broadcast ? "buf" : "send";
-  const char* recv_name = a.coll == Collective::broadcast ? "buf" : "recv";
-  if (e.send_bytes > 0 && a.send == nullptr) {
+  if (a.coll != Collective::gatherv || ctx.rank != a.root) return;
+  if (a.recv_counts.size() != static_cast<std::size_t>(ctx.size)) {
     fail(ErrorCode::InvalidArgument, a,
-         std::string(send_name) + " is null but " + std::to_string(e.send_bytes) +
-             " bytes are to be sent (count " + std::to_string(a.count) + ")");
+         "recv_counts has " + std::to_string(a.recv_counts.size()) + " entries at the root, " +
+             "expected one per rank (" + std::to_string(ctx.size) + ")");
   }
-  if (e.recv_bytes > 0 && a.recv == nullptr) {
+  if (a.recv_counts[static_cast<std::size_t>(ctx.rank)] != a.count) {
     fail(ErrorCode::InvalidArgument, a,
-         std::string(recv_name) + " is null but " + std::to_string(e.recv_bytes) +
-             " bytes are to be received (count " + std::to_string(a.count) + ")");
+         "the root sends " + std::to_string(a.count) + " elements but recv_counts[" +
+             std::to_string(ctx.rank) + "] is " +
+             std::to_string(a.recv_counts[static_cast<std::size_t>(ctx.rank)]));
   }
-  if (e.send_bytes == 0 || e.recv_bytes == 0) return;
+}
 
-  // In place is allowed only in the NCCL positions; any other overlap would make the result
-  // depend on the backend's algorithm.
+// In place is allowed only in the NCCL positions; any other overlap would make the result
+// depend on the backend's algorithm.
+void check_overlap(const CollArgs& a, const CommContext& ctx, const BufferExtent& e) {
   const auto s = reinterpret_cast<std::uintptr_t>(a.send);
   const auto r = reinterpret_cast<std::uintptr_t>(a.recv);
   if (s >= r + e.recv_bytes || r >= s + e.send_bytes) return;  // disjoint
@@ -185,6 +176,27 @@ void validate(const CollArgs& a, const CommContext& ctx) {
              ptr_text(a.recv) + " (" + std::to_string(e.recv_bytes) +
              " bytes) overlap but are not in place (in place means " + rule + ")");
   }
+}
+
+}  // namespace
+
+void validate(const CollArgs& a, const CommContext& ctx) {
+  check_dtype_and_op(a);
+  check_root_and_counts(a, ctx);
+  const BufferExtent e = buffer_extent(a, ctx);
+  const char* send_name = a.coll == Collective::broadcast ? "buf" : "send";
+  const char* recv_name = a.coll == Collective::broadcast ? "buf" : "recv";
+  if (e.send_bytes > 0 && a.send == nullptr) {
+    fail(ErrorCode::InvalidArgument, a,
+         std::string(send_name) + " is null but " + std::to_string(e.send_bytes) +
+             " bytes are to be sent (count " + std::to_string(a.count) + ")");
+  }
+  if (e.recv_bytes > 0 && a.recv == nullptr) {
+    fail(ErrorCode::InvalidArgument, a,
+         std::string(recv_name) + " is null but " + std::to_string(e.recv_bytes) +
+             " bytes are to be received (count " + std::to_string(a.count) + ")");
+  }
+  if (e.send_bytes > 0 && e.recv_bytes > 0) check_overlap(a, ctx, e);
 }
 
 }  // namespace synk::detail
