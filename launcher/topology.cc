@@ -6,7 +6,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -99,15 +103,61 @@ std::vector<hwloc_obj_t> find_gpu_pci_devices(hwloc_topology_t topo) {
   return found;
 }
 
+// Whether this machine has an NVIDIA PCI device, from the vendor files the kernel keeps in sysfs:
+// without one there is no GPU to find, and hwloc's I/O discovery, which reads every device's PCI
+// config space (2.6 ms a device in this VM), is skipped (docs/measurements.md#synkruns-start).
+bool has_nvidia_pci_device() {
+  std::error_code ec;
+  for (const auto& dev : std::filesystem::directory_iterator("/sys/bus/pci/devices", ec)) {
+    std::ifstream vendor(dev.path() / "vendor");
+    std::string id;
+    if (vendor >> id && id == "0x10de") return true;
+  }
+  return false;
+}
+
+// hwloc plugins synkrun never uses are not loaded: dlopening them and their libraries took 5-8 ms
+// of every synkrun and rank step here. hwloc reads HWLOC_PLUGINS_BLACKLIST when it first loads
+// its plugins (the first topology of the process); the variable is restored right after, so
+// mpirun and the ranks' programs never see it. libxml2's XML reader stays for a user's XML file.
+class UnusedPluginsSkipped {
+ public:
+  explicit UnusedPluginsSkipped(bool keep_libxml) {
+    if (const char* v = std::getenv(kVar)) old_ = v;
+    std::string list = keep_libxml ? "hwloc_gl,hwloc_opencl" : "hwloc_gl,hwloc_opencl,hwloc_xml_libxml";
+    if (old_ && !old_->empty()) list += "," + *old_;
+    setenv(kVar, list.c_str(), 1);
+  }
+  ~UnusedPluginsSkipped() {
+    if (old_) {
+      setenv(kVar, old_->c_str(), 1);
+    } else {
+      unsetenv(kVar);
+    }
+  }
+  UnusedPluginsSkipped(const UnusedPluginsSkipped&) = delete;
+  UnusedPluginsSkipped& operator=(const UnusedPluginsSkipped&) = delete;
+
+ private:
+  static constexpr const char* kVar = "HWLOC_PLUGINS_BLACKLIST";
+  std::optional<std::string> old_;
+};
+
 }  // namespace
 
 Hwloc::Hwloc(const TopologySource& source) {
   hwloc_topology_t t = nullptr;
-  if (hwloc_topology_init(&t) != 0) {
-    throw std::runtime_error("hwloc_topology_init failed: " + std::string(std::strerror(errno)));
+  const bool users_xml = source.kind == TopologySource::Kind::xml_file && !source.xml_of_this_machine;
+  {
+    const UnusedPluginsSkipped skipped(users_xml);
+    if (hwloc_topology_init(&t) != 0) {
+      throw std::runtime_error("hwloc_topology_init failed: " + std::string(std::strerror(errno)));
+    }
   }
   topo_ = t;
-  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  const bool io = source.kind != TopologySource::Kind::this_machine || has_nvidia_pci_device();
+  hwloc_topology_set_io_types_filter(t, io ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT
+                                           : HWLOC_TYPE_FILTER_KEEP_NONE);
   // GPUs come from PCI, CUDA and NVML. OpenCL's discovery initializes every ICD (tens of ms
   // per rank) and GL's probes X displays; neither can tell us more.
   for (const char* skip : {"opencl", "gl"}) {
