@@ -144,7 +144,7 @@ std::int32_t* at_page_offset(std::vector<std::int32_t>& storage, std::size_t off
   return reinterpret_cast<std::int32_t*>(((base + 4095) & ~std::uintptr_t{4095}) + offset);
 }
 
-// A writer puts its data in its slot as far into a page as its source (shm_sync.cc,
+// A writer puts its data in its slot as far into a page as its source (slot_arena.cc,
 // shift_slots), and publishes where; all_reduce's and reduce's shared result area starts as
 // far into a page as rank 0's or the root's destination. Here each rank's buffers start at its
 // own place in a page (8, 48 and 0 bytes in), so every reader reads a peer's slot, and all but

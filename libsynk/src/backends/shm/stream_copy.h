@@ -14,7 +14,7 @@
 namespace synk::shm {
 
 // Streaming stores are weakly ordered: stream_fence() must come between them and the release
-// store that tells another rank to read them (Group::post does it, once for all the copies of
+// store that tells another rank to read them (StepChannel::post does it, once for all the copies of
 // a step: a fence after every piece of a piecewise copy stalled it each time).
 inline void stream_fence() {
 #if defined(__SSE2__)
