@@ -258,7 +258,7 @@ TEST(BadComm, UnknownBackend) {
     EXPECT_EQ(e->code(), ErrorCode::InvalidArgument);
   }
   EXPECT_THAT(synk_test::message(e),
-              HasSubstr("backend 'carrier-pigeon' is not one of auto, mpi, shm, nccl"));
+              HasSubstr("backend 'carrier-pigeon' is not one of auto, mpi, shm or nccl"));
   EXPECT_TRUE(synk_test::still_usable(world()));
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "core/backend.h"
 #include "core/env.h"
 #include "synk/error.h"
 
@@ -177,5 +178,20 @@ TEST(Env, SurroundingSpacesAndTabsAreTrimmedForEveryVariable) {
   }
 }
 
+
+// SYNK_BACKEND's names and the text of its error come from one list (kBackendChoices); hier is
+// what auto makes across nodes, not a name to ask for.
+TEST(Env, BackendNamesComeFromOneList) {
+  for (std::string_view b : detail::kBackendChoices) {
+    EXPECT_EQ(parse({{"SYNK_BACKEND", std::string(b)}}).backend, b);
+  }
+  EXPECT_EQ(detail::backend_choices_text(), "auto, mpi, shm or nccl");
+  try {
+    parse({{"SYNK_BACKEND", "hier"}});
+    ADD_FAILURE() << "SYNK_BACKEND=hier was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("auto, mpi, shm or nccl"));
+  }
+}
 }  // namespace
 }  // namespace synk::detail

@@ -274,6 +274,7 @@ class Communicator {
   friend const detail::CommContext& detail::context_of(const Communicator& comm);
   friend bool detail::runs_in_background(const Communicator& comm);
   friend bool detail::routes_by_memory(const Communicator& comm);
+  friend Communicator detail::duplicate_for_engine(const Communicator& comm);
   // Fails the call `op` of count elements of dtype on this rank because of `why`, taking part in
   // it as a rejected argument does (so the other ranks fail too where the backend can tell
   // them: shm, hier, SYNK_CHECK_CALLS=1). Always throws.

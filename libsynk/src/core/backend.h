@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "synk/error.h"
 #include "synk/node_buffer.h"
@@ -71,10 +72,21 @@ struct CollArgs {
   const std::string* typed_error = nullptr;
 };
 
+// The backends. Code outside them asks a backend what it can do (the capability queries of
+// Backend) or which kind it is, never compares names.
+enum class BackendKind { mpi, shm, hier, nccl };
+const char* to_string(BackendKind k);
+// What SYNK_BACKEND and CommOptions::backend take: "auto" or a backend's name (hier is what
+// auto makes across nodes, not asked for by name).
+inline constexpr std::string_view kBackendChoices[] = {"auto", "mpi", "shm", "nccl"};
+// "auto, mpi, shm or nccl", for messages.
+std::string backend_choices_text();
+
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual const char* name() const = 0;
+  virtual BackendKind kind() const = 0;
+  const char* name() const { return to_string(kind()); }
   virtual Request all_reduce(const CollArgs& a) = 0;
   virtual Request reduce(const CollArgs& a) = 0;
   virtual Request broadcast(const CollArgs& a) = 0;
@@ -90,6 +102,10 @@ class Backend {
   // Whether calls wait inside MPI's own blocking calls, which have no deadline: the Communicator
   // then arms the watchdog (mpi_watchdog.h) around them.
   virtual bool waits_in_mpi() const { return false; }
+  // Whether every call is compared across the ranks before it runs, whatever SYNK_CHECK_CALLS
+  // says (hier: between nodes a rank that rejected its arguments cannot tell the others inside
+  // the call, and the next calls would pair up wrongly).
+  virtual bool checks_every_call() const { return false; }
   // Communicator::alloc, on arguments every rank agreed on. The default: private page-aligned
   // memory (no other rank can read it; nothing changes for the collectives).
   virtual NodeBuffer alloc(std::size_t bytes);
@@ -112,7 +128,7 @@ class Backend {
   }
 };
 
-// The backend named `requested` ("auto", "mpi", "shm", "nccl") for the ranks in ctx.
+// The backend named `requested` (one of kBackendChoices) for the ranks in ctx.
 // Collective over ctx.comm. Throws NotSupported for a backend this build or machine lacks.
 std::unique_ptr<Backend> make_backend(const std::string& requested, const CommContext& ctx);
 

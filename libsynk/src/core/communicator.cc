@@ -82,8 +82,11 @@ bool routes_by_memory(const Communicator& comm) { return comm.st().routes_by_mem
 
 Communicator duplicate_for_engine(const Communicator& comm) {
   CommOptions options;
-  const std::string& b = comm.backend();
-  options.backend = b == "hier" || b == "nccl" ? "auto" : b;
+  // hier is what auto makes across nodes; the engine's calls are on host memory.
+  const detail::BackendKind k = comm.st().backend->kind();
+  options.backend = k == detail::BackendKind::hier || k == detail::BackendKind::nccl
+                        ? "auto"
+                        : comm.backend();
   options.yield_when_waiting = true;
   return Communicator(comm.mpi_comm(), options);
 }
@@ -126,7 +129,7 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   // on the other node (an all_reduce of 4 floats of 1 gave 9 instead of 4, silently); the
   // shm backend tells its node inside the call (reject), but MPI between the nodes cannot.
   // One small all-gather per call, which is little next to crossing the network.
-  if (state->backend_name == "hier") state->check_calls = true;
+  if (state->backend->checks_every_call()) state->check_calls = true;
   state->on_device = state->backend->device() >= 0;
   state->background = threads || !(state->waits_in_mpi || state->check_calls);
   if (!state->background && state->ctx.rank == 0) {
@@ -289,7 +292,9 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
   }
   detail::Backend& b = *st.backend;
   std::optional<detail::MpiWatch> watch;
-  if (st.waits_in_mpi) watch.emplace(a, st.ctx.rank, b.name(), detail::settings().timeout_s);
+  if (st.waits_in_mpi) {
+    watch.emplace(a, st.ctx.rank, b.name(), st.check_calls, detail::settings().timeout_s);
+  }
   Request req;
   switch (a.coll) {
     case Collective::all_reduce: req = b.all_reduce(a); break;

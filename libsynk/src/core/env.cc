@@ -9,6 +9,7 @@
 #include <optional>
 #include <string_view>
 
+#include "core/backend.h"
 #include "core/contexts.h"
 #include "synk/error.h"
 
@@ -71,12 +72,17 @@ double parse_seconds(const Value& v) {
 }
 
 // The value when it is one of `names`, else an error that says `expected`.
-std::string one_of(const Value& v, std::initializer_list<std::string_view> names,
-                   const char* expected) {
+template <class Names>
+std::string one_of(const Value& v, const Names& names, const std::string& expected) {
   for (std::string_view n : names) {
     if (v.text == n) return v.text;
   }
   bad(v, expected);
+}
+
+std::string one_of(const Value& v, std::initializer_list<std::string_view> names,
+                   const char* expected) {
+  return one_of<std::initializer_list<std::string_view>>(v, names, expected);
 }
 
 }  // namespace
@@ -85,7 +91,7 @@ Settings parse_settings(const std::function<const char*(const char*)>& get) {
   Settings s;
   const auto var = [&](const char* name) { return read(get, name); };
   if (const auto v = var("SYNK_BACKEND")) {
-    s.backend = one_of(*v, {"auto", "mpi", "shm", "nccl"}, "auto, mpi, shm or nccl");
+    s.backend = one_of(*v, kBackendChoices, backend_choices_text());
   }
   if (const auto v = var("SYNK_LOG")) {
     const std::string l =

@@ -41,6 +41,7 @@ struct Slot {
   int root = 0;
   int rank = 0;
   const char* backend = "";
+  bool calls_checked = false;  // compared across the ranks before it ran
 };
 
 // Never destroyed: the watchdog thread may look at them while the process exits.
@@ -50,7 +51,6 @@ std::atomic<std::int64_t> shortest_timeout_ns{0};  // sets how often the watchdo
 std::once_flag started;
 
 void expire(const Slot& s, std::uint64_t calls, double waited_s) {
-  const bool hier = std::string(s.backend) == "hier";
   std::string text =
       "synk Timeout: rank " + std::to_string(s.rank) + ": " +
       describe_call(s.coll, s.count, s.dtype, s.op, s.root) + " on the " + s.backend +
@@ -59,7 +59,7 @@ void expire(const Slot& s, std::uint64_t calls, double waited_s) {
       " s). MPI cannot be interrupted, so this process ends (exit code " +
       std::to_string(kWatchdogExitCode) +
       ") and mpirun ends the job. Some rank is not in this call: stopped, or busy elsewhere";
-  text += hier ? ".\n"
+  text += s.calls_checked ? ".\n"
                : ", or it rejected its own arguments (SYNK_CHECK_CALLS=1 makes that an error on "
                  "every rank).\n";
   // The call may have ended while the text was made: then it is not stuck.
@@ -168,7 +168,8 @@ void mpi_watch_progress() noexcept {
   if (armed) advance(*armed, 2);  // still odd
 }
 
-MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, double timeout_s)
+MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_checked,
+                   double timeout_s)
     : slot_(my_slot(timeout_s).index) {
   if (slot_ < 0) return;
   Slot& s = slots[slot_];
@@ -180,6 +181,7 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, double time
   s.root = a.root;
   s.rank = rank;
   s.backend = backend;
+  s.calls_checked = calls_checked;
   advance(s, 1);  // odd: inside a call
   armed = &s;
 }

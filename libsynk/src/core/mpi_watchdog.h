@@ -19,11 +19,14 @@ constexpr int kWatchdogExitCode = 124;
 void mpi_watch_progress() noexcept;
 
 // Arms the watchdog for this thread's call `a` on `rank` of the backend named `backend` (a
-// string that outlives the process's calls) for its lifetime. Costs a few stores per call; the
+// string that outlives the process's calls) for its lifetime. calls_checked: the call was
+// compared across the ranks first (SYNK_CHECK_CALLS, or a backend that always does), so no rank
+// can be in it with arguments the others rejected. Costs a few stores per call; the
 // text of the error is only made when it fires.
 class MpiWatch {
  public:
-  MpiWatch(const CollArgs& a, int rank, const char* backend, double timeout_s);
+  MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_checked,
+           double timeout_s);
   ~MpiWatch();
   MpiWatch(const MpiWatch&) = delete;
   MpiWatch& operator=(const MpiWatch&) = delete;

@@ -50,6 +50,26 @@ std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceO
   return s + ")";
 }
 
+const char* to_string(BackendKind k) {
+  switch (k) {
+    case BackendKind::mpi: return "mpi";
+    case BackendKind::shm: return "shm";
+    case BackendKind::hier: return "hier";
+    case BackendKind::nccl: return "nccl";
+  }
+  return "?";
+}
+
+std::string backend_choices_text() {
+  std::string text;
+  const std::size_t n = std::size(kBackendChoices);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) text += i + 1 == n ? " or " : ", ";
+    text += kBackendChoices[i];
+  }
+  return text;
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& requested, const CommContext& ctx) {
   if (requested == "mpi") {
     SYNK_LOG_AT(info, "backend mpi (requested) for " << ctx.size << " ranks on " << ctx.num_nodes
@@ -79,7 +99,7 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const CommCo
 #endif
   }
   throw Error(ErrorCode::InvalidArgument,
-              "backend '" + requested + "' is not one of auto, mpi, shm, nccl");
+              "backend '" + requested + "' is not one of " + backend_choices_text());
 }
 
 }  // namespace synk::detail

@@ -23,7 +23,8 @@ class HierBackend final : public Backend {
   HierBackend(const HierBackend&) = delete;
   HierBackend& operator=(const HierBackend&) = delete;
   static constexpr std::size_t kSlicedBytes = 64 * 1024;
-  const char* name() const override { return "hier"; }
+  BackendKind kind() const override { return BackendKind::hier; }
+  bool checks_every_call() const override { return true; }
   bool waits_in_mpi() const override { return true; }  // between the nodes
   Request all_reduce(const CollArgs& a) override;
   Request reduce(const CollArgs& a) override { return mpi_.reduce(a); }

@@ -16,7 +16,7 @@ void scale_avg(void* buf, std::size_t count, DataType t, int n);
 class MpiBackend final : public Backend {
  public:
   explicit MpiBackend(const CommContext& ctx);
-  const char* name() const override { return "mpi"; }
+  BackendKind kind() const override { return BackendKind::mpi; }
   bool waits_in_mpi() const override { return true; }
   Request all_reduce(const CollArgs& a) override;
   Request reduce(const CollArgs& a) override;

@@ -21,7 +21,7 @@ class NcclBackend final : public Backend {
   NcclBackend(const NcclBackend&) = delete;
   NcclBackend& operator=(const NcclBackend&) = delete;
 
-  const char* name() const override { return "nccl"; }
+  BackendKind kind() const override { return BackendKind::nccl; }
   Request all_reduce(const CollArgs& a) override;
   Request reduce(const CollArgs& a) override;
   Request broadcast(const CollArgs& a) override;

@@ -30,7 +30,7 @@ class ShmBackend final : public Backend {
  public:
   // Throws NotSupported when the ranks of ctx span more than one node.
   explicit ShmBackend(const CommContext& ctx);
-  const char* name() const override { return "shm"; }
+  BackendKind kind() const override { return BackendKind::shm; }
   Request all_reduce(const CollArgs& a) override;
   Request reduce(const CollArgs& a) override;
   Request broadcast(const CollArgs& a) override;
