@@ -194,10 +194,10 @@ struct NodePlan {
   bool planned = false;
 };
 
-// "" or a usage error. With several hosts (and so -np) a plan this node cannot make is left to
-// each node, which may run fewer ranks.
+// Fills node (all but multi_node, which the caller sets): "" or a usage error. With several
+// hosts (and so -np) a plan this node cannot make is left to each node, which may run fewer
+// ranks.
 std::string plan_node(const Options& o, const NodeTopology& topo, NodePlan& node) {
-  node.multi_node = !o.hosts.empty() || !o.hostfile.empty();
   node.rank_per_slot = node.multi_node && !o.np;
   if (node.rank_per_slot) return ranks_per_core_error(o, topo, 0);
   try {
@@ -293,8 +293,9 @@ int launch(Options& o, const char* argv0) {
   if (const std::string err = discover_topology(o, topo, exported); !err.empty()) {
     return usage_error(err);
   }
-  if (const auto code = check_program(o, !o.hosts.empty() || !o.hostfile.empty())) return *code;
   NodePlan node;
+  node.multi_node = !o.hosts.empty() || !o.hostfile.empty();
+  if (const auto code = check_program(o, node.multi_node)) return *code;
   if (const std::string err = plan_node(o, topo, node); !err.empty()) return usage_error(err);
 
   MpirunContext ctx;

@@ -11,9 +11,6 @@ namespace synk::shm {
 
 namespace {
 
-constexpr const char* kChosenNames[kChosenCollectives] = {"broadcast", "all_gather", "gather",
-                                                           "all_reduce", "reduce"};
-
 std::string_view trimmed(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
   if (first == std::string_view::npos) return {};
@@ -21,11 +18,21 @@ std::string_view trimmed(std::string_view s) {
 }
 
 [[noreturn]] void refuse(std::string_view part, const std::string& why) {
+  std::string names;
+  for (detail::Collective c : kChosenCollectiveList) {
+    names += (names.empty() ? "" : ", ") + std::string(detail::to_string(c));
+  }
   throw Error(ErrorCode::InvalidArgument,
               "SYNK_SHM_ALGO: '" + std::string(part) + "': " + why +
-                  " (COLL=ALGO, comma-separated; COLL: broadcast, all_gather, gather, all_reduce, reduce; "
-                  "ALGO: "
-                  "slots, cma)");
+                  " (COLL=ALGO, comma-separated; COLL: " + names + "; ALGO: slots, cma)");
+}
+
+// The chosen collective named `name`, or -1.
+int chosen_index_of(std::string_view name) {
+  for (int i = 0; i < kChosenCollectives; ++i) {
+    if (name == detail::to_string(kChosenCollectiveList[i])) return i;
+  }
+  return -1;
 }
 
 // Seconds as whole nanoseconds in 32 bits (a call of up to 4.2 s), at least 1: 0 is "not timed".
@@ -39,14 +46,10 @@ std::uint64_t packed_ns(double seconds) {
 const char* to_string(ShmAlgo a) { return a == ShmAlgo::cma ? "cma" : "slots"; }
 
 int chosen_index(detail::Collective c) {
-  switch (c) {
-    case detail::Collective::broadcast: return 0;
-    case detail::Collective::all_gather: return 1;
-    case detail::Collective::gather: return 2;
-    case detail::Collective::all_reduce: return 3;
-    case detail::Collective::reduce: return 4;
-    default: return -1;
+  for (int i = 0; i < kChosenCollectives; ++i) {
+    if (kChosenCollectiveList[i] == c) return i;
   }
+  return -1;
 }
 
 ForcedAlgos parse_forced_algos(std::string_view spec) {
@@ -58,10 +61,10 @@ ForcedAlgos parse_forced_algos(std::string_view spec) {
     const auto eq = part.find('=');
     if (eq == std::string_view::npos) refuse(part, "no '='");
     const std::string_view coll = trimmed(part.substr(0, eq)), algo = trimmed(part.substr(eq + 1));
-    const auto* name = std::find(std::begin(kChosenNames), std::end(kChosenNames), coll);
-    if (name == std::end(kChosenNames)) refuse(part, "unknown collective '" + std::string(coll) + "'");
+    const int index = chosen_index_of(coll);
+    if (index < 0) refuse(part, "unknown collective '" + std::string(coll) + "'");
     if (algo != "slots" && algo != "cma") refuse(part, "unknown algorithm '" + std::string(algo) + "'");
-    auto& slot = forced[static_cast<std::size_t>(name - std::begin(kChosenNames))];
+    auto& slot = forced[static_cast<std::size_t>(index)];
     if (slot) refuse(part, "the collective is named twice");
     slot = algo == "cma" ? ShmAlgo::cma : ShmAlgo::slots;
   }

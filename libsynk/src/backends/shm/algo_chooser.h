@@ -27,6 +27,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,9 +41,12 @@ enum class ShmAlgo : std::uint8_t { slots, cma };
 
 const char* to_string(ShmAlgo a);
 
-// The collectives whose algorithm is chosen, in this order: broadcast, all_gather, gather,
-// all_reduce, reduce.
-inline constexpr int kChosenCollectives = 5;
+// The collectives whose algorithm is chosen, in the order of ForcedAlgos and the chooser's
+// tables; SYNK_SHM_ALGO names them as detail::to_string does.
+inline constexpr detail::Collective kChosenCollectiveList[] = {
+    detail::Collective::broadcast, detail::Collective::all_gather, detail::Collective::gather,
+    detail::Collective::all_reduce, detail::Collective::reduce};
+inline constexpr int kChosenCollectives = static_cast<int>(std::size(kChosenCollectiveList));
 int chosen_index(detail::Collective c);  // -1 for the others
 
 // SYNK_SHM_ALGO: "COLL=ALGO[,COLL=ALGO...]", COLL one of the chosen collectives and ALGO

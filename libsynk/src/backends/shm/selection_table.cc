@@ -8,10 +8,6 @@ namespace synk::shm {
 
 namespace {
 
-constexpr detail::Collective kChosen[kChosenCollectives] = {
-    detail::Collective::broadcast, detail::Collective::all_gather, detail::Collective::gather,
-    detail::Collective::all_reduce, detail::Collective::reduce};
-
 std::string size_text(int size_class) {
   const std::size_t bytes = std::size_t{1} << size_class;
   if (bytes >= (std::size_t{1} << 20)) return std::to_string(bytes >> 20) + " MiB";
@@ -30,7 +26,7 @@ std::string stores_text(const StoreTuner& stores, detail::Collective c, std::siz
 std::string selection_table(const AlgoChooser& chooser, const StoreTuner& stores, int ranks) {
   std::string out;
   char line[200];
-  for (detail::Collective c : kChosen) {
+  for (detail::Collective c : kChosenCollectiveList) {
     if (const auto forced = chooser.forced(c)) {
       std::snprintf(line, sizeof line, "  %-14s %5d  %9s  %-5s %-8s  %9s  %9s  %s\n",
                     detail::to_string(c), ranks, "all", to_string(*forced), "forced", "-", "-",
