@@ -221,7 +221,7 @@ tests() {
   run_step tests 150 "$RESULTS/tests.log" ctest --test-dir "$BUILD" -V \
     -R '^nccl_|^train.device_cuda$' -E 'fake|one_gpu|no_context' -j 4
   sed 's/\x1b\[[0-9;]*m//g' "$RESULTS/tests.log" |
-    grep -E "tests passed|Failed|Not Run|\*\*\*|Test +#|FAILED  \]|SKIPPED \] [A-Z]|PASSED" |
+    grep -E "tests passed|Failed|Not Run|\*\*\*|Test +#|FAILED  \]|SKIPPED \] [A-Z]|PASSED|asked: |libcuda is|: train_loss gpu" |
     grep -v "^###" | sed 's/^[0-9]*: //; s/^/    /' >> "$SUMMARY"
   run_step "NCCL alone: one-rank ncclAvg" 30 "$RESULTS/tests.log" \
     "$BUILD/bin/nccl_raw_avg_one_rank"
