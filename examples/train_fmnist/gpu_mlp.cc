@@ -59,9 +59,30 @@ class DeviceArray {
   std::size_t n_ = 0;
 };
 
+// gpu_mlp.h's model on a CUDA device.
+class CudaMlp final : public GpuMlp {
+ public:
+  explicit CudaMlp(const GpuMlpConfig& config);
+  ~CudaMlp() override;
+  std::size_t num_params() const override;
+  void set_params(std::span<const float> host) override;
+  void get_params(std::span<float> host) const override;
+  void load_batch(const DatasetView& data, std::span<const std::uint32_t> indices) override;
+  void loss_and_gradient() override;
+  float* gradient() override;
+  void read_sums(float& loss_sum, float& non_finite) const override;
+  void update(float lr, float grad_scale) override;
+  GpuEpochStats take_epoch_stats() override;
+  int device() const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace
 
-struct GpuMlp::Impl {
+struct CudaMlp::Impl {
   std::vector<int> sizes;
   std::vector<std::size_t> offsets;  // of W_l in the flat layout; b_l follows it
   std::size_t n = 0;                 // parameters
@@ -94,15 +115,15 @@ struct GpuMlp::Impl {
   void backward();
 };
 
-GpuMlp::GpuMlp(std::vector<int> sizes, int device, std::size_t max_rows,
-               const std::string& optimizer, float momentum) {
-  CHECK(cudaSetDevice(device));
-  impl_ = std::make_unique<Impl>(device);
+CudaMlp::CudaMlp(const GpuMlpConfig& config) {
+  CHECK(cudaSetDevice(config.device));
+  impl_ = std::make_unique<Impl>(config.device);
   Impl& m = *impl_;
-  m.sizes = std::move(sizes);
-  m.max_rows = max_rows;
-  m.optimizer = optimizer;
-  m.momentum = momentum;
+  m.sizes = config.sizes;
+  m.max_rows = config.max_rows;
+  m.optimizer = config.optimizer;
+  m.momentum = config.momentum;
+  const std::size_t max_rows = config.max_rows;
   int widest = 0;
   for (int l = 0; l < m.layers(); ++l) {
     m.offsets.push_back(m.n);
@@ -113,7 +134,7 @@ GpuMlp::GpuMlp(std::vector<int> sizes, int device, std::size_t max_rows,
   m.params = DeviceArray<float>(m.n);
   m.grad = DeviceArray<float>(m.n + 2);
   m.state1 = DeviceArray<float>(m.n);
-  if (optimizer == "adam") m.state2 = DeviceArray<float>(m.n);
+  if (m.optimizer == "adam") m.state2 = DeviceArray<float>(m.n);
   CHECK(cudaMemset(m.state1.get(), 0, m.n * sizeof(float)));
   if (m.state2.size()) CHECK(cudaMemset(m.state2.get(), 0, m.n * sizeof(float)));
   m.x = DeviceArray<float>(max_rows * static_cast<std::size_t>(m.sizes[0]));
@@ -132,23 +153,23 @@ GpuMlp::GpuMlp(std::vector<int> sizes, int device, std::size_t max_rows,
   CHECK(cublasSetMathMode(m.blas, CUBLAS_DEFAULT_MATH));
 }
 
-GpuMlp::~GpuMlp() = default;
+CudaMlp::~CudaMlp() = default;
 
-std::size_t GpuMlp::num_params() const { return impl_->n; }
-int GpuMlp::device() const { return impl_->device; }
-float* GpuMlp::gradient() { return impl_->grad.get(); }
+std::size_t CudaMlp::num_params() const { return impl_->n; }
+int CudaMlp::device() const { return impl_->device; }
+float* CudaMlp::gradient() { return impl_->grad.get(); }
 
-void GpuMlp::set_params(std::span<const float> host) {
+void CudaMlp::set_params(std::span<const float> host) {
   if (host.size() != impl_->n) throw std::invalid_argument("GpuMlp: wrong parameter count");
   CHECK(cudaMemcpy(impl_->params.get(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
 }
 
-void GpuMlp::get_params(std::span<float> host) const {
+void CudaMlp::get_params(std::span<float> host) const {
   if (host.size() != impl_->n) throw std::invalid_argument("GpuMlp: wrong parameter count");
   CHECK(cudaMemcpy(host.data(), impl_->params.get(), host.size_bytes(), cudaMemcpyDeviceToHost));
 }
 
-void GpuMlp::load_batch(const DatasetView& data, std::span<const std::uint32_t> indices) {
+void CudaMlp::load_batch(const DatasetView& data, std::span<const std::uint32_t> indices) {
   Impl& m = *impl_;
   if (indices.size() > m.max_rows) throw std::invalid_argument("GpuMlp: batch too large");
   m.rows = indices.size();
@@ -161,7 +182,7 @@ void GpuMlp::load_batch(const DatasetView& data, std::span<const std::uint32_t> 
   CHECK(gpu::scale_bytes(m.x_bytes.get(), m.x.get(), cells, m.stream));
 }
 
-void GpuMlp::Impl::forward(const float* in) {
+void CudaMlp::Impl::forward(const float* in) {
   const float one = 1.0f, zero = 0.0f;
   const int r = static_cast<int>(rows);
   for (int l = 0; l < layers(); ++l) {
@@ -175,7 +196,7 @@ void GpuMlp::Impl::forward(const float* in) {
   }
 }
 
-void GpuMlp::Impl::backward() {
+void CudaMlp::Impl::backward() {
   const float one = 1.0f, zero = 0.0f;
   const int r = static_cast<int>(rows);
   for (int l = layers() - 1; l >= 0; --l) {
@@ -194,7 +215,7 @@ void GpuMlp::Impl::backward() {
   }
 }
 
-void GpuMlp::loss_and_gradient() {
+void CudaMlp::loss_and_gradient() {
   Impl& m = *impl_;
   if (m.rows == 0) {  // this rank's share of a short last batch: nothing, but the collective
     CHECK(cudaMemsetAsync(m.grad.get(), 0, (m.n + 2) * sizeof(float), m.stream));
@@ -209,14 +230,14 @@ void GpuMlp::loss_and_gradient() {
   CHECK(cudaStreamSynchronize(m.stream));
 }
 
-void GpuMlp::read_sums(float& loss_sum, float& non_finite) const {
+void CudaMlp::read_sums(float& loss_sum, float& non_finite) const {
   float tail[2];
   CHECK(cudaMemcpy(tail, impl_->grad.get() + impl_->n, sizeof tail, cudaMemcpyDeviceToHost));
   loss_sum = tail[0];
   non_finite = tail[1];
 }
 
-void GpuMlp::update(float lr, float grad_scale) {
+void CudaMlp::update(float lr, float grad_scale) {
   Impl& m = *impl_;
   if (m.optimizer == "adam") {
     ++m.adam_t;
@@ -233,7 +254,7 @@ void GpuMlp::update(float lr, float grad_scale) {
   CHECK(cudaStreamSynchronize(m.stream));
 }
 
-GpuEpochStats GpuMlp::take_epoch_stats() {
+GpuEpochStats CudaMlp::take_epoch_stats() {
   Impl& m = *impl_;
   double loss[2];
   unsigned long long correct = 0;
@@ -242,6 +263,10 @@ GpuEpochStats GpuMlp::take_epoch_stats() {
   CHECK(cudaMemset(m.loss.get() + 1, 0, sizeof(double)));
   CHECK(cudaMemset(m.correct.get(), 0, sizeof correct));
   return {loss[1], static_cast<std::int64_t>(correct)};
+}
+
+extern "C" GpuMlp* fmnist_make_cuda_mlp(const GpuMlpConfig& config) {
+  return new CudaMlp(config);
 }
 
 }  // namespace fmnist

@@ -59,7 +59,7 @@ Trainer::Trainer(synk::Communicator& comm, DatasetView train,
     const std::size_t max_rows = (config_.batch + static_cast<std::size_t>(comm_.size()) - 1) /
                                  static_cast<std::size_t>(comm_.size());
     device_ = std::make_unique<DevicePath>(comm_, config_, max_rows);
-    device_->model.set_params(model_.params());
+    device_->model->set_params(model_.params());
   }
   if (config_.overlap) {
     overlap_ = std::make_unique<LayerExchange>(comm_, model_, config_.optimizer, config_.lr,
@@ -115,7 +115,7 @@ EpochRecord Trainer::run_epoch(int epoch,
       throw NonFiniteLoss(epoch, step + 1, steps, sums.loss_sum / static_cast<double>(global), lr);
     }
     if (device_) {
-      device_->model.update(lr, grad_scale);
+      device_->model->update(lr, grad_scale);
     } else if (!overlap_) {  // with overlap, each layer's update comes before its next forward
       optimizer_->set_lr(lr);
       optimizer_->step(model_.params(), std::span<const float>(grad_.value()).first(n),
@@ -126,10 +126,10 @@ EpochRecord Trainer::run_epoch(int epoch,
 
   if (overlap_) overlap_->finish();
   if (device_) {  // the epoch's sums, and the parameters for the test evaluation on the host
-    const GpuEpochStats stats = device_->model.take_epoch_stats();
+    const GpuEpochStats stats = device_->model->take_epoch_stats();
     local.loss_sum = stats.loss_sum;
     local.correct = stats.correct;
-    device_->model.get_params(model_.params());
+    device_->model->get_params(model_.params());
   }
   // One all_reduce per epoch for the training stats; counts are exact in double below 2^53.
   std::vector<double> sums{local.loss_sum, static_cast<double>(local.correct),
@@ -161,7 +161,7 @@ BatchStats Trainer::all_reduce_step(StepSums& sums) {
 }
 
 void Trainer::device_step(std::span<const std::uint32_t> rows, StepSums& sums) {
-  GpuMlp& model = device_->model;
+  GpuMlp& model = *device_->model;
   const std::size_t n = model.num_params();
   model.load_batch(train_, rows);
   model.loss_and_gradient();

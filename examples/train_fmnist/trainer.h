@@ -85,9 +85,9 @@ class Trainer {
   struct DevicePath {
     DevicePath(synk::Communicator& comm, const TrainConfig& c, std::size_t max_rows)
         : nccl(comm.mpi_comm(), synk::CommOptions{"nccl"}),
-          model(c.layers, nccl.device(), max_rows, c.optimizer, c.momentum) {}
+          model(make_gpu_mlp({c.layers, nccl.device(), max_rows, c.optimizer, c.momentum})) {}
     synk::Communicator nccl;
-    GpuMlp model;
+    std::unique_ptr<GpuMlp> model;
   };
 
   synk::Communicator& comm_;
