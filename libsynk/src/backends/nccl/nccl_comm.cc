@@ -1,6 +1,8 @@
 // See nccl_comm.h: the communicator's lifetime, its waits and the Request of an operation.
 #include "backends/nccl/nccl_comm.h"
 
+#include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "core/backoff.h"
@@ -18,13 +20,37 @@ class NcclPending final : public Request::Pending {
   NcclPending(std::shared_ptr<NcclComm> comm, cudaEvent_t event, const char* op)
       : comm_(std::move(comm)), event_(event), op_(op), deadline_(comm_->deadline()) {}
   // (comm_ is initialized before deadline_: members are initialized in declaration order.)
-  ~NcclPending() override { cudaEventDestroy(event_); }  // any current device will do
+  ~NcclPending() override { comm_->return_event(event_); }
   NcclPending(const NcclPending&) = delete;
   NcclPending& operator=(const NcclPending&) = delete;
 
-  bool test() override {
+  bool test() override { return poll(true); }
+
+  // The device's work is waited for as cudaStreamSynchronize would, on a core of the rank's own
+  // (synkrun binds one): yielding between polls, for kYieldFor. A wait longer than that is a
+  // peer's delay or a large transfer, and sleeps between polls, so a stuck peer costs no core;
+  // a sleep's late wake-up is then a small part of the wait. NCCL's asynchronous errors (a peer
+  // lost) are asked for every kPollsPerErrorCheck polls, not on each.
+  void wait() override {
+    const NcclComm::Clock::time_point start = NcclComm::Clock::now();
+    for (int polls = 1; !poll(polls % kPollsPerErrorCheck == 0); ++polls) {
+      const NcclComm::Clock::time_point now = NcclComm::Clock::now();
+      if (now > deadline_) throw_timeout();
+      if (now - start < kYieldFor) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kYieldFor{20};
+  static constexpr int kPollsPerErrorCheck = 64;
+
+  bool poll(bool check_nccl) {
     if (done_) return true;
-    comm_->check_async(op_);
+    if (check_nccl) comm_->check_async(op_);
     const cudaError_t rc = cudaEventQuery(event_);
     if (rc == cudaErrorNotReady) return false;
     if (rc != cudaSuccess) {
@@ -38,21 +64,14 @@ class NcclPending final : public Request::Pending {
     return true;
   }
 
-  void wait() override {
-    int spins = 0;
-    while (!test()) {
-      if (NcclComm::Clock::now() > deadline_) {
-        const std::string why = std::string(op_) + " timed out";
-        comm_->abort(why);
-        throw Error(ErrorCode::Timeout,
-                    std::string(op_) + ": rank " + std::to_string(comm_->rank()) + " of " +
-                        std::to_string(comm_->size()) +
-                        " waited for the NCCL operation on its stream for more than " +
-                        seconds_text(comm_->timeout_s()) +
-                        " (SYNK_TIMEOUT); the NCCL communicator was aborted (ncclCommAbort)");
-      }
-      backoff(spins);
-    }
+  [[noreturn]] void throw_timeout() {
+    comm_->abort(std::string(op_) + " timed out");
+    throw Error(ErrorCode::Timeout,
+                std::string(op_) + ": rank " + std::to_string(comm_->rank()) + " of " +
+                    std::to_string(comm_->size()) +
+                    " waited for the NCCL operation on its stream for more than " +
+                    seconds_text(comm_->timeout_s()) +
+                    " (SYNK_TIMEOUT); the NCCL communicator was aborted (ncclCommAbort)");
   }
 
  private:
@@ -135,6 +154,7 @@ NcclComm::~NcclComm() {
       ncclCommAbort(comm_);
     }
   }
+  for (cudaEvent_t event : free_events_) cudaEventDestroy(event);
   if (scratch_) cudaFree(scratch_);
   if (stream_) cudaStreamDestroy(stream_);
   if (previous >= 0 && previous != device_) cudaSetDevice(previous);
@@ -218,14 +238,38 @@ void NcclComm::abort(const std::string& why) noexcept {
 }
 
 Request NcclComm::finish(const char* op, cudaStream_t stream, std::shared_ptr<NcclComm> self) {
-  cudaEvent_t event = nullptr;
-  SYNK_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cudaEvent_t event = take_event();
   const cudaError_t rc = cudaEventRecord(event, stream);
   if (rc != cudaSuccess) {
-    cudaEventDestroy(event);
+    return_event(event);
     throw_cuda_error(rc, "cudaEventRecord(event, stream)");
   }
   return Request(std::make_shared<NcclPending>(std::move(self), event, op));
+}
+
+// Events are reused: creating and destroying one per call cost more than the rest of synk's
+// part of a small call.
+cudaEvent_t NcclComm::take_event() {
+  {
+    const std::lock_guard<std::mutex> lock(events_mu_);
+    if (!free_events_.empty()) {
+      const cudaEvent_t event = free_events_.back();
+      free_events_.pop_back();
+      return event;
+    }
+  }
+  cudaEvent_t event = nullptr;
+  SYNK_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void NcclComm::return_event(cudaEvent_t event) noexcept {
+  try {
+    const std::lock_guard<std::mutex> lock(events_mu_);
+    free_events_.push_back(event);
+  } catch (...) {  // no room to keep it
+    cudaEventDestroy(event);
+  }
 }
 
 }  // namespace synk::detail

@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/nccl/nccl_check.h"
 #include "core/backend.h"
@@ -55,6 +57,9 @@ class NcclComm {
   void abort(const std::string& why) noexcept;
   // Records an event on `stream` after the work of `op` and returns the Request that waits on it.
   Request finish(const char* op, cudaStream_t stream, std::shared_ptr<NcclComm> self);
+  // An event for finish(), from those returned (any thread) or new; back when its Request ends.
+  cudaEvent_t take_event();
+  void return_event(cudaEvent_t event) noexcept;
 
  private:
   ncclComm_t comm_;
@@ -66,6 +71,8 @@ class NcclComm {
   void* scratch_ = nullptr;
   bool aborted_ = false;
   std::string abort_reason_;
+  std::mutex events_mu_;
+  std::vector<cudaEvent_t> free_events_;
 };
 
 // The CUDA device this process's NCCL communicators use, once the first one has chosen it.
