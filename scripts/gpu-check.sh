@@ -223,7 +223,7 @@ tests() {
   sed 's/\x1b\[[0-9;]*m//g' "$RESULTS/tests.log" |
     grep -E "tests passed|Failed|Not Run|\*\*\*|Test +#|FAILED  \]|SKIPPED \] [A-Z]|PASSED|asked: |libcuda is|: train_loss gpu" |
     grep -v "^###" | sed 's/^[0-9]*: //; s/^/    /' >> "$SUMMARY"
-  run_step "NCCL alone: one-rank ncclAvg" 30 "$RESULTS/tests.log" \
+  run_step "NCCL alone: one-rank ncclAvg (exit 1 while its wrong element remains)" 30 "$RESULTS/tests.log" \
     "$BUILD/bin/nccl_raw_avg_one_rank"
   grep -E "^NCCL|^raw_avg" "$RESULTS/tests.log" | sed 's/^/    /' >> "$SUMMARY"
 }
@@ -241,7 +241,7 @@ synkrun_checks() {
     --json /bin/true
   run_step "synkrun --report-bindings" 60 "$out" "$BUILD/bin/synkrun" "${gpus[@]}" \
     --report-bindings /bin/true
-  run_step "synkrun -np 4 (more ranks than GPUs: a usage error)" 60 "$out" \
+  run_step "synkrun -np 4 (more ranks than GPUs: on cores, with a note)" 60 "$out" \
     "$BUILD/bin/synkrun" "${gpus[@]}" -np 4 --report-bindings /bin/true
   run_step "synkrun -np 4 --bind core --report-bindings" 60 "$out" \
     "$BUILD/bin/synkrun" "${gpus[@]}" -np 4 --bind core --report-bindings /bin/true
