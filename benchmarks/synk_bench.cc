@@ -112,16 +112,13 @@ bool has_shm(const std::vector<Bench>& benches) {
                      [](const Bench& b) { return b.backend == "shm"; });
 }
 
-// Whether any rank failed, agreed by all: the lowest rank that did tells its reason to every
-// rank (with "rank R: " before it when R is not 0), so that none goes on alone.
-std::optional<std::string> first_failure(const World& w, bool failed, const std::string& why) {
-  int mine[2] = {failed ? 0 : 1, w.rank}, first[2] = {1, 0};
-  MPI_Allreduce(mine, first, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
-  if (first[0] != 0) return std::nullopt;
-  char text[512] = {};
-  if (w.rank == first[1]) std::snprintf(text, sizeof text, "%s", why.c_str());
-  MPI_Bcast(text, sizeof text, MPI_CHAR, first[1], MPI_COMM_WORLD);
-  return (first[1] == 0 ? "" : "rank " + std::to_string(first[1]) + ": ") + text;
+// Whether any rank failed, agreed by all (synk/agreement.h): the lowest rank that did tells its
+// reason to every rank (with "rank R: " before it when R is not 0), so that none goes on alone.
+std::optional<std::string> agreed_failure(bool failed, const std::string& why) {
+  const std::optional<synk::RankFailure> first =
+      synk::first_failure(MPI_COMM_WORLD, failed, why);
+  if (!first) return std::nullopt;
+  return (first->rank == 0 ? "" : "rank " + std::to_string(first->rank) + ": ") + first->text;
 }
 
 std::string command_line(int argc, char** argv) {
@@ -345,7 +342,7 @@ void check_host_memory(const World& w, const Options& o) {
   MPI_Comm_free(&node);
   const std::string why =
       memory_shortfall(host_bytes_per_rank(w, o), ranks_on_node, available_memory());
-  const std::optional<std::string> first = first_failure(w, !why.empty(), why);
+  const std::optional<std::string> first = agreed_failure(!why.empty(), why);
   if (!first) return;
   throw UsageError(*first + "; lower -e (now " + std::to_string(o.max_bytes) +
                    "), or run fewer ranks on a node");
@@ -492,7 +489,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
 
 // --baseline nccl: the raw NCCL communicator beside synk's, on the same device. A failure on any
 // rank is a SharedFailure on every rank.
-std::unique_ptr<RawNccl> make_raw_nccl(const World& w, int device) {
+std::unique_ptr<RawNccl> make_raw_nccl(int device) {
   std::unique_ptr<RawNccl> raw;
   std::string why;
   try {
@@ -500,7 +497,7 @@ std::unique_ptr<RawNccl> make_raw_nccl(const World& w, int device) {
   } catch (const std::exception& e) {
     why = e.what();
   }
-  const std::optional<std::string> first = first_failure(w, raw == nullptr, why);
+  const std::optional<std::string> first = agreed_failure(raw == nullptr, why);
   if (first) throw SharedFailure("--baseline nccl: " + *first);
   return raw;
 }
@@ -509,7 +506,7 @@ std::unique_ptr<RawNccl> make_raw_nccl(const World& w, int device) {
 // build, no device, two ranks on one GPU) is a usage error unless --backend all, which notes it
 // and goes on; any other failure is a SharedFailure either way. The ranks agree, so that none
 // goes on with a backend another rank lacks.
-std::vector<Bench> make_benches(const World& w, const Options& o,
+std::vector<Bench> make_benches(const Options& o,
                                 std::vector<std::string>& notes) {
   std::vector<Bench> benches;
   for (const std::string& name : o.backends) {
@@ -525,7 +522,7 @@ std::vector<Bench> make_benches(const World& w, const Options& o,
               e.code() != ErrorCode::Remote;
     }
     // The lowest rank that failed tells its reason to all; a fatal failure anywhere is fatal.
-    const std::optional<std::string> first = first_failure(w, failed != 0, why);
+    const std::optional<std::string> first = agreed_failure(failed != 0, why);
     MPI_Allreduce(MPI_IN_PLACE, &fatal, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (first) {
       why = *first;
@@ -546,7 +543,7 @@ std::vector<Bench> make_benches(const World& w, const Options& o,
                              "buffers, on an NCCL communicator of its own\n"
                            : "its mpi(us) column is the MPI call on the host buffers\n"));
     }
-    if (o.baseline == "nccl") b.raw = make_raw_nccl(w, b.comm.device());
+    if (o.baseline == "nccl") b.raw = make_raw_nccl(b.comm.device());
   }
   if (benches.empty()) throw UsageError("none of the backends mpi, shm, nccl is available");
   return benches;
@@ -575,7 +572,7 @@ int run(const World& w, int argc, char** argv) {
     check_against_ranks(o, w.size);
     check_json_file(w, o);
     check_host_memory(w, o);
-    benches = make_benches(w, o, notes);
+    benches = make_benches(o, notes);
   } catch (const UsageError& e) {
     if (w.root()) std::fprintf(stderr, "synk-bench: %s\n", e.what());
     return kExitUsage;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -265,4 +266,49 @@ TEST(Comm, AutoAndShmChooseByNodeCount) {
   }
 }
 
+// synk/agreement.h: the lowest failing rank's whole text on every rank, over a Communicator's
+// own calls and over plain MPI; nothing where no rank failed.
+std::string long_text(int rank) {  // longer than any fixed buffer the sites used to have
+  return "rank " + std::to_string(rank) + " says " + std::string(3000, 'x') + " end";
+}
+
+TEST(Agreement, NoRankFailedGivesNothing) {
+  EXPECT_FALSE(synk::first_failure(world(), false, "unused").has_value());
+  EXPECT_FALSE(synk::first_failure(MPI_COMM_WORLD, false, "unused").has_value());
+}
+
+TEST(Agreement, TheLowestFailingRanksWholeTextReachesEveryRank) {
+  const int rank = world().rank(), size = world().size();
+  const bool failed = rank == size - 1 || rank % 2 == 1;  // the lowest is 1, or 0 on one rank
+  const int lowest = size == 1 ? 0 : 1;
+  const std::optional<synk::RankFailure> over_comm =
+      synk::first_failure(world(), failed, long_text(rank));
+  ASSERT_TRUE(over_comm.has_value());
+  EXPECT_EQ(over_comm->rank, lowest);
+  EXPECT_EQ(over_comm->text, long_text(lowest));
+  const std::vector<int> nodes = [] {
+    std::vector<int> n(static_cast<std::size_t>(world().size()));
+    const int mine = world().node();
+    world().all_gather(&mine, n.data(), 1, DataType::int32);
+    return n;
+  }();
+  EXPECT_EQ(over_comm->node, nodes[static_cast<std::size_t>(lowest)]);
+
+  const std::optional<synk::RankFailure> over_mpi =
+      synk::first_failure(MPI_COMM_WORLD, failed, long_text(rank), 40 + rank);
+  ASSERT_TRUE(over_mpi.has_value());
+  EXPECT_EQ(over_mpi->rank, lowest);
+  EXPECT_EQ(over_mpi->node, 40 + lowest);
+  EXPECT_EQ(over_mpi->text, long_text(lowest));
+}
+
+TEST(Agreement, TextFromTheRootWholeAndEmpty) {
+  const int root = world().size() - 1;
+  const std::string mine = world().rank() == root ? long_text(root) : "not this";
+  EXPECT_EQ(synk::text_from(world(), root, mine), long_text(root));
+  EXPECT_EQ(synk::text_from(MPI_COMM_WORLD, root, mine), long_text(root));
+  EXPECT_EQ(synk::text_from(world(), 0, world().rank() == 0 ? "" : "x"), "");
+}
+
 }  // namespace
+

@@ -10,12 +10,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "synk/agreement.h"
 #include "synk/data.h"
 #include "synk/function.h"
 #include "synk/shared.h"
@@ -194,58 +195,42 @@ class Distributed {
     for (const auto& s : shared_) text += "Shared '" + s.first + "'\n";
     return text;
   }
-  static std::uint64_t fnv1a(const std::string& text) {
-    std::uint64_t h = 14695981039346656037ull;
-    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-    return h;
-  }
-  // Collective. Every rank compares its names' hash with rank 0's; where any differs, the
-  // lowest such rank tells every rank what it has that rank 0 has not, and the other way.
+  // Collective. Every rank compares its names with rank 0's; where any differs, the lowest
+  // such rank tells every rank what it has that rank 0 has not, and the other way.
   void check_same_names() {
     const std::string mine = names();
-    const int n = comm_->size();
-    std::vector<std::uint64_t> hashes(static_cast<std::size_t>(n));
-    const std::uint64_t h = fnv1a(mine);
-    comm_->all_gather(&h, hashes.data(), 1, DataType::uint64);
-    int odd = -1;
-    for (int r = 1; r < n && odd < 0; ++r) {
-      if (hashes[static_cast<std::size_t>(r)] != hashes[0]) odd = r;
-    }
-    if (odd < 0) return;
-    // Rank 0's whole list (its length first), then the odd rank's verdict.
-    std::uint64_t length = comm_->rank() == 0 ? mine.size() : 0;
-    comm_->broadcast(&length, 1, DataType::uint64, 0);
-    std::vector<char> zero_names(length + 1, '\0'), diff(kPacket, '\0');
-    if (comm_->rank() == 0) std::memcpy(zero_names.data(), mine.data(), length);
-    comm_->broadcast(zero_names.data(), length, DataType::int8, 0);
-    if (comm_->rank() == odd) {
-      auto lines = [](const std::string& text) {
-        std::vector<std::string> out;
-        std::size_t pos = 0, nl;
-        while ((nl = text.find('\n', pos)) != std::string::npos) {
-          out.push_back(text.substr(pos, nl - pos));
-          pos = nl + 1;
-        }
-        return out;
-      };
-      const std::vector<std::string> theirs = lines(zero_names.data()), own = lines(mine);
-      std::string extra, missing;
-      for (const std::string& s : own) {
-        if (std::find(theirs.begin(), theirs.end(), s) == theirs.end()) extra += " " + s;
-      }
-      for (const std::string& s : theirs) {
-        if (std::find(own.begin(), own.end(), s) == own.end()) missing += " " + s;
-      }
-      const std::string text = (extra.empty() ? "" : "has" + extra + " that rank 0 has not") +
-                               (extra.empty() || missing.empty() ? "" : "; ") +
-                               (missing.empty() ? "" : "lacks" + missing);
-      std::snprintf(diff.data(), diff.size(), "%s", text.c_str());
-    }
-    comm_->broadcast(diff.data(), diff.size(), DataType::int8, odd);
+    const std::string zero_names = text_from(*comm_, 0, mine);
+    const bool differs = mine != zero_names;
+    const std::optional<RankFailure> odd = first_failure(
+        *comm_, differs, differs ? names_differ(lines_of(zero_names), lines_of(mine)) : "");
+    if (!odd) return;
     failure_ = "the ranks registered different names";
     throw Error(ErrorCode::InvalidUsage,
                 "distribute: serve(): every rank must add() the same Functions, Data and Shared "
-                "variables; rank " + std::to_string(odd) + " " + diff.data());
+                "variables; rank " + std::to_string(odd->rank) + " " + odd->text);
+  }
+  static std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> out;
+    std::size_t pos = 0, nl;
+    while ((nl = text.find('\n', pos)) != std::string::npos) {
+      out.push_back(text.substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+    return out;
+  }
+  // What `own` has that rank 0's `theirs` has not, and the other way.
+  static std::string names_differ(const std::vector<std::string>& theirs,
+                                  const std::vector<std::string>& own) {
+    std::string extra, missing;
+    for (const std::string& s : own) {
+      if (std::find(theirs.begin(), theirs.end(), s) == theirs.end()) extra += " " + s;
+    }
+    for (const std::string& s : theirs) {
+      if (std::find(own.begin(), own.end(), s) == own.end()) missing += " " + s;
+    }
+    return (extra.empty() ? "" : "has" + extra + " that rank 0 has not") +
+           (extra.empty() || missing.empty() ? "" : "; ") +
+           (missing.empty() ? "" : "lacks" + missing);
   }
 
   void shared_op(const std::string& name, Kind k, ReduceOp op) {

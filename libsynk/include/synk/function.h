@@ -5,12 +5,13 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "synk/agreement.h"
 #include "synk/communicator.h"
 #include "synk/data.h"
 
@@ -173,47 +174,50 @@ class Function {
     }
   }
 
-  // Every rank learns whether the body failed anywhere, and which rank's message to report,
-  // and whether the outputs to reduce have the same size on every rank (else each rank's
-  // reduce would be a different call: an error at the root, and the ranks out of step).
-  // One all_reduce (min) of [first failing rank, sizes, negated sizes].
+  // Every rank learns whether the body failed anywhere, and which rank's message to report
+  // (synk/agreement.h). A rank whose body failed reports its own failure, with its own code;
+  // the others name the first rank that failed.
   void agree(const Failure& failure, const Outputs& acc) {
-    const std::size_t m = collect_.size();
-    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-    std::vector<std::int64_t> w(1 + 2 * m, kNone);
-    w[0] = failure.failed ? comm_->rank() : comm_->size();
-    for (std::size_t j = 0; !failure.failed && j < m && j < acc.size(); ++j) {
-      w[1 + j] = static_cast<std::int64_t>(acc[j].size());
-      w[1 + m + j] = -static_cast<std::int64_t>(acc[j].size());
-    }
-    comm_->all_reduce(w.data(), w.data(), w.size(), DataType::int64, ReduceOp::min);
-    const int first = static_cast<int>(w[0]);
-    if (first == comm_->size()) {
-      for (std::size_t j = 0; j < m; ++j) {
-        if (collect_[j] == Collect::gather || collect_[j] == Collect::none) continue;
-        if (w[1 + j] != -w[1 + m + j]) {
-          throw Error(ErrorCode::InvalidUsage,
-                      "Function '" + name_ + "': output " + std::to_string(j) + " has from " +
-                          std::to_string(w[1 + j]) + " to " + std::to_string(-w[1 + m + j]) +
-                          " elements across the ranks; an output that is reduced must have the "
-                          "same size on every rank");
-        }
-      }
+    const std::string mine = failure.text.empty() ? "(an exception with no message)" : failure.text;
+    const std::optional<RankFailure> first = first_failure(*comm_, failure.failed, mine);
+    if (!first) {
+      check_reduced_sizes(acc);
       return;
     }
-    const std::string mine = failure.text.empty() ? "(an exception with no message)" : failure.text;
-    std::vector<char> text(256, '\0');
-    if (comm_->rank() == first) std::snprintf(text.data(), text.size(), "%s", mine.c_str());
-    comm_->broadcast(text.data(), text.size(), DataType::int8, first);
-    // A rank whose body failed reports its own failure, with its own code; the others name the
-    // first rank that failed.
     if (failure.failed) {
       throw Error(failure.code, "Function '" + name_ + "': rank " +
                                     std::to_string(comm_->rank()) + " failed: " + mine);
     }
-    throw Error(ErrorCode::Remote,
-                "Function '" + name_ + "': rank " + std::to_string(first) + " failed: " +
-                    text.data());
+    throw Error(ErrorCode::Remote, "Function '" + name_ + "': rank " +
+                                       std::to_string(first->rank) + " failed: " + first->text);
+  }
+
+  // Whether the outputs to reduce have the same size on every rank (else each rank's reduce
+  // would be a different call: an error at the root, and the ranks out of step). One all_reduce
+  // (min) of [sizes, negated sizes].
+  void check_reduced_sizes(const Outputs& acc) {
+    const std::size_t m = collect_.size();
+    const bool any_reduced = std::any_of(collect_.begin(), collect_.end(), [](Collect c) {
+      return c != Collect::gather && c != Collect::none;
+    });
+    if (!any_reduced) return;
+    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+    std::vector<std::int64_t> w(2 * m, kNone);
+    for (std::size_t j = 0; j < m && j < acc.size(); ++j) {
+      w[j] = static_cast<std::int64_t>(acc[j].size());
+      w[m + j] = -static_cast<std::int64_t>(acc[j].size());
+    }
+    comm_->all_reduce(w.data(), w.data(), w.size(), DataType::int64, ReduceOp::min);
+    for (std::size_t j = 0; j < m; ++j) {
+      if (collect_[j] == Collect::gather || collect_[j] == Collect::none) continue;
+      if (w[j] != -w[m + j]) {
+        throw Error(ErrorCode::InvalidUsage,
+                    "Function '" + name_ + "': output " + std::to_string(j) + " has from " +
+                        std::to_string(w[j]) + " to " + std::to_string(-w[m + j]) +
+                        " elements across the ranks; an output that is reduced must have the "
+                        "same size on every rank");
+      }
+    }
   }
 
   Outputs collect(Outputs acc, const CallOptions& o) {

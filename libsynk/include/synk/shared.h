@@ -6,12 +6,12 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "synk/agreement.h"
 #include "synk/communicator.h"
 
 namespace synk {
@@ -204,12 +204,9 @@ class Shared {
     if (comm_->rank() == root && !root_error.empty()) dims[0] = kRejected;
     comm_->broadcast(dims.data(), dims.size(), DataType::uint64, root);
     if (dims[0] == kRejected) {  // the root's reason follows, for every rank's message
-      std::vector<char> text(256, '\0');
-      if (comm_->rank() == root) std::snprintf(text.data(), text.size(), "%s", root_error.c_str());
-      comm_->broadcast(text.data(), text.size(), DataType::int8, root);
+      const std::string text = text_from(*comm_, root, root_error);
       throw Error(ErrorCode::InvalidArgument,
-                  comm_->rank() == root ? root_error
-                                        : "rank " + std::to_string(root) + ": " + text.data());
+                  comm_->rank() == root ? root_error : "rank " + std::to_string(root) + ": " + text);
     }
     Shape s = decode(dims);
     value_.resize(elems(s));

@@ -1,6 +1,7 @@
 // The whole public API of libsynk in one include.
 #pragma once
 
+#include "synk/agreement.h"
 #include "synk/communicator.h"
 #include "synk/data.h"
 #include "synk/device.h"

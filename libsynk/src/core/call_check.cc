@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +16,7 @@
 #include "core/mpi_runtime.h"
 #include "core/poll_request.h"
 #include "core/validation.h"
+#include "synk/agreement.h"
 #include "synk/error.h"
 
 namespace synk::detail {
@@ -38,10 +38,10 @@ struct CallRecord {
   std::int32_t node;        // this rank's (possibly simulated) node, for Timeout messages
   std::uint64_t count;
   std::uint64_t notices;    // notices of arrival this rank had sent each other rank before
-  char message[216];
 };
-// 256 bytes: 272 made each call 0.5 us slower on 2 ranks here (Open MPI 4.1, shared memory).
-static_assert(sizeof(CallRecord) == 256, "one small record per rank, without padding");
+// Every checked call exchanges one record per rank: a rejection's text travels only when there
+// is one (synk/agreement.h).
+static_assert(sizeof(CallRecord) == 40, "one small record per rank, without padding");
 
 std::string describe(const CallRecord& r) {
   return describe_call(static_cast<Collective>(r.coll), r.count, static_cast<DataType>(r.dtype),
@@ -219,16 +219,25 @@ void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
       });
 }
 
-// The records' verdict: a rank that rejected its arguments, or calls that differ.
+// Where a rank rejected its arguments, the first such rank's text reaches every rank: it throws
+// its own error, and the others a Remote one naming it.
+void throw_if_rejected(const CollArgs& a, const CommContext& ctx,
+                       const std::vector<CallRecord>& records,
+                       const std::optional<Error>& local_error) {
+  int first = -1;
+  for (int r = 0; r < ctx.size && first < 0; ++r) {
+    if (records[static_cast<std::size_t>(r)].error_code >= 0) first = r;
+  }
+  if (first < 0) return;
+  const std::string text = text_from(ctx.comm, first, local_error ? local_error->what() : "");
+  if (local_error) throw *local_error;
+  throw Error(ErrorCode::Remote, std::string(to_string(a.coll)) + ": rank " +
+                                     std::to_string(first) + " rejected its arguments: " + text);
+}
+
+// The records' verdict on calls that every rank accepted: whether they differ.
 void compare_records(const CollArgs& a, const CommContext& ctx,
                      const std::vector<CallRecord>& records) {
-  for (int r = 0; r < ctx.size; ++r) {
-    if (records[static_cast<std::size_t>(r)].error_code >= 0) {
-      throw Error(ErrorCode::Remote, std::string(to_string(a.coll)) + ": rank " +
-                                         std::to_string(r) + " rejected its arguments: " +
-                                         records[static_cast<std::size_t>(r)].message);
-    }
-  }
   const CallRecord& first = records[0];
   for (int r = 1; r < ctx.size; ++r) {
     const CallRecord& other = records[static_cast<std::size_t>(r)];
@@ -280,7 +289,6 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   } catch (const Error& e) {
     local_error = e;
     mine.error_code = static_cast<std::int32_t>(e.code());
-    std::strncpy(mine.message, e.what(), sizeof mine.message - 1);
   }
 
   Arrivals& st = arrivals_of(ctx);
@@ -303,7 +311,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
     for (std::size_t r = 0; r < st.node.size(); ++r) st.node[r] = (*all)[r].node;
   }
 
-  if (local_error) throw *local_error;
+  throw_if_rejected(a, ctx, *all, local_error);
   compare_records(a, ctx, *all);
   if (a.coll == Collective::gatherv) compare_gatherv_counts(a, ctx, *all);
 }

@@ -128,20 +128,6 @@ CommContext duplicate_context(const CommContext& ctx) {
   return c;
 }
 
-std::optional<RankFailure> first_failure(const CommContext& ctx, bool failed,
-                                         const std::string& text) {
-  int mine = failed ? ctx.rank : ctx.size, first = ctx.size;
-  SYNK_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, ctx.comm));
-  if (first == ctx.size) return std::nullopt;
-  struct {
-    int node;
-    char text[256];
-  } record{ctx.node, {}};
-  if (ctx.rank == first) std::snprintf(record.text, sizeof record.text, "%s", text.c_str());
-  SYNK_CHECK_MPI(MPI_Bcast(&record, sizeof record, MPI_BYTE, first, ctx.comm));
-  return RankFailure{first, record.node, record.text};
-}
-
 void free_context(CommContext& c) noexcept {
   if (mpi_is_finalized()) return;
   for (MPI_Comm* m : {&c.leader_comm, &c.local_comm, &c.comm}) {

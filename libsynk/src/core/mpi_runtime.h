@@ -36,15 +36,4 @@ CommContext duplicate_context(const CommContext& ctx);
 // Frees the communicators of ctx (a no-op after MPI_Finalize). Never throws.
 void free_context(CommContext& ctx) noexcept;
 
-// The lowest rank of ctx.comm for which `failed` holds, with its `text` (up to 255 bytes) and
-// its node, on every rank; nullopt where none failed. Collective over ctx.comm: how a failure
-// on some ranks becomes an error on all of them, each naming the same rank.
-struct RankFailure {
-  int rank = 0;
-  int node = 0;
-  std::string text;
-};
-std::optional<RankFailure> first_failure(const CommContext& ctx, bool failed,
-                                         const std::string& text);
-
 }  // namespace synk::detail

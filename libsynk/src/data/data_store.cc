@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "synk/agreement.h"
 #include "synk/data.h"
 #include "synk/error.h"
 
@@ -51,7 +52,7 @@ void check_oversize(double oversize) {
 // rank" when node 1's loader had failed).
 void agree(const CommContext& ctx, bool ok, const std::string& what, const std::string& error,
            const std::string& own_where = "") {
-  const std::optional<RankFailure> first = first_failure(ctx, !ok, error);
+  const std::optional<RankFailure> first = first_failure(ctx.comm, !ok, error, ctx.node);
   if (!first) return;
   if (!ok) throw Error(ErrorCode::System, what + own_where + ": " + error);
   throw Error(ErrorCode::Remote, what + ": failed on rank " + std::to_string(first->rank) +
@@ -63,20 +64,11 @@ void agree(const CommContext& ctx, bool ok, const std::string& what, const std::
 // ranks went on to make segments of different sizes ("not the one this job made" on one node;
 // across nodes, a leader's broadcast waited for the others).
 void check_same(const CommContext& c, const std::string& what, const std::string& mine) {
-  // The whole text is compared by its hash, and up to 255 bytes of it travel for the message.
-  struct Record {
-    std::uint64_t hash;
-    char text[256];
-  } first{};
-  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
-  for (unsigned char ch : mine) hash = (hash ^ ch) * 1099511628211ull;
-  first.hash = hash;
-  std::snprintf(first.text, sizeof first.text, "%s", mine.c_str());
-  SYNK_CHECK_MPI(MPI_Bcast(&first, sizeof first, MPI_BYTE, 0, c.comm));
-  const std::optional<RankFailure> odd = first_failure(c, hash != first.hash, mine);
+  const std::string zero = text_from(c.comm, 0, mine);
+  const std::optional<RankFailure> odd = first_failure(c.comm, mine != zero, mine);
   if (!odd) return;
   throw Error(ErrorCode::InvalidArgument, what + ": every rank must pass the same; rank 0 passed " +
-                                              first.text + ", rank " + std::to_string(odd->rank) +
+                                              zero + ", rank " + std::to_string(odd->rank) +
                                               " passed " + odd->text);
 }
 

@@ -13,6 +13,7 @@
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
 #include "core/mpi_watchdog.h"
+#include "synk/agreement.h"
 
 namespace synk::detail {
 
@@ -44,7 +45,7 @@ ShmNode join_every_node(const CommContext& ctx) {
     failure = std::current_exception();
     reason = "an exception that is not a std::exception";
   }
-  const std::optional<RankFailure> first = first_failure(ctx, failure != nullptr, reason);
+  const std::optional<RankFailure> first = first_failure(ctx.comm, failure != nullptr, reason, ctx.node);
   if (!first) return node;
   if (failure) std::rethrow_exception(failure);
   throw Error(ErrorCode::Remote, "hier backend: node " + std::to_string(first->node) + " (rank " +
