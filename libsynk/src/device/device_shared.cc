@@ -92,7 +92,8 @@ DeviceValue::DeviceValue(Communicator& comm, const std::string& name, const std:
   m.who = "DeviceShared '" + name + "'";
   m.dtype = dtype;
   const bool routed = routes_by_memory(comm);  // auto: NCCL starts at the first device call
-  if (comm.backend() != "nccl" && !routed) {
+  const bool on_device = comm.device() >= 0;     // its collectives run on a device (nccl)
+  if (!on_device && !routed) {
     throw Error(ErrorCode::NotSupported,
                 m.who +
                     ": a value in device memory needs a communicator on the nccl backend or on "
