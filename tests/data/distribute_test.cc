@@ -73,6 +73,39 @@ TEST(Distribute, TheWalkthroughDrivenByTheMaster) {
   EXPECT_EQ(total, 3 * n);  // first call: 1 slice per rank; last call: 2 slices per rank
 }
 
+// A request larger than one packet (2,048 bytes): inputs of 1,000 floats and an index batch of
+// 600 rows travel whole, in the packet and the broadcast after it, and the same on every rank.
+TEST(Distribute, ALargeRequestArrivesWhole) {
+  Communicator& comm = world();
+  const int n = comm.size();
+  constexpr std::size_t kRows = 600;
+  Data<float> x(comm, {kRows, 1});
+  std::vector<float> rows(kRows);
+  for (std::size_t r = 0; r < kRows; ++r) rows[r] = static_cast<float>(r);
+  x.set_value(comm.rank() == 0 ? rows : std::vector<float>{});
+  // Each rank returns the sum of its rows and of the inputs it received.
+  Function<float> sums(comm, "sums", {Collect::sum, Collect::sum}, [](const SliceInputs<float>& in) {
+    float row_sum = 0, input_sum = 0;
+    for (std::size_t r = 0; r < in.rows; ++r) row_sum += in.data[0].values[r];
+    for (const auto& v : *in.inputs) {
+      for (float f : v) input_sum += f;
+    }
+    return Function<float>::Outputs{{row_sum}, {input_sum}};
+  });
+  Distributed<float> dist(comm);
+  dist.add(sums);
+  dist.add("x", x);
+  if (dist.serve()) {
+    const std::vector<std::vector<float>> inputs{std::vector<float>(1000, 0.5f), {1, 2, 3}};
+    std::vector<std::size_t> picked(kRows);
+    for (std::size_t r = 0; r < kRows; ++r) picked[r] = kRows - 1 - r;  // every row, reversed
+    const auto out = dist.call("sums", {"x"}, inputs, Batch::indices(picked));
+    EXPECT_THAT(out[0], ElementsAre(static_cast<float>(kRows * (kRows - 1) / 2)));
+    EXPECT_THAT(out[1], ElementsAre(static_cast<float>(n * (500 + 6))));
+    dist.close();
+  }
+}
+
 // The master's program fails and unwinds past its Distributed without close(): the workers
 // waited in serve() for a request forever (and the master then in MPI_Finalize for them). Its
 // destructor closes, so the workers' serve() returns and every rank goes on.

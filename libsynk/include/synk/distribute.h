@@ -6,8 +6,6 @@
 // call throws Error(Remote) naming it, and so does serve() on the other workers.
 #pragma once
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -40,13 +38,23 @@ class PeerWatch {
   std::vector<long long> pids_;
 };
 
-// Broadcasts the first `bytes` bytes of `packet` from rank 0 (MPI_Ibcast) and polls it: spins
-// briefly, then sleeps between tests. Every 10 ms of waiting it checks the watch and throws
-// Error(Remote) naming a rank that died; with `deadline` (the master) it also throws
-// Error(Timeout) after SYNK_TIMEOUT. On a throw the broadcast is still pending, so `packet` is
-// taken and never freed (MPI may yet use its memory).
-void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, std::size_t bytes,
-                  const PeerWatch& watch, bool deadline);
+// A request of the master, as every rank receives it. Inputs travel as bytes: the layout is
+// src/data/request_wire.cc's, one for every T.
+struct DriveRequest {
+  enum class Kind : std::int32_t { call, all_reduce, reduce, broadcast, gather, close };
+  Kind kind = Kind::close;
+  std::int32_t num_slices = 1, arg = 0, op = 0;
+  std::string name;
+  std::vector<std::string> data;
+  std::vector<std::vector<unsigned char>> inputs;
+  RowSelection selection;
+};
+// The master (rank 0) sends a request, which every other rank receives: one polled broadcast
+// of a fixed-size packet, so a small request is a single broadcast, and a synk broadcast of the
+// rest of a larger one. Error(Remote) names a rank of this node that died; the master's send
+// throws Error(Timeout) after SYNK_TIMEOUT. After a throw no later request can follow.
+void send_request(Communicator& comm, const DriveRequest& request, const PeerWatch& watch);
+DriveRequest receive_request(Communicator& comm, const PeerWatch& watch);
 }  // namespace detail
 
 template <class T>
@@ -114,7 +122,7 @@ class Distributed {
     m.kind = Kind::call;
     m.name = name;
     m.data = data;
-    m.inputs = inputs;
+    m.inputs = to_bytes(inputs);
     m.num_slices = num_slices;
     const Data<T>* first = data.empty() ? nullptr : &find(data_, data[0], "Data");
     m.selection = batch.select(first ? first->rows() : 0);
@@ -147,18 +155,8 @@ class Distributed {
   }
 
  private:
-  enum class Kind : std::int32_t { call, all_reduce, reduce, broadcast, gather, close };
-  struct Message {
-    Kind kind = Kind::close;
-    std::int32_t num_slices = 1, arg = 0, op = 0;
-    std::string name;
-    std::vector<std::string> data;
-    std::vector<std::vector<T>> inputs;
-    RowSelection selection;
-  };
-  // One fixed-size packet per request, so a small request is a single broadcast; a larger
-  // one sends the rest of its bytes in a second.
-  static constexpr std::size_t kPacket = 2048;
+  using Kind = detail::DriveRequest::Kind;
+  using Message = detail::DriveRequest;
 
   template <class M>
   static auto& find(M& map, const std::string& name, const char* what) {
@@ -286,113 +284,38 @@ class Distributed {
                                        ")");
   }
 
-  // Serialization: plain bytes, the same layout on every rank of one job.
-  struct Writer {
-    std::vector<unsigned char> b;
-    void raw(const void* p, std::size_t n) {
-      const auto* c = static_cast<const unsigned char*>(p);
-      b.insert(b.end(), c, c + n);
-    }
-    void u64(std::uint64_t v) { raw(&v, sizeof v); }
-    void str(const std::string& s) {
-      u64(s.size());
-      raw(s.data(), s.size());
-    }
-  };
-  struct Reader {
-    const unsigned char* p;
-    void raw(void* dst, std::size_t n) {
-      std::memcpy(dst, p, n);
-      p += n;
-    }
-    std::uint64_t u64() {
-      std::uint64_t v;
-      raw(&v, sizeof v);
-      return v;
-    }
-    std::string str() {
-      std::string s(u64(), '\0');
-      raw(s.data(), s.size());
-      return s;
-    }
-  };
-
-  static std::vector<unsigned char> encode(const Message& m) {
-    Writer w;
-    w.u64(0);  // total size, filled in below
-    w.u64(static_cast<std::uint64_t>(m.kind));
-    w.u64(static_cast<std::uint64_t>(m.num_slices));
-    w.u64(static_cast<std::uint64_t>(m.arg));
-    w.u64(static_cast<std::uint64_t>(m.op));
-    w.str(m.name);
-    w.u64(m.data.size());
-    for (const std::string& d : m.data) w.str(d);
-    w.u64(m.inputs.size());
-    for (const auto& v : m.inputs) {
-      w.u64(v.size());
-      w.raw(v.data(), v.size() * sizeof(T));
-    }
-    w.u64(m.selection.start);
-    w.u64(m.selection.count);
-    w.u64(m.selection.step);
-    w.u64(m.selection.indices.size());
-    w.raw(m.selection.indices.data(), m.selection.indices.size() * sizeof(std::size_t));
-    const std::uint64_t total = w.b.size();
-    std::memcpy(w.b.data(), &total, sizeof total);
-    return w.b;
-  }
-  static Message decode(const std::vector<unsigned char>& bytes) {
-    Reader r{bytes.data() + sizeof(std::uint64_t)};
-    Message m;
-    m.kind = static_cast<Kind>(r.u64());
-    m.num_slices = static_cast<std::int32_t>(r.u64());
-    m.arg = static_cast<std::int32_t>(r.u64());
-    m.op = static_cast<std::int32_t>(r.u64());
-    m.name = r.str();
-    m.data.resize(r.u64());
-    for (std::string& d : m.data) d = r.str();
-    m.inputs.resize(r.u64());
-    for (auto& v : m.inputs) {
-      v.resize(r.u64());
-      r.raw(v.data(), v.size() * sizeof(T));
-    }
-    m.selection.start = r.u64();
-    m.selection.count = r.u64();
-    m.selection.step = r.u64();
-    m.selection.indices.resize(r.u64());
-    r.raw(m.selection.indices.data(), m.selection.indices.size() * sizeof(std::size_t));
-    return m;
-  }
-
-  // The packet travels by MPI_Ibcast, polled (see detail::packet_bcast); the rest of a large
-  // request by synk's broadcast.
+  // A request that fails to travel was abandoned while pending: none can follow it.
   void send(const Message& m) {
-    std::vector<unsigned char> bytes = encode(m);
-    const std::size_t total = bytes.size();
-    bytes.resize(std::max(total, kPacket));
-    packet(bytes);
-    if (total > kPacket) comm_->broadcast(bytes.data() + kPacket, total - kPacket, DataType::uint8, 0);
-  }
-  Message receive() {
-    std::vector<unsigned char> bytes(kPacket);
-    packet(bytes);
-    std::uint64_t total = 0;
-    std::memcpy(&total, bytes.data(), sizeof total);
-    if (total > kPacket) {
-      bytes.resize(total);
-      comm_->broadcast(bytes.data() + kPacket, total - kPacket, DataType::uint8, 0);
-    }
-    return decode(bytes);
-  }
-
-  void packet(std::vector<unsigned char>& bytes) {
     try {
-      detail::packet_bcast(*comm_, bytes, kPacket, watch_, is_master());
+      detail::send_request(*comm_, m, watch_);
     } catch (const Error& e) {
-      // The broadcast was abandoned while pending: no later request can follow it.
       failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
       throw;
     }
+  }
+  Message receive() {
+    try {
+      return detail::receive_request(*comm_, watch_);
+    } catch (const Error& e) {
+      failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
+      throw;
+    }
+  }
+  static std::vector<std::vector<unsigned char>> to_bytes(const std::vector<std::vector<T>>& in) {
+    std::vector<std::vector<unsigned char>> out(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const auto* p = reinterpret_cast<const unsigned char*>(in[i].data());
+      out[i].assign(p, p + in[i].size() * sizeof(T));
+    }
+    return out;
+  }
+  static std::vector<std::vector<T>> from_bytes(const std::vector<std::vector<unsigned char>>& in) {
+    std::vector<std::vector<T>> out(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      out[i].resize(in[i].size() / sizeof(T));
+      if (!in[i].empty()) std::memcpy(out[i].data(), in[i].data(), in[i].size());
+    }
+    return out;
   }
 
   // Every rank runs the request.
@@ -410,7 +333,7 @@ class Distributed {
           o.batch = Batch::slice(sel.start, stop, std::max<std::size_t>(sel.step, 1));
         }
         o.num_slices = m.num_slices;
-        return find(functions_, m.name, "Function")(ds, m.inputs, o);
+        return find(functions_, m.name, "Function")(ds, from_bytes(m.inputs), o);
       }
       case Kind::all_reduce: find(shared_, m.name, "Shared").all_reduce(static_cast<ReduceOp>(m.op)); break;
       case Kind::reduce: find(shared_, m.name, "Shared").reduce(static_cast<ReduceOp>(m.op)); break;

@@ -1,6 +1,6 @@
 // The untyped part of Distributed<T> (synk/distribute.h): the request packet's broadcast, and
 // the watch on this node's ranks that lets its waits end in an error when a rank dies.
-#include "synk/distribute.h"
+#include "data/packet_bcast.h"
 
 #include <unistd.h>
 
