@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../multirank/mpi_test.h"
-#include "core/env.h"
+#include "kv/kv_settings.h"
 #include "synk/shared.h"
 #include "synk/shared_list.h"
 
@@ -24,7 +24,7 @@ using synk_test::message;
 using synk_test::still_usable;
 using synk_test::world;
 
-std::size_t fusion() { return detail::settings().fusion_bytes; }
+std::size_t fusion() { return detail::kv_settings().fusion_bytes; }
 
 // ---- The plan (no communication) ----
 

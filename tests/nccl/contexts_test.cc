@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/env.h"
+#include "device/device_settings.h"
 #include "synk/error.h"
 
 namespace synk::detail {
@@ -167,12 +168,16 @@ TEST(Contexts, LookupRejectsEmptyAndCpu) {
             "(SYNK_CONTEXTS maps names to devices cudaN)");
 }
 
-// The variable is read with the others in core/env.cc and its syntax checked there.
-Settings parse(const std::map<std::string, std::string>& vars) {
-  return parse_settings([&](const char* name) -> const char* {
+// The variable is read with the device settings (device/device_settings.h), its syntax checked
+// there; SYNK_LOCAL_RANK with the core's (core/env.h).
+EnvGetter getter(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
     auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();
-  });
+  };
+}
+DeviceSettings parse(const std::map<std::string, std::string>& vars) {
+  return DeviceSettings::parse(getter(vars));
 }
 
 TEST(Contexts, SettingsKeepTheMap) {
@@ -194,13 +199,12 @@ TEST(Contexts, SettingsRejectABadMap) {
 }
 
 TEST(Contexts, SettingsReadTheLaunchersGpuAndLocalRank) {
-  const Settings none = parse({});
-  EXPECT_EQ(none.gpu, "");
-  EXPECT_EQ(none.launcher_local_rank, -1);
-  const Settings s = parse({{"SYNK_GPU", "2,3"}, {"SYNK_LOCAL_RANK", "1"}});
-  EXPECT_EQ(s.gpu, "2,3");
-  EXPECT_EQ(s.launcher_local_rank, 1);
-  EXPECT_THROW(parse({{"SYNK_LOCAL_RANK", "x"}}), Error);
+  EXPECT_EQ(parse({}).gpu, "");
+  EXPECT_EQ(Settings::parse(getter({})).launcher_local_rank, -1);
+  const std::map<std::string, std::string> vars{{"SYNK_GPU", "2,3"}, {"SYNK_LOCAL_RANK", "1"}};
+  EXPECT_EQ(parse(vars).gpu, "2,3");
+  EXPECT_EQ(Settings::parse(getter(vars)).launcher_local_rank, 1);
+  EXPECT_THROW(Settings::parse(getter({{"SYNK_LOCAL_RANK", "x"}})), Error);
 }
 
 }  // namespace

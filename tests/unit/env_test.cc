@@ -5,8 +5,12 @@
 #include <map>
 #include <string>
 
+#include "backends/mpi/mpi_settings.h"
+#include "backends/shm/shm_settings.h"
 #include "core/backend.h"
 #include "core/env.h"
+#include "device/device_settings.h"
+#include "kv/kv_settings.h"
 #include "synk/error.h"
 
 namespace synk::detail {
@@ -14,11 +18,26 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Settings parse(const std::map<std::string, std::string>& vars) {
-  return parse_settings([&](const char* name) -> const char* {
+// Every subsystem's settings, each parsed where it is declared, from one map.
+struct AllSettings : Settings {
+  MpiSettings mpi;
+  ShmSettings shm;
+  DeviceSettings device;
+  KvSettings kv;
+};
+
+AllSettings parse(const std::map<std::string, std::string>& vars) {
+  const EnvGetter get = [&](const char* name) -> const char* {
     auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();
-  });
+  };
+  AllSettings all;
+  static_cast<Settings&>(all) = Settings::parse(get);
+  all.mpi = MpiSettings::parse(get);
+  all.shm = ShmSettings::parse(get);
+  all.device = DeviceSettings::parse(get);
+  all.kv = KvSettings::parse(get);
+  return all;
 }
 
 void expect_rejected(const std::string& var, const std::string& value) {
@@ -33,26 +52,26 @@ void expect_rejected(const std::string& var, const std::string& value) {
 }
 
 TEST(Env, Defaults) {
-  const Settings s = parse({});
+  const AllSettings s = parse({});
   EXPECT_EQ(s.backend, "auto");
   EXPECT_EQ(s.log_level, LogLevel::warn);
   EXPECT_DOUBLE_EQ(s.timeout_s, 300.0);
   EXPECT_EQ(s.simulate_nodes, 1);
   EXPECT_FALSE(s.check_calls);
-  EXPECT_EQ(s.mpi_max_chunk, 0u);
-  EXPECT_EQ(s.shm_stream, "auto");
-  EXPECT_EQ(s.shm_spin_us, -1);
-  EXPECT_EQ(s.fusion_bytes, std::size_t{64} << 20);
+  EXPECT_EQ(s.mpi.max_chunk, 0u);
+  EXPECT_EQ(s.shm.store_mode, shm::StoreMode::tuned);
+  EXPECT_EQ(s.shm.spin_us, -1);
+  EXPECT_EQ(s.kv.fusion_bytes, std::size_t{64} << 20);
   EXPECT_DOUBLE_EQ(s.stall_warn_s, 60.0);
-  EXPECT_EQ(s.cycle_ms, 0);
+  EXPECT_EQ(s.kv.cycle_ms, 0);
   EXPECT_EQ(s.timeline, "");
 }
 
 TEST(Env, KeyValueSettings) {
-  EXPECT_EQ(parse({{"SYNK_FUSION_BYTES", "0"}}).fusion_bytes, 0u);
-  EXPECT_EQ(parse({{"SYNK_FUSION_BYTES", " 4096 "}}).fusion_bytes, 4096u);
+  EXPECT_EQ(parse({{"SYNK_FUSION_BYTES", "0"}}).kv.fusion_bytes, 0u);
+  EXPECT_EQ(parse({{"SYNK_FUSION_BYTES", " 4096 "}}).kv.fusion_bytes, 4096u);
   EXPECT_DOUBLE_EQ(parse({{"SYNK_STALL_WARN", "0.5"}}).stall_warn_s, 0.5);
-  EXPECT_EQ(parse({{"SYNK_CYCLE_MS", "5"}}).cycle_ms, 5);
+  EXPECT_EQ(parse({{"SYNK_CYCLE_MS", "5"}}).kv.cycle_ms, 5);
   EXPECT_EQ(parse({{"SYNK_TIMELINE", " /tmp/t.json"}}).timeline, "/tmp/t.json");
   expect_rejected("SYNK_FUSION_BYTES", "-1");
   expect_rejected("SYNK_FUSION_BYTES", "64M");
@@ -65,7 +84,7 @@ TEST(Env, EmptyMeansDefault) {
 }
 
 TEST(Env, ValidValues) {
-  const Settings s = parse({{"SYNK_BACKEND", "mpi"},
+  const AllSettings s = parse({{"SYNK_BACKEND", "mpi"},
                             {"SYNK_LOG", "debug"},
                             {"SYNK_TIMEOUT", "2.5"},
                             {"SYNK_SIMULATE_NODES", "3"},
@@ -76,23 +95,23 @@ TEST(Env, ValidValues) {
   EXPECT_DOUBLE_EQ(s.timeout_s, 2.5);
   EXPECT_EQ(s.simulate_nodes, 3);
   EXPECT_TRUE(s.check_calls);
-  EXPECT_EQ(s.mpi_max_chunk, 1000u);
+  EXPECT_EQ(s.mpi.max_chunk, 1000u);
   for (const char* b : {"auto", "shm", "nccl"}) EXPECT_EQ(parse({{"SYNK_BACKEND", b}}).backend, b);
   EXPECT_EQ(parse({{"SYNK_LOG", "error"}}).log_level, LogLevel::error);
   EXPECT_EQ(parse({{"SYNK_LOG", "info"}}).log_level, LogLevel::info);
-  for (const char* m : {"auto", "always", "never"}) {
-    EXPECT_EQ(parse({{"SYNK_SHM_STREAM", m}}).shm_stream, m);
-  }
-  EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "0"}}).shm_spin_us, 0);
-  EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "10000"}}).shm_spin_us, 10000);
+  EXPECT_EQ(parse({{"SYNK_SHM_STREAM", "auto"}}).shm.store_mode, shm::StoreMode::tuned);
+  EXPECT_EQ(parse({{"SYNK_SHM_STREAM", "always"}}).shm.store_mode, shm::StoreMode::streaming);
+  EXPECT_EQ(parse({{"SYNK_SHM_STREAM", "never"}}).shm.store_mode, shm::StoreMode::ordinary);
+  EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "0"}}).shm.spin_us, 0);
+  EXPECT_EQ(parse({{"SYNK_SHM_SPIN_US", "10000"}}).shm.spin_us, 10000);
   // The launcher's local rank: synkrun's, else plain mpirun's (a split communicator counted
   // its own ranks, and two halves of a node took the same GPUs); SYNK_LOCAL_RANK wins.
   EXPECT_EQ(parse({}).launcher_local_rank, -1);
   EXPECT_EQ(parse({{"OMPI_COMM_WORLD_LOCAL_RANK", "5"}}).launcher_local_rank, 5);
   EXPECT_EQ(parse({{"SYNK_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "5"}}).launcher_local_rank,
             2);
-  EXPECT_EQ(parse({}).shm_segments, "auto");
-  EXPECT_EQ(parse({{"SYNK_SHM_SEGMENTS", "named"}}).shm_segments, "named");
+  EXPECT_FALSE(parse({}).shm.named_segments_only);
+  EXPECT_TRUE(parse({{"SYNK_SHM_SEGMENTS", "named"}}).shm.named_segments_only);
   EXPECT_EQ(parse({}).mpi_threads, "multiple");
   EXPECT_EQ(parse({{"SYNK_MPI_THREADS", " serialized"}}).mpi_threads, "serialized");
 }
@@ -126,7 +145,7 @@ TEST(Env, BadValuesAreClearErrors) {
 // Before, integers took ' 1' (strtoll skips it) but refused '1 ', and SYNK_TIMEOUT='5 ' and
 // SYNK_BACKEND=' mpi' were errors.
 TEST(Env, SurroundingSpacesAndTabsAreTrimmedForEveryVariable) {
-  const Settings s = parse({{"SYNK_BACKEND", " mpi"},
+  const AllSettings s = parse({{"SYNK_BACKEND", " mpi"},
                             {"SYNK_LOG", "debug "},
                             {"SYNK_TIMEOUT", "5 "},
                             {"SYNK_SIMULATE_NODES", "\t2\t"},
@@ -145,18 +164,18 @@ TEST(Env, SurroundingSpacesAndTabsAreTrimmedForEveryVariable) {
   EXPECT_DOUBLE_EQ(s.timeout_s, 5.0);
   EXPECT_EQ(s.simulate_nodes, 2);
   EXPECT_TRUE(s.check_calls);
-  EXPECT_EQ(s.mpi_max_chunk, 1000u);
-  EXPECT_EQ(s.shm_slot_bytes, 8192u);
-  EXPECT_EQ(s.shm_cma_bytes, 0);
-  EXPECT_EQ(s.shm_spin_us, 10);
-  EXPECT_EQ(s.shm_stream, "never");
-  EXPECT_EQ(s.shm_segments, "named");
-  EXPECT_EQ(s.contexts, "a->cuda0");
-  EXPECT_EQ(s.gpu, "2,3");
+  EXPECT_EQ(s.mpi.max_chunk, 1000u);
+  EXPECT_EQ(s.shm.slot_bytes, 8192u);
+  EXPECT_EQ(s.shm.cma_bytes, 0);
+  EXPECT_EQ(s.shm.spin_us, 10);
+  EXPECT_EQ(s.shm.store_mode, shm::StoreMode::ordinary);
+  EXPECT_TRUE(s.shm.named_segments_only);
+  EXPECT_EQ(s.device.contexts, "a->cuda0");
+  EXPECT_EQ(s.device.gpu, "2,3");
   EXPECT_EQ(s.launcher_local_rank, 3);
   EXPECT_EQ(parse({{"OMPI_COMM_WORLD_LOCAL_RANK", " 4\t"}}).launcher_local_rank, 4);
   // Only blanks: unset, as an empty value is.
-  const Settings blank = parse({{"SYNK_TIMEOUT", " \t "}, {"SYNK_BACKEND", " "}});
+  const AllSettings blank = parse({{"SYNK_TIMEOUT", " \t "}, {"SYNK_BACKEND", " "}});
   EXPECT_DOUBLE_EQ(blank.timeout_s, 300.0);
   EXPECT_EQ(blank.backend, "auto");
   // Malformed once trimmed, or white space other than spaces and tabs (which strtoll and strtod

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/env.h"
+#include "kv/kv_settings.h"
 #include "synk/error.h"
 
 namespace synk {
@@ -269,7 +269,7 @@ void agree(Communicator& comm, const char* what, std::span<const SharedRef> list
 // that pack_in fills before and unpack_out empties after (as the collective needs).
 template <class Fn>
 void run_plan(std::span<const SharedRef> list, bool pack_in, bool unpack_out, Fn&& fn) {
-  const detail::FusedPlan plan = detail::plan_fused(list, detail::settings().fusion_bytes);
+  const detail::FusedPlan plan = detail::plan_fused(list, detail::kv_settings().fusion_bytes);
   std::vector<std::uint64_t> pack((plan.pack_bytes + 7) / 8);  // 8-byte aligned
   auto* base = reinterpret_cast<unsigned char*>(pack.data());
   for (const detail::FusedPlan::Call& c : plan.calls) {

@@ -6,18 +6,19 @@
 
 #include "core/contexts.h"
 #include "core/env.h"
+#include "device/device_settings.h"
 #include "synk/device.h"
 
 namespace synk {
 
 int device_for(std::string_view context) {
   // settings() checked the map's syntax once; parsing again is cheap and keeps no second copy.
-  return detail::lookup_context(detail::parse_contexts(detail::settings().contexts), context,
+  return detail::lookup_context(detail::parse_contexts(detail::device_settings().contexts), context,
                                 "device_for");
 }
 
 std::vector<std::string> context_names() {
-  const detail::ContextMap map = detail::parse_contexts(detail::settings().contexts);
+  const detail::ContextMap map = detail::parse_contexts(detail::device_settings().contexts);
   std::vector<std::string> names;
   for (const detail::ContextEntry& e : map.entries()) names.push_back(e.name);
   return names;

@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "device/device_cuda.h"
+#include "device/device_settings.h"
 #include "synk/device.h"
 
 namespace synk::detail {
@@ -109,7 +110,7 @@ DeviceValue::DeviceValue(Communicator& comm, const std::string& name, const std:
   if (context.empty()) {
     m.device = m.nccl_device;
   } else {
-    m.device = lookup_context(parse_contexts(settings().contexts), context, m.who);
+    m.device = lookup_context(parse_contexts(device_settings().contexts), context, m.who);
     check_visible(m.device,
                   m.who + " (context '" + context + "' -> cuda" + std::to_string(m.device) + ")");
   }

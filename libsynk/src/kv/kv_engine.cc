@@ -12,6 +12,7 @@
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/timeline.h"
+#include "kv/kv_settings.h"
 #include "kv/kv_stall.h"
 
 namespace synk::detail {
@@ -40,10 +41,10 @@ KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
     : user_(comm),
       engine_comm_(duplicate_for_engine(comm)),
       updater_(std::move(options.updater)),
-      fusion_bytes_(settings().fusion_bytes),
+      fusion_bytes_(kv_settings().fusion_bytes),
       stall_warn_s_(settings().stall_warn_s),
       timeout_s_(settings().timeout_s),
-      cycle_ms_(settings().cycle_ms),
+      cycle_ms_(kv_settings().cycle_ms),
       // One rank waits for no one: its pushes are reduced in push itself (reduce_alone).
       background_(comm.size() > 1 && runs_in_background(engine_comm_)),
       owned_bytes_(static_cast<std::size_t>(comm.size()), 0) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "backends/mpi/mpi_settings.h"
 #include "backends/mpi/mpi_types.h"
 #include "core/env.h"
 #include "core/logging.h"
@@ -20,7 +21,7 @@ namespace synk::detail {
 namespace {
 
 std::size_t max_chunk() {
-  const std::size_t c = settings().mpi_max_chunk;
+  const std::size_t c = mpi_settings().max_chunk;
   return c ? c : static_cast<std::size_t>(INT_MAX);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "backends/mpi/mpi_settings.h"
 #include "backends/mpi/mpi_types.h"
 #include "core/byte_offset.h"
 #include "core/env.h"
@@ -88,7 +89,7 @@ void scale_avg(void* buf, std::size_t count, DataType t, int n) {
 }
 
 MpiBackend::MpiBackend(const CommContext& ctx) : ctx_(ctx) {
-  const std::size_t configured = settings().mpi_max_chunk;
+  const std::size_t configured = mpi_settings().max_chunk;
   max_chunk_ = configured ? configured : static_cast<std::size_t>(INT_MAX);
   stage_chunk_ = std::min<std::size_t>(max_chunk_, std::size_t{1} << 20);
 }

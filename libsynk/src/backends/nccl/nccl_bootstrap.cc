@@ -20,6 +20,7 @@
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "device/device_settings.h"
 
 namespace synk::detail {
 
@@ -81,7 +82,7 @@ int choose_device(int local_rank, int count) {
   const std::lock_guard<std::mutex> lock(chosen_mu);
   if (chosen_device) return *chosen_device;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const int device = pick_device(settings().gpu, visible, local_rank, count);
+  const int device = pick_device(device_settings().gpu, visible, local_rank, count);
   SYNK_CHECK_CUDA(cudaSetDevice(device));
   chosen_device = device;
   return device;
@@ -94,7 +95,7 @@ DeviceRecord local_record(int local_rank) {
   copy_text(rec.host, host);
   try {
     const int count = visible_device_count();
-    parse_contexts(settings().contexts, count);  // names must map to devices that exist
+    parse_contexts(device_settings().contexts, count);  // names must map to devices that exist
     rec.device = choose_device(local_rank, count);
     SYNK_CHECK_CUDA(cudaDeviceGetPCIBusId(rec.bus_id, sizeof rec.bus_id, rec.device));
   } catch (const Error& e) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/shm/cpu_share.h"
+#include "backends/shm/shm_settings.h"
 #include "backends/shm/stale_segments.h"
 #include "core/env.h"
 #include "core/logging.h"
@@ -108,7 +109,7 @@ SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes, SegmentKind ki
   // Rank 0 decides, for all: the ranks could read different limits at different moments.
   int anonymous = 0;
   if (rank == 0) {
-    anonymous = kind == SegmentKind::any && detail::settings().shm_segments == "auto" &&
+    anonymous = kind == SegmentKind::any && !detail::shm_settings().named_segments_only &&
                 bytes <= anonymous_segment_limit();
   }
   SYNK_CHECK_MPI(MPI_Bcast(&anonymous, 1, MPI_INT, 0, comm));

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "backends/shm/segment_share.h"
+#include "backends/shm/shm_settings.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
@@ -34,24 +35,23 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   int machine_ranks = size;
   SYNK_CHECK_MPI(MPI_Comm_size(machine, &machine_ranks));
   SYNK_CHECK_MPI(MPI_Comm_free(&machine));
-  const Settings& s = settings();
+  const Settings& core = settings();
+  const ShmSettings& s = shm_settings();
   shm::GroupConfig cfg;
   cfg.rank = rank;
   cfg.size = size;
-  if (s.shm_slot_bytes) cfg.slot_bytes = s.shm_slot_bytes;
-  cfg.timeout_s = s.timeout_s;
-  cfg.stall_warn_s = s.stall_warn_s;
-  if (s.shm_cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.shm_cma_bytes);
-  cfg.forced_algos = shm::parse_forced_algos(s.shm_algo);
-  if (s.shm_spin_us >= 0) cfg.spin_us = static_cast<std::uint32_t>(s.shm_spin_us);
+  if (s.slot_bytes) cfg.slot_bytes = s.slot_bytes;
+  cfg.timeout_s = core.timeout_s;
+  cfg.stall_warn_s = core.stall_warn_s;
+  if (s.cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.cma_bytes);
+  cfg.forced_algos = shm::parse_forced_algos(s.forced_algos);
+  if (s.spin_us >= 0) cfg.spin_us = static_cast<std::uint32_t>(s.spin_us);
   if (yield_at_once) {
     cfg.spin_us = 0;
     cfg.sleep_when_waiting = true;
   }
   cfg.machine_ranks = machine_ranks;
-  cfg.store_mode = s.shm_stream == "always"  ? shm::StoreMode::streaming
-                   : s.shm_stream == "never" ? shm::StoreMode::ordinary
-                                             : shm::StoreMode::tuned;
+  cfg.store_mode = s.store_mode;
   const std::size_t bytes = shm::Group::segment_bytes(size, cfg.slot_bytes);
   ShmNode node;
   node.segment = share_segment(comm, bytes, "shared segment");

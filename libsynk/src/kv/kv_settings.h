@@ -1,0 +1,23 @@
+// KeyValue's settings, and the fusion size the list collectives share with it.
+#pragma once
+
+#include <cstddef>
+
+#include "core/env.h"
+
+namespace synk::detail {
+
+struct KvSettings {
+  // SYNK_FUSION_BYTES: the largest fused collective of KeyValue and the list collectives (0:
+  // every key or array on its own).
+  std::size_t fusion_bytes = std::size_t{64} << 20;
+  // SYNK_CYCLE_MS: how long KeyValue gathers pushes before it agrees with the other ranks on
+  // which keys are ready (0: at once).
+  int cycle_ms = 0;
+
+  static KvSettings parse(const EnvGetter& get);
+};
+
+inline const KvSettings& kv_settings() { return env::cached<KvSettings>(); }
+
+}  // namespace synk::detail
