@@ -45,6 +45,8 @@ struct CommState {
   bool check_calls = settings().check_calls;  // SYNK_CHECK_CALLS, read once
   bool buffer_rules = false;                  // backend->has_buffer_rules(), asked once
   bool waits_in_mpi = false;                  // backend->waits_in_mpi(), asked once
+  const char* kind_name = "";                 // backend->name(), static, for the MPI watchdog
+  double timeout_s = settings().timeout_s;    // SYNK_TIMEOUT, read once
   bool on_device = false;                     // backend->device() >= 0: calls go on a stream
   // Whether non-blocking calls run on a progress thread: where they make no MPI call (shm
   // without SYNK_CHECK_CALLS), or MPI allows two threads in it at once. Elsewhere they run
@@ -123,6 +125,7 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   state->backend_name = state->backend->name();
   state->buffer_rules = state->backend->has_buffer_rules();
   state->waits_in_mpi = state->backend->waits_in_mpi();
+  state->kind_name = state->backend->name();
   state->requested = requested;
   // Across nodes the calls are always compared first. Without it, a rank whose arguments were
   // rejected left the call alone, and its next call was paired with the others' current one
@@ -277,9 +280,11 @@ namespace {
 // backend's Request (complete, except on a device backend) is waited for by the caller.
 Request dispatch(detail::CommState& st, CollArgs&& a) {
   a.stream = st.stream;
-  std::string buffers;
-  if (st.buffer_rules) buffers = st.backend->buffer_error(a);
-  if (!buffers.empty() && a.typed_error == nullptr) a.typed_error = &buffers;
+  std::optional<std::string> buffers;  // made only for a backend with buffer rules
+  if (st.buffer_rules) {
+    buffers = st.backend->buffer_error(a);
+    if (!buffers->empty() && a.typed_error == nullptr) a.typed_error = &*buffers;
+  }
   if (st.check_calls) {
     detail::validate_across_ranks(a, st.call_ctx);
   } else {
@@ -293,7 +298,7 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
   detail::Backend& b = *st.backend;
   std::optional<detail::MpiWatch> watch;
   if (st.waits_in_mpi) {
-    watch.emplace(a, st.ctx.rank, b.name(), st.check_calls, detail::settings().timeout_s);
+    watch.emplace(a, st.ctx.rank, st.kind_name, st.check_calls, st.timeout_s);
   }
   Request req;
   switch (a.coll) {

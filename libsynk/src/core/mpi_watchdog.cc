@@ -183,14 +183,15 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
   s.backend = backend;
   s.calls_checked = calls_checked;
   advance(s, 1);  // odd: inside a call
-  armed = &s;
+  Slot*& cell = armed;
+  cell = &s;
+  armed_cell_ = &cell;
 }
 
 MpiWatch::~MpiWatch() {
   if (slot_ < 0) return;
-  Slot& s = slots[slot_];
-  armed = nullptr;
-  advance(s, 1);  // even: out of it
+  *static_cast<Slot**>(armed_cell_) = nullptr;
+  advance(slots[slot_], 1);  // even: out of it
 }
 
 }  // namespace synk::detail

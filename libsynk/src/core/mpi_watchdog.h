@@ -33,6 +33,9 @@ class MpiWatch {
 
  private:
   int slot_ = -1;  // -1: not armed (more threads than slots)
+  // This thread's pointer to its armed slot, found once per call: a thread_local of a shared
+  // library costs a lookup on each use.
+  void* armed_cell_ = nullptr;
 };
 
 }  // namespace synk::detail
