@@ -73,5 +73,4 @@ std::unique_ptr<GpuMlp> make_gpu_mlp(const GpuMlpConfig& config);
 // The module's one export, by this name: a new model, which the caller owns.
 extern "C" GpuMlp* fmnist_make_cuda_mlp(const GpuMlpConfig& config);
 
-
 }  // namespace fmnist

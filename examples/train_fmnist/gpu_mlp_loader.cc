@@ -25,11 +25,15 @@ std::filesystem::path module_path() {
 using MakeFn = GpuMlp* (*)(const GpuMlpConfig&);
 
 MakeFn load_module() {
+  if (!FMNIST_CUDA_MODULE) {
+    throw std::runtime_error(
+        "--device cuda: this build has no CUDA path (configure found no CUDA compiler, or synk "
+        "was built without NCCL)");
+  }
   const std::filesystem::path path = module_path();
   if (path.is_absolute() && !std::filesystem::exists(path)) {
-    throw std::runtime_error(
-        "--device cuda: this build has no CUDA path (no " + path.string() +
-        ": configure found no CUDA compiler, or synk was built without NCCL)");
+    throw std::runtime_error("--device cuda: the CUDA model's module is not at " + path.string() +
+                             " (train_fmnist runs from the build tree's bin/, beside its lib/)");
   }
   // RTLD_LOCAL: cuBLAS and the kernels stay the module's; it is never closed, since CUDA's
   // teardown at exit would run after its code was gone.

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,46 +173,45 @@ class Function {
     }
   }
 
-  // Every rank learns whether the body failed anywhere, and which rank's message to report
-  // (synk/agreement.h). A rank whose body failed reports its own failure, with its own code;
-  // the others name the first rank that failed.
+  // Every rank learns whether the body failed anywhere, and whether the outputs to reduce have
+  // the same size on every rank (else each rank's reduce would be a different call: an error at
+  // the root, and the ranks out of step), in one all_reduce (min) of [first failing rank, sizes,
+  // negated sizes]; the failing rank's text follows (synk/agreement.h). A rank whose body failed
+  // reports its own failure, with its own code; the others name the first rank that failed.
   void agree(const Failure& failure, const Outputs& acc) {
-    const std::string mine = failure.text.empty() ? "(an exception with no message)" : failure.text;
-    const std::optional<RankFailure> first = first_failure(*comm_, failure.failed, mine);
-    if (!first) {
-      check_reduced_sizes(acc);
+    const std::size_t m = collect_.size();
+    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+    std::vector<std::int64_t> w(1 + 2 * m, kNone);
+    w[0] = failure.failed ? comm_->rank() : comm_->size();
+    for (std::size_t j = 0; !failure.failed && j < m && j < acc.size(); ++j) {
+      w[1 + j] = static_cast<std::int64_t>(acc[j].size());
+      w[1 + m + j] = -static_cast<std::int64_t>(acc[j].size());
+    }
+    comm_->all_reduce(w.data(), w.data(), w.size(), DataType::int64, ReduceOp::min);
+    const int first = static_cast<int>(w[0]);
+    if (first == comm_->size()) {
+      check_reduced_sizes(w);
       return;
     }
+    const std::string mine = failure.text.empty() ? "(an exception with no message)" : failure.text;
+    const std::string text = text_from(*comm_, first, mine);
     if (failure.failed) {
       throw Error(failure.code, "Function '" + name_ + "': rank " +
                                     std::to_string(comm_->rank()) + " failed: " + mine);
     }
-    throw Error(ErrorCode::Remote, "Function '" + name_ + "': rank " +
-                                       std::to_string(first->rank) + " failed: " + first->text);
+    throw Error(ErrorCode::Remote,
+                "Function '" + name_ + "': rank " + std::to_string(first) + " failed: " + text);
   }
 
-  // Whether the outputs to reduce have the same size on every rank (else each rank's reduce
-  // would be a different call: an error at the root, and the ranks out of step). One all_reduce
-  // (min) of [sizes, negated sizes].
-  void check_reduced_sizes(const Outputs& acc) {
+  // agree()'s sizes: w[1 + j] the smallest and -w[1 + m + j] the largest of output j.
+  void check_reduced_sizes(const std::vector<std::int64_t>& w) const {
     const std::size_t m = collect_.size();
-    const bool any_reduced = std::any_of(collect_.begin(), collect_.end(), [](Collect c) {
-      return c != Collect::gather && c != Collect::none;
-    });
-    if (!any_reduced) return;
-    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-    std::vector<std::int64_t> w(2 * m, kNone);
-    for (std::size_t j = 0; j < m && j < acc.size(); ++j) {
-      w[j] = static_cast<std::int64_t>(acc[j].size());
-      w[m + j] = -static_cast<std::int64_t>(acc[j].size());
-    }
-    comm_->all_reduce(w.data(), w.data(), w.size(), DataType::int64, ReduceOp::min);
     for (std::size_t j = 0; j < m; ++j) {
       if (collect_[j] == Collect::gather || collect_[j] == Collect::none) continue;
-      if (w[j] != -w[m + j]) {
+      if (w[1 + j] != -w[1 + m + j]) {
         throw Error(ErrorCode::InvalidUsage,
                     "Function '" + name_ + "': output " + std::to_string(j) + " has from " +
-                        std::to_string(w[j]) + " to " + std::to_string(-w[m + j]) +
+                        std::to_string(w[1 + j]) + " to " + std::to_string(-w[1 + m + j]) +
                         " elements across the ranks; an output that is reduced must have the "
                         "same size on every rank");
       }

@@ -54,9 +54,9 @@ struct OverCommunicator {
 template <class Over>
 std::string text_over(const Over& over, int root, std::string_view text) {
   // A byte count that MPI takes as an int: a text of 2 GiB or more is no failure's, and is cut.
-  std::int32_t length =
-      over.rank() == root ? static_cast<std::int32_t>(std::min<std::size_t>(text.size(), INT_MAX))
-                          : 0;
+  const std::size_t most = INT_MAX;
+  std::int32_t length = 0;
+  if (over.rank() == root) length = static_cast<std::int32_t>(std::min(text.size(), most));
   over.broadcast(&length, sizeof length, root);
   std::string out = over.rank() == root ? std::string(text.substr(0, static_cast<std::size_t>(length)))
                                         : std::string(static_cast<std::size_t>(length), '\0');
@@ -82,8 +82,11 @@ std::optional<RankFailure> first_failure(MPI_Comm comm, bool failed, std::string
   return first_failure_over(OverMpi{comm}, failed, text, node);
 }
 
+// A communicator whose calls run on a device (nccl) takes device buffers only: its agreement
+// goes through MPI on the same ranks.
 std::optional<RankFailure> first_failure(Communicator& comm, bool failed,
                                          std::string_view text) {
+  if (comm.device() >= 0) return first_failure(comm.mpi_comm(), failed, text, comm.node());
   return first_failure_over(OverCommunicator{comm}, failed, text, comm.node());
 }
 
@@ -92,6 +95,7 @@ std::string text_from(MPI_Comm comm, int root, std::string_view text) {
 }
 
 std::string text_from(Communicator& comm, int root, std::string_view text) {
+  if (comm.device() >= 0) return text_from(comm.mpi_comm(), root, text);
   return text_over(OverCommunicator{comm}, root, text);
 }
 

@@ -20,15 +20,9 @@
 
 namespace synk::detail {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-constexpr int kSlots = 64;  // threads that call; past that a thread's calls go unwatched
-
 // A thread's calls. No clock is read in the call: it only counts (odd while inside a call), and
 // the watchdog times how long it sees one odd count.
-struct Slot {
+struct WatchSlot {
   std::atomic<bool> taken{false};       // by a thread, until it exits
   // Odd inside a call; +2 at each progress. Stored last when armed (release): the rest is
   // complete.
@@ -44,13 +38,19 @@ struct Slot {
   bool calls_checked = false;  // compared across the ranks before it ran
 };
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSlots = 64;  // threads that call; past that a thread's calls go unwatched
+
 // Never destroyed: the watchdog thread may look at them while the process exits.
-Slot* const slots = new Slot[kSlots];
+WatchSlot* const slots = new WatchSlot[kSlots];
 std::atomic<int> slots_used{0};  // the highest slot ever taken + 1
 std::atomic<std::int64_t> shortest_timeout_ns{0};  // sets how often the watchdog looks
 std::once_flag started;
 
-void expire(const Slot& s, std::uint64_t calls, double waited_s) {
+void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
   std::string text =
       "synk Timeout: rank " + std::to_string(s.rank) + ": " +
       describe_call(s.coll, s.count, s.dtype, s.op, s.root) + " on the " + s.backend +
@@ -70,7 +70,7 @@ void expire(const Slot& s, std::uint64_t calls, double waited_s) {
 }
 
 // SYNK_STALL_WARN: one line, the call going on (it may still end well).
-void warn_stalled(const Slot& s, double waited_s) {
+void warn_stalled(const WatchSlot& s, double waited_s) {
   SYNK_LOG_AT(warn, "rank " << s.rank << ": " << describe_call(s.coll, s.count, s.dtype, s.op, s.root)
                             << " on the " << s.backend << " backend has waited "
                             << static_cast<long long>(waited_s)
@@ -155,10 +155,10 @@ ThreadSlot& my_slot(double timeout_s) {
   return slot;
 }
 
-thread_local Slot* armed = nullptr;  // this thread's slot while inside a watched call
+thread_local WatchSlot* armed = nullptr;  // this thread's slot while inside a watched call
 
 // Only the slot's own thread writes its count; the watchdog reads it.
-void advance(Slot& s, std::uint64_t by) {
+void advance(WatchSlot& s, std::uint64_t by) {
   s.calls.store(s.calls.load(std::memory_order_relaxed) + by, std::memory_order_release);
 }
 
@@ -172,7 +172,7 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
                    double timeout_s)
     : slot_(my_slot(timeout_s).index) {
   if (slot_ < 0) return;
-  Slot& s = slots[slot_];
+  WatchSlot& s = slots[slot_];
   s.timeout_s = timeout_s;
   s.coll = a.coll;
   s.count = a.count;
@@ -183,14 +183,13 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
   s.backend = backend;
   s.calls_checked = calls_checked;
   advance(s, 1);  // odd: inside a call
-  Slot*& cell = armed;
-  cell = &s;
-  armed_cell_ = &cell;
+  armed_cell_ = &armed;
+  *armed_cell_ = &s;
 }
 
 MpiWatch::~MpiWatch() {
   if (slot_ < 0) return;
-  *static_cast<Slot**>(armed_cell_) = nullptr;
+  *armed_cell_ = nullptr;
   advance(slots[slot_], 1);  // even: out of it
 }
 

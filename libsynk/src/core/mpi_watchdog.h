@@ -18,6 +18,8 @@ constexpr int kWatchdogExitCode = 124;
 // watched call.
 void mpi_watch_progress() noexcept;
 
+struct WatchSlot;  // a thread's calls, as the watchdog sees them (mpi_watchdog.cc)
+
 // Arms the watchdog for this thread's call `a` on `rank` of the backend named `backend` (a
 // string that outlives the process's calls) for its lifetime. calls_checked: the call was
 // compared across the ranks first (SYNK_CHECK_CALLS, or a backend that always does), so no rank
@@ -35,7 +37,7 @@ class MpiWatch {
   int slot_ = -1;  // -1: not armed (more threads than slots)
   // This thread's pointer to its armed slot, found once per call: a thread_local of a shared
   // library costs a lookup on each use.
-  void* armed_cell_ = nullptr;
+  WatchSlot** armed_cell_ = nullptr;
 };
 
 }  // namespace synk::detail

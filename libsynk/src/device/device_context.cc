@@ -12,7 +12,8 @@
 namespace synk {
 
 int device_for(std::string_view context) {
-  // settings() checked the map's syntax once; parsing again is cheap and keeps no second copy.
+  // device_settings() checked the map's syntax once; parsing again is cheap and keeps no
+  // second copy.
   return detail::lookup_context(detail::parse_contexts(detail::device_settings().contexts), context,
                                 "device_for");
 }

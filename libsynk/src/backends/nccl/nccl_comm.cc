@@ -2,6 +2,7 @@
 #include "backends/nccl/nccl_comm.h"
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 
@@ -33,7 +34,7 @@ class NcclPending final : public Request::Pending {
   // lost) are asked for every kPollsPerErrorCheck polls, not on each.
   void wait() override {
     const NcclComm::Clock::time_point start = NcclComm::Clock::now();
-    for (int polls = 1; !poll(polls % kPollsPerErrorCheck == 0); ++polls) {
+    for (std::uint64_t polls = 1; !poll(polls % kPollsPerErrorCheck == 0); ++polls) {
       const NcclComm::Clock::time_point now = NcclComm::Clock::now();
       if (now > deadline_) throw_timeout();
       if (now - start < kYieldFor) {
@@ -46,13 +47,16 @@ class NcclPending final : public Request::Pending {
 
  private:
   static constexpr std::chrono::milliseconds kYieldFor{20};
-  static constexpr int kPollsPerErrorCheck = 64;
+  static constexpr std::uint64_t kPollsPerErrorCheck = 64;
 
+  // Whether the operation is done. NCCL's asynchronous errors are asked for when check_nccl,
+  // and always once it is done: a peer lost can let the kernels end with wrong data.
   bool poll(bool check_nccl) {
     if (done_) return true;
     if (check_nccl) comm_->check_async(op_);
     const cudaError_t rc = cudaEventQuery(event_);
     if (rc == cudaErrorNotReady) return false;
+    if (rc == cudaSuccess && !check_nccl) comm_->check_async(op_);
     if (rc != cudaSuccess) {
       cudaGetLastError();  // clears a non-sticky error so later calls do not see it
       comm_->abort(std::string(op_) + " failed on the device");
@@ -74,7 +78,6 @@ class NcclPending final : public Request::Pending {
                     " (SYNK_TIMEOUT); the NCCL communicator was aborted (ncclCommAbort)");
   }
 
- private:
   std::shared_ptr<NcclComm> comm_;
   cudaEvent_t event_;
   const char* op_;

@@ -105,12 +105,14 @@ void sweep_stale_segments_once() {
 SharedSegment try_share_segment(MPI_Comm comm, std::size_t bytes, SegmentKind kind) {
   int rank = 0;
   SYNK_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  // Read on every rank, before any collective: a malformed SYNK_SHM_* variable throws, and it
+  // must throw everywhere, not leave the other ranks in rank 0's broadcast.
+  const bool named_only = detail::shm_settings().named_segments_only;
   if (rank == 0) sweep_stale_segments_once();
   // Rank 0 decides, for all: the ranks could read different limits at different moments.
   int anonymous = 0;
   if (rank == 0) {
-    anonymous = kind == SegmentKind::any && !detail::shm_settings().named_segments_only &&
-                bytes <= anonymous_segment_limit();
+    anonymous = kind == SegmentKind::any && !named_only && bytes <= anonymous_segment_limit();
   }
   SYNK_CHECK_MPI(MPI_Bcast(&anonymous, 1, MPI_INT, 0, comm));
   if (!anonymous) return share_once(comm, rank, bytes, Offer::named);
