@@ -506,8 +506,7 @@ std::unique_ptr<RawNccl> make_raw_nccl(int device) {
 // build, no device, two ranks on one GPU) is a usage error unless --backend all, which notes it
 // and goes on; any other failure is a SharedFailure either way. The ranks agree, so that none
 // goes on with a backend another rank lacks.
-std::vector<Bench> make_benches(const Options& o,
-                                std::vector<std::string>& notes) {
+std::vector<Bench> make_benches(const Options& o, std::vector<std::string>& notes) {
   std::vector<Bench> benches;
   for (const std::string& name : o.backends) {
     std::string why;

@@ -284,18 +284,17 @@ class Distributed {
                                        ")");
   }
 
-  // A request that fails to travel was abandoned while pending: none can follow it.
   void send(const Message& m) {
-    try {
-      detail::send_request(*comm_, m, watch_);
-    } catch (const Error& e) {
-      failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
-      throw;
-    }
+    travel([&] { detail::send_request(*comm_, m, watch_); });
   }
   Message receive() {
+    return travel([&] { return detail::receive_request(*comm_, watch_); });
+  }
+  // A request that fails to travel was abandoned while pending: none can follow it.
+  template <class Move>
+  auto travel(Move&& move) {
     try {
-      return detail::receive_request(*comm_, watch_);
+      return move();
     } catch (const Error& e) {
       failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
       throw;

@@ -55,11 +55,11 @@ template <class Over>
 std::string text_over(const Over& over, int root, std::string_view text) {
   // A byte count that MPI takes as an int: a text of 2 GiB or more is no failure's, and is cut.
   const std::size_t most = INT_MAX;
-  std::int32_t length = 0;
-  if (over.rank() == root) length = static_cast<std::int32_t>(std::min(text.size(), most));
+  const bool is_root = over.rank() == root;
+  std::int32_t length = is_root ? static_cast<std::int32_t>(std::min(text.size(), most)) : 0;
   over.broadcast(&length, sizeof length, root);
-  std::string out = over.rank() == root ? std::string(text.substr(0, static_cast<std::size_t>(length)))
-                                        : std::string(static_cast<std::size_t>(length), '\0');
+  const auto n = static_cast<std::size_t>(length);
+  std::string out = is_root ? std::string(text.substr(0, n)) : std::string(n, '\0');
   over.broadcast(out.data(), out.size(), root);
   return out;
 }

@@ -46,7 +46,8 @@ ShmNode join_every_node(const CommContext& ctx) {
     failure = std::current_exception();
     reason = "an exception that is not a std::exception";
   }
-  const std::optional<RankFailure> first = first_failure(ctx.comm, failure != nullptr, reason, ctx.node);
+  const std::optional<RankFailure> first =
+      first_failure(ctx.comm, failure != nullptr, reason, ctx.node);
   if (!first) return node;
   if (failure) std::rethrow_exception(failure);
   throw Error(ErrorCode::Remote, "hier backend: node " + std::to_string(first->node) + " (rank " +
