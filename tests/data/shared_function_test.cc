@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
@@ -15,6 +16,7 @@
 namespace synk {
 namespace {
 
+using ::testing::DoubleEq;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -161,6 +163,59 @@ TEST(Function, UnevenSplitsSlicesAndCollectModes) {
   double local_rows = 0;
   for (double v : out[4]) local_rows += v;
   EXPECT_EQ(local_rows, static_cast<double>(mine.size()));  // none: this rank's own
+}
+
+// weighted_avg: a body that returns its slice's per-row mean gives the exact mean over the
+// batch, however the 11 rows split over 1-4 ranks and 1-3 slices (slices of no rows included,
+// whose mean is NaN). avg, the equal-weight mean, is biased on such splits.
+TEST(Function, WeightedAverageIsTheExactMeanOverTheBatch) {
+  Communicator& comm = world();
+  const int n = comm.size();
+  Data<double> x(comm, {11, 1});
+  std::vector<double> squares(11);
+  for (std::size_t i = 0; i < squares.size(); ++i) squares[i] = static_cast<double>(i * i);
+  x.set_value(comm.rank() == 0 ? squares : std::vector<double>{});
+  Function<double> mean(comm, "mean", {Collect::weighted_avg, Collect::avg, Collect::sum},
+                        [](const SliceInputs<double>& in) {
+                          double sum = 0;
+                          for (double v : in.data[0].values) sum += v;
+                          const double m = sum / static_cast<double>(in.rows);  // NaN for 0 rows
+                          return Function<double>::Outputs{{m, 2 * m}, {in.rows ? m : 0.0},
+                                                           {static_cast<double>(in.rows)}};
+                        });
+  for (int slices = 1; slices <= 3; ++slices) {
+    CallOptions o;
+    o.num_slices = slices;
+    const auto out = mean({&x}, {}, o);
+    if (comm.rank() == 0) {
+      EXPECT_THAT(out[0], ElementsAre(DoubleEq(35.0), DoubleEq(70.0))) << slices;  // 385 / 11
+      EXPECT_EQ(out[2][0], 11.0);
+      if (n > 1 && slices == 1) {
+        EXPECT_GT(std::abs(out[1][0] - 35.0), 1.0);  // avg is biased
+      }
+    }
+    o.to_all = true;
+    EXPECT_THAT(mean({&x}, {}, o)[0], ElementsAre(DoubleEq(35.0), DoubleEq(70.0))) << slices;
+  }
+  // Rows 1, 4, 9: one row a rank on 3 ranks, and ranks with none on 4.
+  CallOptions some;
+  some.batch = Batch::slice(1, 4);
+  some.num_slices = 2;
+  const auto out = mean({&x}, {}, some);
+  if (comm.rank() == 0) {
+    EXPECT_THAT(out[0], ElementsAre(DoubleEq(14.0 / 3.0), DoubleEq(28.0 / 3.0)));
+  }
+  // This rank's own: local() and the non-root ranks of a collected call.
+  const RowSelection mine = Batch::all().for_rank(11, comm.rank(), n);
+  double own = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) own += squares[mine[i]];
+  own /= static_cast<double>(mine.size());
+  const Batch my_rows = Batch::slice(mine.start, mine.start + mine.size());
+  EXPECT_DOUBLE_EQ(mean.local({&x}, {}, my_rows, 3)[0][0], own);
+  const auto collected = mean({&x}, {}, CallOptions{});
+  if (comm.rank() != 0) {
+    EXPECT_DOUBLE_EQ(collected[0][0], own);
+  }
 }
 
 TEST(Function, ToAllAndLocal) {

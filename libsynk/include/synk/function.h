@@ -16,9 +16,12 @@
 
 namespace synk {
 
-// avg: mean over slices, then equal-weight mean over ranks. gather: slices and ranks
-// concatenated in order. none: this rank's slices concatenated, not collected.
-enum class Collect { avg, sum, prod, min, max, gather, none };
+// avg: mean over slices, then equal-weight mean over ranks. weighted_avg: each slice's value
+// weighed by its row count, so that a body returning a per-row mean gives the exact mean over
+// the batch however unevenly it splits (a slice of no rows counts for nothing, even if its
+// value is NaN; a batch of no rows gives 0). gather: slices and ranks concatenated in order.
+// none: this rank's slices concatenated, not collected.
+enum class Collect { avg, sum, prod, min, max, gather, none, weighted_avg };
 
 // T: the element type of the Data inputs; Out: that of the broadcast inputs and the outputs.
 template <class T, class Out = T>
@@ -56,9 +59,13 @@ class Function {
     check_slices(o.num_slices);
     Outputs acc;
     Failure failure;
+    std::size_t batch_rows = 0, my_rows = 0;
     try {
-      acc = run_slices(data, inputs, o.batch.for_rank(rows_of(data), comm_->rank(), comm_->size()),
-                       o.num_slices);
+      const std::size_t rows = rows_of(data);
+      const RowSelection mine = o.batch.for_rank(rows, comm_->rank(), comm_->size());
+      batch_rows = o.batch.select(rows).size();
+      my_rows = mine.size();
+      acc = run_slices(data, inputs, mine, o.num_slices);
     } catch (const Error& e) {
       // A synk error keeps its code on this rank (an index out of range is InvalidArgument);
       // what() already says "synk <code>: ", so only the message after it travels.
@@ -69,7 +76,7 @@ class Function {
       failure = {true, ErrorCode::InvalidUsage, "an exception that is not a std::exception"};
     }
     agree(failure, acc);
-    return collect(std::move(acc), o);
+    return collect(std::move(acc), o, batch_rows, my_rows);
   }
 
   // This rank alone, over the whole batch; no collective.
@@ -77,7 +84,10 @@ class Function {
                 const std::vector<std::vector<Out>>& inputs = {}, const Batch& batch = Batch::all(),
                 int num_slices = 1) {
     check_slices(num_slices);
-    return run_slices(data, inputs, batch.select(rows_of(data)), num_slices);
+    const RowSelection sel = batch.select(rows_of(data));
+    Outputs acc = run_slices(data, inputs, sel, num_slices);
+    divide_weighted(acc, sel.size());
+    return acc;
   }
 
  private:
@@ -137,6 +147,7 @@ class Function {
                                                  std::to_string(out.size()) + " outputs, " +
                                                  std::to_string(collect_.size()) + " declared");
       }
+      weigh_by_rows(out, in.rows);
       if (k == 0) {
         acc = std::move(out);
         continue;
@@ -149,6 +160,22 @@ class Function {
       }
     }
     return acc;
+  }
+
+  // A weighted_avg output accumulates value x rows until divide_weighted(); a slice of no rows
+  // adds zeros (its value may be the NaN of an empty mean).
+  void weigh_by_rows(Outputs& out, std::size_t rows) const {
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      if (collect_[j] != Collect::weighted_avg) continue;
+      for (Out& x : out[j]) x = rows ? static_cast<Out>(x * static_cast<Out>(rows)) : Out{};
+    }
+  }
+  void divide_weighted(Outputs& acc, std::size_t rows) const {
+    if (rows == 0) return;
+    for (std::size_t j = 0; j < acc.size(); ++j) {
+      if (collect_[j] != Collect::weighted_avg) continue;
+      for (Out& x : acc[j]) x = static_cast<Out>(x / static_cast<Out>(rows));
+    }
   }
 
   void accumulate(std::size_t j, std::vector<Out>& a, const std::vector<Out>& b) const {
@@ -164,6 +191,7 @@ class Function {
     for (std::size_t i = 0; i < a.size(); ++i) {
       switch (c) {
         case Collect::avg:
+        case Collect::weighted_avg:
         case Collect::sum: a[i] = static_cast<Out>(a[i] + b[i]); break;
         case Collect::prod: a[i] = static_cast<Out>(a[i] * b[i]); break;
         case Collect::min: a[i] = std::min(a[i], b[i]); break;
@@ -218,7 +246,9 @@ class Function {
     }
   }
 
-  Outputs collect(Outputs acc, const CallOptions& o) {
+  // weighted_avg's sums are divided by the rows they cover: the whole batch's where they were
+  // collected, this rank's share elsewhere.
+  Outputs collect(Outputs acc, const CallOptions& o, std::size_t batch_rows, std::size_t my_rows) {
     const DataType t = data_type_of<Out>();
     for (std::size_t j = 0; j < acc.size(); ++j) {
       std::vector<Out>& v = acc[j];
@@ -238,6 +268,7 @@ class Function {
           continue;
         }
         case Collect::avg: op = ReduceOp::avg; break;
+        case Collect::weighted_avg:
         case Collect::sum: op = ReduceOp::sum; break;
         case Collect::prod: op = ReduceOp::prod; break;
         case Collect::min: op = ReduceOp::min; break;
@@ -249,6 +280,7 @@ class Function {
         comm_->reduce(v.data(), v.data(), v.size(), t, op, o.root);
       }
     }
+    divide_weighted(acc, o.to_all || comm_->rank() == o.root ? batch_rows : my_rows);
     return acc;
   }
 
