@@ -177,6 +177,30 @@ TEST(DeviceContexts, WithoutTheVariableEveryNameIsUnknown) {
             "SYNK_CONTEXTS is not set (e.g. SYNK_CONTEXTS=\"dev0->cuda0\")");
 }
 
+// Theano's rules: a name may map to a device this rank does not see while it is not used (one
+// map serves ranks that see different devices); the NCCL start prints a line per name at
+// SYNK_LOG=info; a value placed by the unseen name is refused.
+TEST(DeviceContexts, AnUnusedNameMayMapToADeviceNotSeen) {
+  if (!contexts_are("main->cuda0;spare->cuda7"))
+    GTEST_SKIP() << "needs SYNK_CONTEXTS=main->cuda0;spare->cuda7 and SYNK_LOG=info (set by ctest)";
+  SKIP_WITHOUT_DEVICE();
+  ::testing::internal::CaptureStderr();
+  const std::optional<std::string>& why = synk::testing::nccl_unavailable();  // NCCL starts
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  if (why) GTEST_SKIP() << *why;
+  EXPECT_THAT(log, ::testing::HasSubstr("Mapped name main to device cuda0: "));
+  EXPECT_THAT(log, ::testing::HasSubstr("Name spare maps to cuda7, which this rank does not see "
+                                        "(allowed while the name is not used)"));
+  synk::DeviceShared<float> v(nccl(), "v", std::vector<float>{1.0f}, {}, "main");
+  v.all_reduce(synk::ReduceOp::sum);
+  EXPECT_EQ(v.to_host(), std::vector<float>{static_cast<float>(nccl().size())});
+  const auto e =
+      caught([] { synk::DeviceShared<float> w(nccl(), "w", std::vector<float>{1.0f}, {}, "spare"); });
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code(), ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(e), ::testing::HasSubstr("context 'spare' -> cuda7"));
+}
+
 // ---- On a device ----
 
 TEST(DeviceBufferTest, CopiesToAndFromTheDeviceAndChecksBounds) {

@@ -196,6 +196,13 @@ cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "synk fake CUDA device %d", device);
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
   const char* distinct = std::getenv("SYNK_FAKE_DISTINCT_BUS");
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");

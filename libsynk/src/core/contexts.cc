@@ -69,7 +69,22 @@ int lookup_context(const ContextMap& map, std::string_view name, const std::stri
                                               "' in SYNK_CONTEXTS (it names " + names + ")");
 }
 
-ContextMap parse_contexts(std::string_view spec, int visible_devices) {
+std::vector<std::string> context_mapping_lines(const ContextMap& map, int visible_devices,
+                                               const std::function<std::string(int)>& device_name) {
+  std::vector<std::string> lines;
+  for (const ContextEntry& e : map.entries()) {
+    const std::string device = "cuda" + std::to_string(e.device);
+    lines.push_back(e.device < visible_devices
+                        ? "Mapped name " + e.name + " to device " + device + ": " +
+                              device_name(e.device)
+                        : "Name " + e.name + " maps to " + device +
+                              ", which this rank does not see (allowed while the name is not "
+                              "used)");
+  }
+  return lines;
+}
+
+ContextMap parse_contexts(std::string_view spec) {
   std::vector<ContextEntry> entries;
   if (trim(spec).empty()) return ContextMap{};
   std::size_t number = 0;
@@ -92,17 +107,14 @@ ContextMap parse_contexts(std::string_view spec, int visible_devices) {
     if (name.substr(0, 4) == "cuda" || name.substr(0, 6) == "opencl") {
       bad_entry(entry, "has a name that begins with 'cuda' or 'opencl' (reserved for devices)");
     }
+    if (device.substr(0, 6) == "opencl") {
+      bad_entry(entry, "maps to the OpenCL device '" + std::string(device) +
+                           "': synk has no OpenCL; map names to CUDA devices cudaN");
+    }
     const long long n = device_index(device);
     if (n < 0) {
       bad_entry(entry, "maps to '" + std::string(device) +
                            "', not a device cudaN with N a non-negative integer");
-    }
-    if (visible_devices >= 0 && n >= visible_devices) {
-      bad_entry(entry, "maps to cuda" + std::to_string(n) + " but this rank sees " +
-                           std::to_string(visible_devices) + " CUDA device(s)" +
-                           (visible_devices > 0
-                                ? " (cuda0..cuda" + std::to_string(visible_devices - 1) + ")"
-                                : std::string()));
     }
     for (const ContextEntry& e : entries) {
       if (e.name == name) {

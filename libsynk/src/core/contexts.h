@@ -2,6 +2,7 @@
 // gives each of a rank's visible devices one or more names that user code refers to.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,12 +27,20 @@ class ContextMap {
   std::vector<ContextEntry> entries_;  // in the order of the map
 };
 
-// Parses a context map. Rules: entries separated by ';', each NAME->DEVICE (spaces around the
-// name and the device are ignored); a name is not empty, not "cpu", does not begin with "cuda"
-// or "opencl", and appears once; DEVICE is cudaN with N a non-negative integer, below
-// visible_devices when that is known (>= 0; pass -1 when it is not). Several names may share a
-// device. An empty map is valid. Throws synk::Error(InvalidArgument) naming the bad entry.
-ContextMap parse_contexts(std::string_view spec, int visible_devices = -1);
+// Parses a context map, by Theano's rules: entries separated by ';', each NAME->DEVICE (spaces
+// around the name and the device are ignored); a name is not empty, not "cpu", does not begin
+// with "cuda" or "opencl", and appears once; DEVICE is cudaN with N a non-negative integer
+// (openclP:D is refused: synk has no OpenCL). Several names may share a device, and a name may
+// map to a device this rank does not see as long as it is not used (the same map serves ranks
+// that see different devices). An empty map is valid. Throws synk::Error(InvalidArgument)
+// naming the bad entry.
+ContextMap parse_contexts(std::string_view spec);
+
+// One line per name, as Theano prints them: "Mapped name dev0 to device cuda0: <device_name(0)>",
+// or, for a device at or past visible_devices, "Name dev1 maps to cuda1, which this rank does
+// not see (allowed while the name is not used)".
+std::vector<std::string> context_mapping_lines(const ContextMap& map, int visible_devices,
+                                               const std::function<std::string(int)>& device_name);
 
 // The device `name` maps to. Throws InvalidArgument, the message beginning with `who`, for an
 // empty name, "cpu" (the host, not a device) and a name the map does not have (listing those it

@@ -88,6 +88,23 @@ int choose_device(int local_rank, int count) {
   return device;
 }
 
+// The device's name, as cudaGetDeviceProperties reports it.
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "(name unknown)";
+  prop.name[sizeof prop.name - 1] = '\0';
+  return prop.name;
+}
+
+// SYNK_LOG=info: a line per name of SYNK_CONTEXTS, as Theano prints them.
+void log_context_map(int visible_devices) {
+  if (!log_enabled(LogLevel::info)) return;
+  const ContextMap map = parse_contexts(device_settings().contexts);
+  for (const std::string& line : context_mapping_lines(map, visible_devices, device_name)) {
+    SYNK_LOG_AT(info, line);
+  }
+}
+
 // This rank's record: its device, or the error that kept it from having one.
 DeviceRecord local_record(int local_rank) {
   DeviceRecord rec;
@@ -95,8 +112,8 @@ DeviceRecord local_record(int local_rank) {
   copy_text(rec.host, host);
   try {
     const int count = visible_device_count();
-    parse_contexts(device_settings().contexts, count);  // names must map to devices that exist
     rec.device = choose_device(local_rank, count);
+    log_context_map(count);
     SYNK_CHECK_CUDA(cudaDeviceGetPCIBusId(rec.bus_id, sizeof rec.bus_id, rec.device));
   } catch (const Error& e) {
     rec.code = static_cast<std::int32_t>(e.code());
