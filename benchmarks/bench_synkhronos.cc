@@ -66,16 +66,16 @@ int main() {
   spmd_us = median(r2);
 
   // Master-driven: the same call, issued by the master, served by the workers.
-  synk::Distributed<float> dist(comm);
+  synk::Distributed dist(comm);
   dist.add(empty);
   dist.add("none", none);
   double driven_us = 0;
   if (dist.serve()) {
-    for (int i = 0; i < 200; ++i) dist.call("empty", {"none"});
+    for (int i = 0; i < 200; ++i) dist.call(empty, {"none"});
     std::vector<double> r3;
     for (int r = 0; r < kRounds; ++r) {
       const auto t0 = Clock::now();
-      for (int i = 0; i < kCalls; ++i) dist.call("empty", {"none"});
+      for (int i = 0; i < kCalls; ++i) dist.call(empty, {"none"});
       r3.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kCalls);
     }
     driven_us = median(r3);

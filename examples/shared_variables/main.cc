@@ -1,6 +1,8 @@
 // The Synkhronos walkthrough with synk: a Shared variable s, a Data x held once per node, and a
-// Function whose update is s = column sums of (x * s) over the rows it is given.
+// Function whose update is s = column sums of (x * s) over the rows it is given; first SPMD,
+// then driven by the master alone.
 // Run: build/bin/synkrun -np 2 build/bin/shared_variables
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -63,6 +65,45 @@ int main() {
     update({&x});
     s.all_reduce(synk::ReduceOp::sum);
     say("after broadcast, a call and all_reduce(s, sum):", fmt(s.gather(1), 2));
+
+    // Master-driven, as in Synkhronos: rank 0 runs the program alone and the others serve
+    // it. Functions of other types, and every collective of s and x, come from the master.
+    synk::Data<std::uint8_t> pixels(comm, {3, 2});
+    pixels.set_value(master ? std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6}
+                            : std::vector<std::uint8_t>{});
+    synk::Function<std::uint8_t, double> mean_pixel(
+        comm, "mean_pixel", {synk::Collect::weighted_avg},
+        [](const synk::SliceInputs<std::uint8_t, double>& in) {
+          double sum = 0;
+          for (std::uint8_t v : in.data[0].values) sum += v;
+          return synk::Function<std::uint8_t, double>::Outputs{
+              {sum / static_cast<double>(2 * in.rows)}};
+        });
+    synk::Distributed dist(comm);
+    dist.add(update);
+    dist.add(mean_pixel);
+    dist.add("x", x);
+    dist.add("pixels", pixels);
+    dist.add(s);
+    if (dist.serve()) {
+      const double mean = dist.call(mean_pixel, {"pixels"})[0][0];
+      say("master-driven: mean pixel (weighted_avg):", fmt({static_cast<float>(mean)}));
+      s.broadcast({1, 1});
+      dist.call(update, {"x"});
+      s.all_reduce(synk::ReduceOp::sum);
+      say("broadcast, a call, all_reduce(s, sum):", fmt(s.value()));
+      s.set_value(1, {5, 5});
+      say("set_value(1, {5, 5}), then get_value(1):", fmt(s.get_value(1)));
+      s.set_local({0, 1, 2, 3, 4, 5}, {3, 2});
+      s.scatter();
+      say("scatter of 0..5 as 3 rows of 2, get_value(1):", fmt(s.get_value(1), 2));
+      x.set_value(std::vector<float>(8, 2.0f));
+      s.broadcast({1, 1});
+      dist.call(update, {"x"});
+      s.all_reduce(synk::ReduceOp::sum);
+      say("x.set_value(all 2) after serve(), a call:", fmt(s.value()));
+      dist.close();
+    }
     return 0;
   } catch (const synk::Error& e) {
     std::fprintf(stderr, "shared_variables: %s\n", e.what());

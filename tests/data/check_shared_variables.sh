@@ -9,7 +9,12 @@ expected='[1 1]
 [[3 3] [7 7]]
 [10 10]
 [[10 10] [7 7]]
-[[10 10] [10 10]]'
+[[10 10] [10 10]]
+[3.5]
+[10 10]
+[5 5]
+[[2 3] [4 5]]
+[8 8]'
 got=$(echo "$out" | sed 's/^[^[]*//')
 if [ "$got" != "$expected" ]; then
   echo "unexpected values:"; echo "$got"; exit 1

@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,20 +44,20 @@ TEST(Distribute, TheWalkthroughDrivenByTheMaster) {
     return Function<float>::Outputs{{1.0f}};
   });
 
-  Distributed<float> dist(comm);
+  Distributed dist(comm);
   dist.add(update);
   dist.add(fragile);
   dist.add("x", x);
   dist.add(s);
   if (dist.serve()) {  // the master's serial program; workers are inside serve() meanwhile
-    const auto rows = dist.call("update", {"x"});
+    const auto rows = dist.call(update, {"x"});
     EXPECT_THAT(rows[0], ElementsAre(4.0f));  // every row once, summed over the ranks
     dist.all_reduce("s", ReduceOp::sum);
     EXPECT_THAT(s.value(), ElementsAre(10.0f, 10.0f));  // colsum(x) whatever the split
-    const std::vector<float> all = dist.gather("s");
+    const std::vector<float> all = s.gather();
     EXPECT_EQ(all, std::vector<float>(static_cast<std::size_t>(2 * n), 10.0f));
     if (n > 1) {
-      const auto e = caught([&] { dist.call("fragile", {"x"}); });
+      const auto e = caught([&] { dist.call(fragile, {"x"}); });
       EXPECT_SYNK_ERROR(e, ErrorCode::Remote);
       EXPECT_THAT(message(e), HasSubstr("Function 'fragile': rank " + std::to_string(n - 1) +
                                         " failed: worker disk full"));
@@ -63,7 +65,7 @@ TEST(Distribute, TheWalkthroughDrivenByTheMaster) {
     // The job is still usable: a call on an index batch, sliced.
     s.set_local({1, 1});
     dist.broadcast("s");
-    const auto again = dist.call("update", {"x"}, {}, Batch::indices({3, 2, 1}), 2);
+    const auto again = dist.call(update, {"x"}, {}, Batch::indices({3, 2, 1}), 2);
     EXPECT_THAT(again[0], ElementsAre(3.0f));
     dist.close();
   }
@@ -71,6 +73,124 @@ TEST(Distribute, TheWalkthroughDrivenByTheMaster) {
   int total = 0;
   MPI_Allreduce(&calls_here, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(total, 3 * n);  // first call: 1 slice per rank; last call: 2 slices per rank
+}
+
+// The master's program of issue 37: two Functions of different types, a Shared scattered,
+// set on rank 1 and read back, and a Data changed, resized, loaded and passed fresh after
+// serve(), all from the master alone.
+TEST(Distribute, TheMasterDrivesEveryKindOfRequestAlone) {
+  Communicator& comm = world();
+  const int n = comm.size(), last = n - 1;
+  Data<float> x(comm, {4, 1});
+  x.set_value(comm.rank() == 0 ? std::vector<float>{1, 2, 3, 4} : std::vector<float>{});
+  Data<std::uint8_t> pixels(comm, {3, 2});
+  pixels.set_value(comm.rank() == 0 ? std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6}
+                                    : std::vector<std::uint8_t>{});
+  Shared<float> s(comm, "s", {0});
+  // Sums of rows, and the mean pixel of each row in double.
+  Function<float> total(comm, "total", {Collect::sum}, [](const SliceInputs<float>& in) {
+    float sum = 0;
+    for (float v : in.data[0].values) sum += v;
+    return Function<float>::Outputs{{sum}};
+  });
+  Function<std::uint8_t, double> mean(
+      comm, "mean", {Collect::weighted_avg}, [](const SliceInputs<std::uint8_t, double>& in) {
+        double sum = 0;
+        for (std::uint8_t v : in.data[0].values) sum += v;
+        return Function<std::uint8_t, double>::Outputs{{sum / static_cast<double>(in.rows * 2)}};
+      });
+  Distributed dist(comm);
+  dist.add(total);
+  dist.add(mean);
+  dist.add("x", x, [](float* p) {
+    for (int i = 0; i < 6; ++i) p[i] = 10.0f;  // whichever node's local rank 0 runs it
+  });
+  dist.add("pixels", pixels);
+  dist.add(s);
+  if (dist.serve()) {
+    EXPECT_THAT(dist.call(mean, {"pixels"})[0], ElementsAre(3.5));
+    EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(10.0f));
+    // Scatter rows 0..5 of the master's value: rank r keeps its linspace share.
+    s.set_local({0, 1, 2, 3, 4, 5}, {6});
+    s.scatter();
+    std::vector<std::size_t> shape;
+    const std::vector<float> share = s.get_value(last, &shape);
+    const std::size_t lo = 6 * static_cast<std::size_t>(last) / static_cast<std::size_t>(n);
+    EXPECT_EQ(shape, (std::vector<std::size_t>{6 - lo}));
+    EXPECT_EQ(share.front(), static_cast<float>(lo));
+    s.set_value(last, {42, 43});
+    EXPECT_THAT(s.get_value(last), ElementsAre(42.0f, 43.0f));
+    std::vector<std::size_t> joined;
+    EXPECT_EQ(s.all_gather(0, &joined).back(), 43.0f);
+    // The Data, after serve(): new values, a new size, a loader, and fresh arrays in a call.
+    x.set_value(std::vector<float>{5, 5, 5, 5});
+    EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(20.0f));
+    x.resize(6);
+    x.load([](float* p) {
+      for (int i = 0; i < 6; ++i) p[i] = 10.0f;
+    });
+    EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(60.0f));
+    const std::vector<float> fresh{1, 2, 3, 4, 5, 6, 7};
+    DrivenCall<float> c;
+    c.arrays = {Rows<float>{fresh, {}}};
+    c.batch = Batch::first(5);
+    EXPECT_THAT(dist.call(total, c)[0], ElementsAre(15.0f));
+    c.arrays = {Rows<float>{std::span<const float>(fresh).first(3), {3, 1}}};
+    c.batch = Batch::all();
+    EXPECT_THAT(dist.call(total, c)[0], ElementsAre(6.0f));
+    // A bad rank is an error on the master; the workers keep serving.
+    const auto e = caught([&] { s.get_value(n); });
+    EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+    EXPECT_THAT(message(e), HasSubstr("get_value: rank " + std::to_string(n) + " is out of range"));
+    EXPECT_EQ(s.get_value(0), s.value());
+    dist.close();
+  }
+  // Every rank: the master's changes reached it.
+  EXPECT_EQ(x.rows(), 6u);
+  EXPECT_EQ(x.data()[5], 10.0f);
+  if (comm.rank() == last) {
+    EXPECT_THAT(s.value(), ElementsAre(42.0f, 43.0f));
+  }
+  // After close(), the collectives are SPMD again.
+  s.set_local({1});
+  s.all_reduce(ReduceOp::sum);
+  EXPECT_THAT(s.value(), ElementsAre(static_cast<float>(n)));
+}
+
+// Types are part of a name: a Data of another element type on one rank fails serve() on every
+// rank, and a Function that reads a Data of another type fails its call before any request.
+TEST(Distribute, TypesAreCheckedAtServeAndAtCall) {
+  Communicator& comm = world();
+  Data<float> x(comm, {2, 1});
+  Data<double> y(comm, {2, 1});
+  Function<float> f(comm, "f", {Collect::sum},
+                    [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+  {
+    Distributed dist(comm);
+    dist.add(f);
+    dist.add("y", y);
+    if (comm.size() > 1 && comm.rank() == 1) {
+      dist.add("x", y);  // double where rank 0 has float
+    } else {
+      dist.add("x", x);
+    }
+    if (comm.size() > 1) {
+      const auto e = caught([&] { dist.serve(); });
+      EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+      EXPECT_THAT(message(e), HasSubstr("rank 1 has Data 'x' (float64) that rank 0 has not; "
+                                        "lacks Data 'x' (float32)"));
+    }
+  }
+  Distributed dist(comm);
+  dist.add(f);
+  dist.add("y", y);
+  if (dist.serve()) {
+    const auto e = caught([&] { dist.call(f, {"y"}); });
+    EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+    EXPECT_THAT(message(e), HasSubstr("Function 'f' reads float32 rows, but Data 'y' is (float64)"));
+    EXPECT_THAT(dist.call(f)[0], ElementsAre(static_cast<float>(comm.size())));
+    dist.close();
+  }
 }
 
 // A request larger than one packet (2,048 bytes): inputs of 1,000 floats and an index batch of
@@ -92,14 +212,14 @@ TEST(Distribute, ALargeRequestArrivesWhole) {
     }
     return Function<float>::Outputs{{row_sum}, {input_sum}};
   });
-  Distributed<float> dist(comm);
+  Distributed dist(comm);
   dist.add(sums);
   dist.add("x", x);
   if (dist.serve()) {
     const std::vector<std::vector<float>> inputs{std::vector<float>(1000, 0.5f), {1, 2, 3}};
     std::vector<std::size_t> picked(kRows);
     for (std::size_t r = 0; r < kRows; ++r) picked[r] = kRows - 1 - r;  // every row, reversed
-    const auto out = dist.call("sums", {"x"}, inputs, Batch::indices(picked));
+    const auto out = dist.call(sums, {"x"}, inputs, Batch::indices(picked));
     EXPECT_THAT(out[0], ElementsAre(static_cast<float>(kRows * (kRows - 1) / 2)));
     EXPECT_THAT(out[1], ElementsAre(static_cast<float>(n * (500 + 6))));
     dist.close();
@@ -116,10 +236,10 @@ TEST(Distribute, AMasterThatUnwindsWithoutCloseReleasesTheWorkers) {
   bool served = false;
   const auto e = caught([&] {
     try {
-      Distributed<float> dist(comm);
+      Distributed dist(comm);
       dist.add(f);
       if (dist.serve()) {
-        EXPECT_THAT(dist.call("f", {})[0], ElementsAre(static_cast<float>(comm.size())));
+        EXPECT_THAT(dist.call(f)[0], ElementsAre(static_cast<float>(comm.size())));
         throw std::runtime_error("the master's loop failed");
       }
       served = true;
@@ -143,7 +263,7 @@ TEST(Distribute, RequestsOutsideServeAndCloseAreErrorsAtOnce) {
   Shared<float> s(comm, "s", {1});
   Function<float> f(comm, "f", {Collect::sum},
                     [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
-  Distributed<float> dist(comm);
+  Distributed dist(comm);
   dist.add(f);
   dist.add(s);
   auto expect_usage = [](const std::function<void()>& request, const std::string& text) {
@@ -151,15 +271,15 @@ TEST(Distribute, RequestsOutsideServeAndCloseAreErrorsAtOnce) {
     EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
     EXPECT_THAT(message(e), HasSubstr(text));
   };
-  expect_usage([&] { dist.call("f", {}); },
+  expect_usage([&] { dist.call(f); },
                comm.rank() == 0 ? "call comes after serve()" : "call is for the master");
   if (dist.serve()) {
-    EXPECT_THAT(dist.call("f", {})[0], ElementsAre(static_cast<float>(comm.size())));
+    EXPECT_THAT(dist.call(f)[0], ElementsAre(static_cast<float>(comm.size())));
     dist.close();
     dist.close();  // a second close does nothing
     expect_usage([&] { dist.all_reduce("s"); }, "all_reduce comes before close()");
   } else {
-    expect_usage([&] { dist.call("f", {}); }, "call is for the master (rank 0)");
+    expect_usage([&] { dist.call(f); }, "call is for the master (rank 0)");
     expect_usage([&] { dist.all_reduce("s"); }, "is for the master");
   }
   expect_usage([&] { dist.serve(); }, "serve() is called once");
@@ -177,7 +297,7 @@ TEST(Distribute, DifferentRegistrationsAreAnErrorInServeOnEveryRank) {
   Function<float> g(comm, "only_elsewhere", {Collect::sum},
                     [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
   Shared<float> w(comm, "w", {1});
-  Distributed<float> dist(comm);
+  Distributed dist(comm);
   dist.add(f);
   if (comm.rank() != odd) dist.add(g);
   if (comm.rank() == odd) dist.add(w);
@@ -185,8 +305,8 @@ TEST(Distribute, DifferentRegistrationsAreAnErrorInServeOnEveryRank) {
   EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
   EXPECT_THAT(message(e), HasSubstr("every rank must add() the same Functions, Data and Shared "
                                     "variables; rank " + std::to_string(odd) +
-                                    " has Shared 'w' that rank 0 has not; lacks Function "
-                                    "'only_elsewhere'"));
+                                    " has Shared 'w' (float32) that rank 0 has not; lacks "
+                                    "Function 'only_elsewhere' (float32 -> float32)"));
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 

@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
                                }
                                return synk::Function<float>::Outputs{{static_cast<float>(in.rows)}};
                              });
-  synk::Distributed<float> dist(comm);
+  synk::Distributed dist(comm);
   dist.add(step);
   dist.add("x", x);
 
@@ -122,15 +122,15 @@ int main(int argc, char** argv) {
     return v.report();
   }
   dist.serve();
-  const auto rows = dist.call("step", {"x"});  // every rank alive: the job works
+  const auto rows = dist.call(step, {"x"});  // every rank alive: the job works
   v.expect(!rows.empty() && rows[0].size() == 1 && rows[0][0] == 8.0f,
            "the first call did not count the 8 rows once");
   if (mode == "master") raise(SIGKILL);
   if (mode == "idle") std::this_thread::sleep_for(std::chrono::milliseconds(300));
 
   expect_error(v, mode == "body" ? "the call the worker died in" : "the call after the death",
-               [&] { dist.call("step", {"x"}); }, ErrorCode::Remote, {named, "died"});
-  expect_error(v, "a later call", [&] { dist.call("step", {"x"}); }, ErrorCode::InvalidUsage,
+               [&] { dist.call(step, {"x"}); }, ErrorCode::Remote, {named, "died"});
+  expect_error(v, "a later call", [&] { dist.call(step, {"x"}); }, ErrorCode::InvalidUsage,
                {named, "died earlier"});
   const auto t0 = Clock::now();
   try {

@@ -46,13 +46,13 @@ int main() {
                                   return synk::Function<float>::Outputs{
                                       {static_cast<float>(in.rows)}};
                                 });
-    synk::Distributed<float> dist(comm);
+    synk::Distributed dist(comm);
     dist.add(count);
     dist.add("d", d);
     dist.serve();  // a worker's returns when the master closes
     if (me == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      const auto rows = dist.call("count", {"d"});
+      const auto rows = dist.call(count, {"d"});
       if (rows.empty() || rows[0].size() != 1 || rows[0][0] != 4.0f) {
         return say(who + " FAILED: the master-driven call did not count the 4 rows once\n"), 1;
       }

@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "synk/communicator.h"
+#include "synk/drive_hook.h"
 
 namespace synk {
+
+class Distributed;
 
 // Positions of selected rows: a strided range, or an explicit list.
 struct RowSelection {
@@ -127,15 +130,29 @@ class Data {
   Data(const Communicator& comm, std::vector<std::size_t> shape, double oversize = 1.0)
       : store_(comm, std::move(shape), sizeof(T), oversize) {}
 
-  // Collective: rank 0's values (size() of them; ignored elsewhere) fill every node's copy.
-  void set_value(std::span<const T> values) { store_.set_value(values.data(), values.size_bytes()); }
-  // Collective: loader(pointer to size() elements) runs once per node, on its local rank 0.
-  void load(const std::function<void(T*)>& loader) {
-    store_.load([&](void* p) { loader(static_cast<T*>(p)); });
+  // The changes below are collective: every rank calls them, SPMD; in master-driven mode
+  // (synk/distribute.h), the master alone, which brings the workers into them.
+
+  // Rank 0's values (size() of them; ignored elsewhere) fill every node's copy.
+  void set_value(std::span<const T> values) {
+    link_.run(detail::DrivenOp::data_set_value, {},
+              [&] { store_.set_value(values.data(), values.size_bytes()); });
   }
-  // Collective: new row count, contents kept up to the smaller one.
-  void resize(std::size_t rows, double oversize = 1.0) { store_.resize(rows, oversize); }
-  void free() { store_.free(); }
+  // loader(pointer to size() elements) runs once per node, on its local rank 0. In
+  // master-driven mode the master's node runs `loader` and the others the loader their ranks
+  // registered with Distributed::add.
+  void load(const std::function<void(T*)>& loader) {
+    link_.run(detail::DrivenOp::data_load, {},
+              [&] { store_.load([&](void* p) { loader(static_cast<T*>(p)); }); });
+  }
+  // New row count, contents kept up to the smaller one.
+  void resize(std::size_t rows, double oversize = 1.0) {
+    link_.run(detail::DrivenOp::data_resize, {static_cast<std::int64_t>(rows), 0, oversize},
+              [&] { store_.resize(rows, oversize); });
+  }
+  void free() {
+    link_.run(detail::DrivenOp::data_free, {}, [&] { store_.free(); });
+  }
 
   const std::vector<std::size_t>& shape() const { return store_.shape(); }
   std::size_t rows() const { return store_.shape().empty() ? 0 : store_.shape()[0]; }
@@ -174,7 +191,9 @@ class Data {
   }
 
  private:
+  friend class Distributed;  // sets link_ (synk/distribute.h)
   detail::DataStore store_;
+  detail::DriveLink link_;  // set on the master while a Distributed serves
 };
 
 }  // namespace synk

@@ -1,25 +1,52 @@
 // Master-driven mode, the Synkhronos way: the training loop is written once, as a serial
-// program on rank 0; the other ranks serve its Function calls and Shared collectives until
-// close(). Functions, Data and Shared variables are registered under the same names on every
-// rank before serve(). A body that throws on a worker reaches the master as a synk::Error naming
-// that rank, and the workers keep serving. A rank that dies ends the job's driving: the master's
-// call throws Error(Remote) naming it, and so does serve() on the other workers.
+// program on rank 0; the other ranks serve its Function calls and Shared and Data collectives
+// until close(). Functions (of any element and output types), Data and Shared variables are
+// registered under the same names on every rank before serve(). After serve(), the master
+// calls a registered Shared's or Data's collectives as a serial program would (s.all_reduce(),
+// s.get_value(1), x.set_value(v), x.resize(n)): each brings the workers into the same call. A
+// body that throws on a worker reaches the master as a synk::Error naming that rank, and the
+// workers keep serving. A rank that dies ends the job's driving: the master's call throws
+// Error(Remote) naming it, and so does serve() on the other workers.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
-#include <optional>
+#include <memory>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
 #include <vector>
 
-#include "synk/agreement.h"
 #include "synk/data.h"
+#include "synk/drive_hook.h"
 #include "synk/function.h"
 #include "synk/shared.h"
 
 namespace synk {
+
+// A fresh array of rows for one call, split across the ranks like a Data: shape[0] rows
+// (an empty shape: values.size() rows of one element). Its values are read on the master only.
+template <class T>
+struct Rows {
+  std::span<const T> values;
+  std::vector<std::size_t> shape;
+};
+
+// What a master-driven call runs on: registered Data by name, then fresh arrays (which reach
+// the workers through a scratch Data kept from call to call: slower than a Data set once, but
+// correct), broadcast inputs, the batch (resolved against the first data input's rows) and
+// the slices of each rank's share.
+template <class T, class Out = T>
+struct DrivenCall {
+  std::vector<std::string> data;
+  std::vector<Rows<T>> arrays;
+  std::vector<std::vector<Out>> inputs;
+  Batch batch = Batch::all();
+  int num_slices = 1;
+};
 
 namespace detail {
 // The pids of the other ranks on this node, so that waits on MPI, which cannot tell a dead peer
@@ -39,13 +66,16 @@ class PeerWatch {
 };
 
 // A request of the master, as every rank receives it. Inputs travel as bytes: the layout is
-// src/data/request_wire.cc's, one for every T.
+// src/data/request_wire.cc's, one for every type.
 struct DriveRequest {
-  enum class Kind : std::int32_t { call, all_reduce, reduce, broadcast, gather, close };
+  enum class Kind : std::int32_t { call, object, close };
   Kind kind = Kind::close;
-  std::int32_t num_slices = 1, arg = 0, op = 0;
+  DrivenOp op = DrivenOp::shared_broadcast;  // of an object request
+  DrivenArgs args;
+  std::int32_t num_slices = 1;
   std::string name;
   std::vector<std::string> data;
+  std::vector<std::vector<std::uint64_t>> array_shapes;  // a call's fresh arrays
   std::vector<std::vector<unsigned char>> inputs;
   RowSelection selection;
 };
@@ -55,293 +85,119 @@ struct DriveRequest {
 // throws Error(Timeout) after SYNK_TIMEOUT. After a throw no later request can follow.
 void send_request(Communicator& comm, const DriveRequest& request, const PeerWatch& watch);
 DriveRequest receive_request(Communicator& comm, const PeerWatch& watch);
+
+// "float32" for synk's element types, the C++ name of any other.
+template <class T>
+std::string type_text() {
+  if constexpr (requires { DataTypeOf<T>::value; }) {
+    return to_string(data_type_of<T>());
+  } else {
+    return typeid(T).name();
+  }
+}
 }  // namespace detail
 
-template <class T>
-class Distributed {
+class Distributed final : private detail::DriveHook {
  public:
   explicit Distributed(Communicator& comm) : comm_(&comm) {}
   // On the master, one still serving (an exception unwound the master's program before its
   // close()) closes: the workers leave serve() instead of waiting for a request forever, and
   // the master with them in MPI_Finalize. Not after a request that failed on the master alone
-  // (see drive()): the workers may still be inside it, and a close would meet them there. A
-  // destructor does not throw: a close that fails is dropped (the workers then end as a lost
-  // master leaves them: by mpirun).
-  ~Distributed() {
-    if (comm_->rank() != 0 || state_ != State::serving || !failure_.empty() || in_request_) return;
-    try {
-      close();
-    } catch (...) {
-    }
-  }
+  // (see drive_request()): the workers may still be inside it, and a close would meet them
+  // there. A destructor does not throw: a close that fails is dropped (the workers then end as
+  // a lost master leaves them: by mpirun). The registered objects must outlive it.
+  ~Distributed();
   Distributed(const Distributed&) = delete;
   Distributed& operator=(const Distributed&) = delete;
 
-  void add(Function<T>& f) { functions_[f.name()] = &f; }
-  void add(const std::string& name, const Data<T>& d) { data_[name] = &d; }
-  void add(Shared<T>& s) { shared_[s.name()] = &s; }
+  // Registration, on every rank before serve(), the same names and types everywhere.
+  template <class T, class Out>
+  void add(Function<T, Out>& f);
+  // A Data the master only reads through calls.
+  template <class T>
+  void add(const std::string& name, const Data<T>& d);
+  // A Data the master may also change after serve(); `loader` is what this rank's node runs
+  // when the master calls load() (needed on every rank for that, where the job spans nodes).
+  template <class T>
+  void add(const std::string& name, Data<T>& d,
+           std::type_identity_t<std::function<void(T*)>> loader = {});
+  template <class T>
+  void add(Shared<T>& s);
 
   bool is_master() const { return comm_->rank() == 0; }
 
   // Collective: every rank calls it. First every rank checks that all registered the same
-  // Functions, Data and Shared names (else InvalidUsage on every rank naming the difference: a
-  // request for a name a worker lacked left the master waiting for SYNK_TIMEOUT). On a worker:
-  // serves the master's requests, returns when the master calls close(); throws Error(Remote)
-  // naming a rank of this node that died. On the master: returns at once. Returns is_master().
-  bool serve() {
-    if (state_ != State::setup) {
-      throw Error(ErrorCode::InvalidUsage, "distribute: serve() is called once per Distributed");
-    }
-    watch_.start(*comm_);
-    check_same_names();
-    state_ = State::serving;
-    if (is_master()) return true;
-    for (;;) {
-      Message m = receive();
-      if (m.kind == Kind::close) {
-        state_ = State::closed;
-        return false;
-      }
-      try {
-        execute(m);
-      } catch (const Error& e) {
-        // A body that threw: the master got the error too (every rank fails a call together),
-        // so keep serving. A rank that died: nobody can finish a call any more.
-        throw_if_peer_died(e);
-      }
-    }
-  }
+  // names and types (else InvalidUsage on every rank naming the difference: a request for a
+  // name a worker lacked left the master waiting for SYNK_TIMEOUT). On a worker: serves the
+  // master's requests, returns when the master calls close(); throws Error(Remote) naming a
+  // rank of this node that died. On the master: returns at once. Returns is_master().
+  bool serve();
 
-  // On the master: runs function `name` on every rank (see Function::operator()), with the
-  // batch resolved against the first Data input's rows.
-  typename Function<T>::Outputs call(const std::string& name, const std::vector<std::string>& data,
-                                     const std::vector<std::vector<T>>& inputs = {},
-                                     const Batch& batch = Batch::all(), int num_slices = 1) {
-    check_driving("call");
-    Message m;
-    m.kind = Kind::call;
-    m.name = name;
-    m.data = data;
-    m.inputs = to_bytes(inputs);
-    m.num_slices = num_slices;
-    const Data<T>* first = data.empty() ? nullptr : &find(data_, data[0], "Data");
-    m.selection = batch.select(first ? first->rows() : 0);
-    return drive(m);
+  // On the master: runs `f` on every rank (see Function::operator()), on registered Data by
+  // name, with the batch resolved against the first one's rows.
+  template <class T, class Out>
+  typename Function<T, Out>::Outputs call(Function<T, Out>& f, const std::vector<std::string>& data = {},
+                                          const std::vector<std::vector<Out>>& inputs = {},
+                                          const Batch& batch = Batch::all(), int num_slices = 1) {
+    DrivenCall<T, Out> c;
+    c.data = data;
+    c.inputs = inputs;
+    c.batch = batch;
+    c.num_slices = num_slices;
+    return call(f, c);
   }
-  // On the master: a collective on Shared variable `name` over every rank.
-  void all_reduce(const std::string& name, ReduceOp op = ReduceOp::avg) { shared_op(name, Kind::all_reduce, op); }
-  void reduce(const std::string& name, ReduceOp op = ReduceOp::avg) { shared_op(name, Kind::reduce, op); }
-  void broadcast(const std::string& name) { shared_op(name, Kind::broadcast, ReduceOp::sum); }
-  std::vector<T> gather(const std::string& name, int nd_up = 1) {
-    check_driving("gather");
-    Message m;
-    m.kind = Kind::gather;
-    m.name = name;
-    m.arg = nd_up;
-    std::vector<T> out;
-    drive(m, [&] { out = find(shared_, name, "Shared").gather(nd_up); });
-    return out;
-  }
+  // The same, with fresh arrays after the named Data.
+  template <class T, class Out>
+  typename Function<T, Out>::Outputs call(Function<T, Out>& f, const DrivenCall<T, Out>& c);
+
+  // On the master: a collective on Shared variable `name` over every rank (the same as calling
+  // it on the Shared itself).
+  void all_reduce(const std::string& name, ReduceOp op = ReduceOp::avg);
+  void reduce(const std::string& name, ReduceOp op = ReduceOp::avg);
+  void broadcast(const std::string& name);
+
   // On the master: the workers leave serve(). After a rank died it does nothing: the workers
   // left serve() by themselves.
-  void close() {
-    if (!is_master()) check_driving("close");  // throws: workers leave serve() by themselves
-    if (!failure_.empty() || state_ == State::closed) return;  // a second close does nothing
-    check_driving("close");
-    Message m;
-    m.kind = Kind::close;
-    state_ = State::closed;
-    send(m);
-  }
+  void close();
 
  private:
   using Kind = detail::DriveRequest::Kind;
   using Message = detail::DriveRequest;
 
-  template <class M>
-  static auto& find(M& map, const std::string& name, const char* what) {
-    auto it = map.find(name);
-    if (it == map.end()) {
-      throw Error(ErrorCode::InvalidArgument, std::string("distribute: no ") + what + " '" + name + "'");
-    }
-    return *it->second;
-  }
+  // A registered object: its line for the names check, what a worker does with a request for
+  // it, and (objects the master drives) how to set or clear its hook.
+  struct Entry {
+    std::string line;
+    std::function<void(const Message&)> serve;
+    std::function<void(detail::DriveHook*)> link;
+    const void* object = nullptr;
+    const std::type_info* type = nullptr;  // a Data's element type
+  };
 
-  // Requests come from the master, between serve() and close(): anything else would wait for
-  // ranks that are not listening (a worker's request hung; the master's before serve() or after
-  // close() ran into SYNK_TIMEOUT).
-  void check_driving(const char* what) const {
-    std::string why;
-    if (!failure_.empty() && state_ == State::setup) {
-      why = "cannot follow a serve() that failed (" + failure_ + ")";
-    } else if (!is_master()) {
-      why = "is for the master (rank 0); rank " + std::to_string(comm_->rank()) +
-            " serves its requests in serve()";
-    } else if (state_ == State::setup) {
-      why = "comes after serve() (which every rank calls, the master included)";
-    } else if (state_ == State::closed) {
-      why = "comes before close(): the workers have left serve()";
-    }
-    if (!why.empty()) throw Error(ErrorCode::InvalidUsage, std::string("distribute: ") + what + " " + why);
-  }
+  void drive(detail::DrivenOp op, const std::string& name, const detail::DrivenArgs& args,
+             const std::function<void()>& here) override;
+  void check_driving(const char* what) const;
+  void check_same_names();
+  std::string names() const;
+  void link_objects(detail::DriveHook* hook);
+  void drive_request(const Message& m, const std::function<void()>& here);
+  void throw_if_peer_died(const Error& e);
+  void send(const Message& m);
+  Message receive();
+  void execute(const Message& m);
+  const Entry& find(const std::map<std::string, Entry>& map, const std::string& name,
+                    const char* what) const;
+  void shared_request(const std::string& name, detail::DrivenOp op, detail::DrivenArgs args);
+  static Message object_request(detail::DrivenOp op, const std::string& name,
+                                const detail::DrivenArgs& args);
 
-  // The registered names, one per line, kind first, sorted (the maps are ordered).
-  std::string names() const {
-    std::string text;
-    for (const auto& f : functions_) text += "Function '" + f.first + "'\n";
-    for (const auto& d : data_) text += "Data '" + d.first + "'\n";
-    for (const auto& s : shared_) text += "Shared '" + s.first + "'\n";
-    return text;
-  }
-  // Collective. Every rank compares its names with rank 0's; where any differs, the lowest
-  // such rank tells every rank what it has that rank 0 has not, and the other way.
-  void check_same_names() {
-    const std::string mine = names();
-    const std::string zero_names = text_from(*comm_, 0, mine);
-    const bool differs = mine != zero_names;
-    const std::optional<RankFailure> odd = first_failure(
-        *comm_, differs, differs ? names_differ(lines_of(zero_names), lines_of(mine)) : "");
-    if (!odd) return;
-    failure_ = "the ranks registered different names";
-    throw Error(ErrorCode::InvalidUsage,
-                "distribute: serve(): every rank must add() the same Functions, Data and Shared "
-                "variables; rank " + std::to_string(odd->rank) + " " + odd->text);
-  }
-  static std::vector<std::string> lines_of(const std::string& text) {
-    std::vector<std::string> out;
-    std::size_t pos = 0, nl;
-    while ((nl = text.find('\n', pos)) != std::string::npos) {
-      out.push_back(text.substr(pos, nl - pos));
-      pos = nl + 1;
-    }
-    return out;
-  }
-  // What `own` has that rank 0's `theirs` has not, and the other way.
-  static std::string names_differ(const std::vector<std::string>& theirs,
-                                  const std::vector<std::string>& own) {
-    std::string extra, missing;
-    for (const std::string& s : own) {
-      if (std::find(theirs.begin(), theirs.end(), s) == theirs.end()) extra += " " + s;
-    }
-    for (const std::string& s : theirs) {
-      if (std::find(own.begin(), own.end(), s) == own.end()) missing += " " + s;
-    }
-    return (extra.empty() ? "" : "has" + extra + " that rank 0 has not") +
-           (extra.empty() || missing.empty() ? "" : "; ") +
-           (missing.empty() ? "" : "lacks" + missing);
-  }
-
-  void shared_op(const std::string& name, Kind k, ReduceOp op) {
-    check_driving(k == Kind::all_reduce ? "all_reduce" : k == Kind::reduce ? "reduce" : "broadcast");
-    Message m;
-    m.kind = k;
-    m.name = name;
-    m.op = static_cast<std::int32_t>(op);
-    drive(m);
-  }
-
-  // The master's side of every request: send it, run it here (or run `here`). Once a rank has
-  // died every later request fails at once, since no collective can complete.
-  template <class Here>
-  void drive(const Message& m, Here&& here) {
-    if (!failure_.empty()) {
-      throw Error(ErrorCode::InvalidUsage,
-                  "distribute: " + failure_ + " earlier; this job's ranks cannot be driven any more");
-    }
-    // Every rank fails a request's collectives together (a body that threw anywhere, a
-    // mismatch: the workers then keep serving, see serve()), except where this rank waited past
-    // SYNK_TIMEOUT alone, or failed with something other than a synk::Error (no memory):
-    // then the request may still be under way on the workers.
-    in_request_ = true;
-    try {
-      send(m);
-      here();
-    } catch (const Error& e) {
-      throw_if_peer_died(e);
-      if (e.code() != ErrorCode::Timeout) in_request_ = false;
-      throw;
-    }
-    in_request_ = false;
-  }
-  typename Function<T>::Outputs drive(const Message& m) {
-    typename Function<T>::Outputs out;
-    drive(m, [&] { out = execute(m); });
-    return out;
-  }
-
-  // After `e`: when a watched rank has died, remembers it and throws Error(Remote) naming it
-  // (a wait on the shm group already says so; one on MPI may have failed otherwise).
-  void throw_if_peer_died(const Error& e) {
-    std::string deaths = watch_.deaths();
-    if (deaths.empty()) return;
-    failure_ = std::move(deaths);
-    if (e.code() == ErrorCode::Remote &&
-        std::string(e.what()).find(failure_) != std::string::npos) {
-      throw e;
-    }
-    throw Error(ErrorCode::Remote, "distribute: " + failure_ + " (rank " +
-                                       std::to_string(comm_->rank()) + " then failed: " + e.what() +
-                                       ")");
-  }
-
-  void send(const Message& m) {
-    travel([&] { detail::send_request(*comm_, m, watch_); });
-  }
-  Message receive() {
-    return travel([&] { return detail::receive_request(*comm_, watch_); });
-  }
-  // A request that fails to travel was abandoned while pending: none can follow it.
-  template <class Move>
-  auto travel(Move&& move) {
-    try {
-      return move();
-    } catch (const Error& e) {
-      failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
-      throw;
-    }
-  }
-  static std::vector<std::vector<unsigned char>> to_bytes(const std::vector<std::vector<T>>& in) {
-    std::vector<std::vector<unsigned char>> out(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const auto* p = reinterpret_cast<const unsigned char*>(in[i].data());
-      out[i].assign(p, p + in[i].size() * sizeof(T));
-    }
-    return out;
-  }
-  static std::vector<std::vector<T>> from_bytes(const std::vector<std::vector<unsigned char>>& in) {
-    std::vector<std::vector<T>> out(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      out[i].resize(in[i].size() / sizeof(T));
-      if (!in[i].empty()) std::memcpy(out[i].data(), in[i].data(), in[i].size());
-    }
-    return out;
-  }
-
-  // Every rank runs the request.
-  typename Function<T>::Outputs execute(const Message& m) {
-    switch (m.kind) {
-      case Kind::call: {
-        std::vector<const Data<T>*> ds;
-        for (const std::string& d : m.data) ds.push_back(&find(data_, d, "Data"));
-        const RowSelection& sel = m.selection;
-        CallOptions o;
-        if (!sel.indices.empty()) {
-          o.batch = Batch::indices(sel.indices);
-        } else {
-          const std::size_t stop = sel.count ? sel.start + (sel.count - 1) * sel.step + 1 : sel.start;
-          o.batch = Batch::slice(sel.start, stop, std::max<std::size_t>(sel.step, 1));
-        }
-        o.num_slices = m.num_slices;
-        return find(functions_, m.name, "Function")(ds, from_bytes(m.inputs), o);
-      }
-      case Kind::all_reduce: find(shared_, m.name, "Shared").all_reduce(static_cast<ReduceOp>(m.op)); break;
-      case Kind::reduce: find(shared_, m.name, "Shared").reduce(static_cast<ReduceOp>(m.op)); break;
-      case Kind::broadcast: find(shared_, m.name, "Shared").broadcast(0); break;
-      case Kind::gather: find(shared_, m.name, "Shared").gather(m.arg); break;
-      case Kind::close: break;
-    }
-    return {};
-  }
+  template <class T>
+  const Data<T>& data_named(const std::string& name, const std::string& who) const;
+  template <class T>
+  Data<T>& scratch(std::size_t i, const std::vector<std::uint64_t>& shape);
+  template <class T, class Out>
+  typename Function<T, Out>::Outputs run_call(Function<T, Out>& f, const Message& m,
+                                              const std::vector<Rows<T>>& arrays);
 
   enum class State { setup, serving, closed };
   State state_ = State::setup;
@@ -349,9 +205,196 @@ class Distributed {
   detail::PeerWatch watch_;
   std::string failure_;  // why requests can no longer be driven ("rank 2 (pid 1234) died")
   bool in_request_ = false;  // a request under way, or one that failed on the master alone
-  std::map<std::string, Function<T>*> functions_;
-  std::map<std::string, const Data<T>*> data_;
-  std::map<std::string, Shared<T>*> shared_;
+  bool driving_ = false;     // the master is inside a request's own part (nested calls run)
+  std::map<std::string, Entry> functions_, data_, shared_;
+  std::map<std::string, std::shared_ptr<void>> scratch_;  // per element type and position
 };
+
+// ---- templates ----
+
+template <class T, class Out>
+void Distributed::add(Function<T, Out>& f) {
+  Entry e;
+  e.line = "Function '" + f.name() + "' (" + detail::type_text<T>() + " -> " +
+           detail::type_text<Out>() + ")";
+  e.object = &f;
+  e.serve = [this, &f](const Message& m) { run_call(f, m, {}); };
+  functions_[f.name()] = std::move(e);
+}
+
+template <class T>
+void Distributed::add(const std::string& name, const Data<T>& d) {
+  Entry e;
+  e.line = "Data '" + name + "' (" + detail::type_text<T>() + ", read only)";
+  e.object = &d;
+  e.type = &typeid(T);
+  e.serve = [name](const Message& m) {
+    throw Error(ErrorCode::InvalidUsage, "distribute: Data '" + name + "' was added read only; " +
+                                             detail::driven_op_name(m.op) + " needs add() of a "
+                                             "Data that is not const");
+  };
+  data_[name] = std::move(e);
+}
+
+template <class T>
+void Distributed::add(const std::string& name, Data<T>& d,
+                      std::type_identity_t<std::function<void(T*)>> loader) {
+  Entry e;
+  e.line = "Data '" + name + "' (" + detail::type_text<T>() + (loader ? ", a loader)" : ")");
+  e.object = &d;
+  e.type = &typeid(T);
+  e.link = [name, &d](detail::DriveHook* hook) { d.link_ = {hook, name}; };
+  e.serve = [name, &d, loader](const Message& m) {
+    switch (m.op) {
+      case detail::DrivenOp::data_set_value: d.set_value({}); break;
+      case detail::DrivenOp::data_resize:
+        d.resize(static_cast<std::size_t>(m.args.a), m.args.x);
+        break;
+      case detail::DrivenOp::data_load:
+        if (!loader) {
+          d.load([&](T*) {
+            throw Error(ErrorCode::InvalidUsage, "distribute: Data '" + name +
+                                                     "' was added without a loader on this node");
+          });
+        } else {
+          d.load(loader);
+        }
+        break;
+      case detail::DrivenOp::data_free: d.free(); break;
+      default: break;
+    }
+  };
+  data_[name] = std::move(e);
+}
+
+template <class T>
+void Distributed::add(Shared<T>& s) {
+  using Op = detail::DrivenOp;
+  Entry e;
+  e.line = "Shared '" + s.name() + "' (" + detail::type_text<T>() + ")";
+  e.object = &s;
+  e.link = [&s](detail::DriveHook* hook) { s.link_ = {hook, s.name()}; };
+  e.serve = [&s](const Message& m) {
+    const int a = static_cast<int>(m.args.a), b = static_cast<int>(m.args.b);
+    switch (m.op) {
+      case Op::shared_broadcast: s.broadcast(a); break;
+      case Op::shared_broadcast_value: s.broadcast(std::vector<T>{}); break;
+      case Op::shared_all_reduce: s.all_reduce(static_cast<ReduceOp>(a)); break;
+      case Op::shared_reduce: s.reduce(static_cast<ReduceOp>(a), b); break;
+      case Op::shared_reduced: s.reduced(static_cast<ReduceOp>(a), b); break;
+      case Op::shared_gather: s.gather(a, b); break;
+      case Op::shared_all_gather: s.all_gather(a); break;
+      case Op::shared_scatter: s.scatter(a); break;
+      case Op::shared_get_value: s.get_value(a); break;
+      case Op::shared_set_value: s.set_value(a, {}); break;
+      case Op::shared_get_shapes: s.get_shapes(); break;
+      default: break;
+    }
+  };
+  shared_[s.name()] = std::move(e);
+}
+
+template <class T>
+const Data<T>& Distributed::data_named(const std::string& name, const std::string& who) const {
+  const Entry& e = find(data_, name, "Data");
+  if (*e.type != typeid(T)) {
+    throw Error(ErrorCode::InvalidArgument, who + " reads " + detail::type_text<T>() +
+                                                " rows, but Data '" + name + "' is " +
+                                                e.line.substr(e.line.find('(')));
+  }
+  return *static_cast<const Data<T>*>(e.object);
+}
+
+// Collective (every rank runs the same request): the scratch Data of fresh array `i`, made or
+// resized to `shape`; it grows with room to spare, so that calls of varying rows rarely make
+// a new segment.
+template <class T>
+Data<T>& Distributed::scratch(std::size_t i, const std::vector<std::uint64_t>& shape) {
+  const std::string key = std::string(typeid(T).name()) + "#" + std::to_string(i);
+  std::vector<std::size_t> want(shape.begin(), shape.end());
+  std::size_t row = 1;
+  for (std::size_t k = 1; k < want.size(); ++k) row *= want[k];
+  auto& slot = scratch_[key];
+  auto* d = static_cast<Data<T>*>(slot.get());
+  if (!d || d->row_elems() != row || d->shape().size() != want.size()) {
+    slot = std::make_shared<Data<T>>(*comm_, want, 1.5);
+    return *static_cast<Data<T>*>(slot.get());
+  }
+  if (d->rows() != want[0]) d->resize(want[0], 1.5);
+  return *d;
+}
+
+template <class T, class Out>
+typename Function<T, Out>::Outputs Distributed::call(Function<T, Out>& f,
+                                                     const DrivenCall<T, Out>& c) {
+  check_driving("call");
+  const Entry& e = find(functions_, f.name(), "Function");
+  if (e.object != &f) {
+    throw Error(ErrorCode::InvalidArgument,
+                "distribute: call: Function '" + f.name() + "' is not the one added under that name");
+  }
+  Message m;
+  m.kind = Kind::call;
+  m.name = f.name();
+  m.data = c.data;
+  m.num_slices = c.num_slices;
+  for (const Rows<T>& a : c.arrays) {
+    std::vector<std::uint64_t> shape;
+    if (a.shape.empty()) shape.push_back(a.values.size());
+    for (std::size_t d : a.shape) shape.push_back(d);
+    std::uint64_t elems = 1;
+    for (std::uint64_t d : shape) elems *= d;
+    if (elems != a.values.size()) {
+      throw Error(ErrorCode::InvalidArgument, "distribute: call of '" + f.name() + "': an array of " +
+                                                  std::to_string(a.values.size()) +
+                                                  " values does not fill its shape");
+    }
+    m.array_shapes.push_back(std::move(shape));
+  }
+  for (const std::vector<Out>& in : c.inputs) {
+    const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+    m.inputs.emplace_back(p, p + in.size() * sizeof(Out));
+  }
+  std::size_t rows = 0;
+  if (!c.data.empty()) {
+    rows = data_named<T>(c.data[0], "Function '" + f.name() + "'").rows();
+  } else if (!m.array_shapes.empty()) {
+    rows = static_cast<std::size_t>(m.array_shapes[0][0]);
+  }
+  m.selection = c.batch.select(rows);
+  typename Function<T, Out>::Outputs out;
+  drive_request(m, [&] { out = run_call(f, m, c.arrays); });
+  return out;
+}
+
+// Every rank runs a call: the named Data, then the fresh arrays (through the scratch Data,
+// filled from the master's values), with the master's inputs and selection.
+template <class T, class Out>
+typename Function<T, Out>::Outputs Distributed::run_call(Function<T, Out>& f, const Message& m,
+                                                         const std::vector<Rows<T>>& arrays) {
+  const std::string who = "Function '" + f.name() + "'";
+  std::vector<const Data<T>*> ds;
+  for (const std::string& name : m.data) ds.push_back(&data_named<T>(name, who));
+  for (std::size_t i = 0; i < m.array_shapes.size(); ++i) {
+    Data<T>& d = scratch<T>(i, m.array_shapes[i]);
+    d.set_value(i < arrays.size() ? arrays[i].values : std::span<const T>());
+    ds.push_back(&d);
+  }
+  std::vector<std::vector<Out>> inputs(m.inputs.size());
+  for (std::size_t i = 0; i < m.inputs.size(); ++i) {
+    inputs[i].resize(m.inputs[i].size() / sizeof(Out));
+    if (!inputs[i].empty()) std::memcpy(inputs[i].data(), m.inputs[i].data(), m.inputs[i].size());
+  }
+  const RowSelection& sel = m.selection;
+  CallOptions o;
+  if (!sel.indices.empty()) {
+    o.batch = Batch::indices(sel.indices);
+  } else {
+    const std::size_t stop = sel.count ? sel.start + (sel.count - 1) * sel.step + 1 : sel.start;
+    o.batch = Batch::slice(sel.start, stop, sel.step ? sel.step : 1);
+  }
+  o.num_slices = m.num_slices;
+  return f(ds, inputs, o);
+}
 
 }  // namespace synk

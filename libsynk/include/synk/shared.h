@@ -13,8 +13,11 @@
 
 #include "synk/agreement.h"
 #include "synk/communicator.h"
+#include "synk/drive_hook.h"
 
 namespace synk {
+
+class Distributed;
 
 namespace detail {
 
@@ -80,35 +83,99 @@ class Shared {
     if (!e.empty()) throw Error(ErrorCode::InvalidArgument, e);
   }
 
+  // The collectives below are called by every rank, SPMD; in master-driven mode
+  // (synk/distribute.h), by the master alone, which brings the workers into them.
+
   // The root's value (and shape) on every rank.
-  void broadcast(int root = 0) { broadcast_checked(root, {}); }
+  void broadcast(int root = 0) {
+    link_.run(detail::DrivenOp::shared_broadcast, {root, 0, 0}, [&] { broadcast_checked(root, {}); });
+  }
   // `value` (as given on rank 0) on every rank. A value that does not fill its shape is an
   // error on every rank, and nothing changes.
   void broadcast(const std::vector<T>& value, Shape shape = {}) {
-    std::string rejected;
-    if (comm_->rank() == 0) rejected = try_set_local("broadcast", value, std::move(shape));
-    broadcast_checked(0, rejected);
+    link_.run(detail::DrivenOp::shared_broadcast_value, {}, [&] {
+      std::string rejected;
+      if (comm_->rank() == 0) rejected = try_set_local("broadcast", value, std::move(shape));
+      broadcast_checked(0, rejected);
+    });
   }
 
   // Every rank's value becomes the reduction over the ranks (default avg).
   void all_reduce(ReduceOp op = ReduceOp::avg) {
-    comm_->all_reduce(value_.data(), value_.data(), value_.size(), data_type_of<T>(), op);
+    link_.run(detail::DrivenOp::shared_all_reduce, {static_cast<std::int64_t>(op), 0, 0}, [&] {
+      comm_->all_reduce(value_.data(), value_.data(), value_.size(), data_type_of<T>(), op);
+    });
   }
   // The root's value becomes the reduction; the others keep theirs.
   void reduce(ReduceOp op = ReduceOp::avg, int root = 0) {
-    comm_->reduce(value_.data(), value_.data(), value_.size(), data_type_of<T>(), op, root);
+    link_.run(detail::DrivenOp::shared_reduce, {static_cast<std::int64_t>(op), root, 0}, [&] {
+      comm_->reduce(value_.data(), value_.data(), value_.size(), data_type_of<T>(), op, root);
+    });
   }
   // The reduction, returned at the root (empty elsewhere); no rank's value changes.
   std::vector<T> reduced(ReduceOp op = ReduceOp::avg, int root = 0) {
-    std::vector<T> out(comm_->rank() == root ? value_.size() : 0);
-    comm_->reduce(value_.data(), out.data(), value_.size(), data_type_of<T>(), op, root);
+    std::vector<T> out;
+    link_.run(detail::DrivenOp::shared_reduced, {static_cast<std::int64_t>(op), root, 0}, [&] {
+      out.resize(comm_->rank() == root ? value_.size() : 0);
+      comm_->reduce(value_.data(), out.data(), value_.size(), data_type_of<T>(), op, root);
+    });
     return out;
   }
 
   // Every rank's value, at the root (empty elsewhere). nd_up 1 stacks them (shape [n, ...],
   // all shapes equal); nd_up 0 concatenates them along axis 0 (their rows may differ).
   std::vector<T> gather(int nd_up = 1, int root = 0, Shape* out_shape = nullptr) {
-    const std::vector<Shape> shapes = get_shapes();
+    std::vector<T> out;
+    link_.run(detail::DrivenOp::shared_gather, {nd_up, root, 0},
+              [&] { out = gather_here(nd_up, root, out_shape); });
+    return out;
+  }
+  std::vector<T> all_gather(int nd_up = 1, Shape* out_shape = nullptr) {
+    std::vector<T> out;
+    link_.run(detail::DrivenOp::shared_all_gather, {nd_up, 0, 0}, [&] {
+      Shape joined;
+      out = gather_here(nd_up, 0, &joined);
+      std::vector<std::uint64_t> n{out.size()};
+      comm_->broadcast(n.data(), 1, DataType::uint64, 0);
+      out.resize(n[0]);
+      comm_->broadcast(out.data(), out.size(), data_type_of<T>(), 0);
+      if (out_shape) *out_shape = joined;
+    });
+    return out;
+  }
+
+  // The root's value split along axis 0 at linspace boundaries: rank r's value becomes rows
+  // [r*rows/n, (r+1)*rows/n). (It travels as one broadcast; each rank keeps its rows.)
+  void scatter(int root = 0) {
+    link_.run(detail::DrivenOp::shared_scatter, {root, 0, 0}, [&] { scatter_here(root); });
+  }
+
+  // Rank `rank`'s value (and shape), returned on every rank (in master-driven mode, on the
+  // master).
+  std::vector<T> get_value(int rank, Shape* out_shape = nullptr) {
+    std::vector<T> out;
+    link_.run(detail::DrivenOp::shared_get_value, {rank, 0, 0},
+              [&] { out = get_value_here(rank, out_shape); });
+    return out;
+  }
+  // Rank `rank`'s value becomes `value` as given on rank 0 (in master-driven mode, the master).
+  void set_value(int rank, const std::vector<T>& value, Shape shape = {}) {
+    link_.run(detail::DrivenOp::shared_set_value, {rank, 0, 0},
+              [&] { set_value_here(rank, value, std::move(shape)); });
+  }
+  // Every rank's shape, on every rank.
+  std::vector<Shape> get_shapes() {
+    std::vector<Shape> shapes;
+    link_.run(detail::DrivenOp::shared_get_shapes, {}, [&] { shapes = get_shapes_here(); });
+    return shapes;
+  }
+
+ private:
+  friend class Distributed;  // sets link_ (synk/distribute.h)
+  static constexpr std::size_t kMaxDims = 8;
+
+  std::vector<T> gather_here(int nd_up, int root, Shape* out_shape) {
+    const std::vector<Shape> shapes = get_shapes_here();
     const Shape joined = join(shapes, nd_up);
     std::vector<std::size_t> counts(shapes.size());
     for (std::size_t r = 0; r < shapes.size(); ++r) counts[r] = elems(shapes[r]);
@@ -117,21 +184,8 @@ class Shared {
     if (out_shape) *out_shape = joined;
     return out;
   }
-  std::vector<T> all_gather(int nd_up = 1, Shape* out_shape = nullptr) {
-    Shape joined;
-    std::vector<T> out = gather(nd_up, 0, &joined);
-    std::vector<std::uint64_t> n{out.size()};
-    comm_->broadcast(n.data(), 1, DataType::uint64, 0);
-    out.resize(n[0]);
-    comm_->broadcast(out.data(), out.size(), data_type_of<T>(), 0);
-    if (out_shape) *out_shape = joined;
-    return out;
-  }
-
-  // The root's value split along axis 0 at linspace boundaries: rank r's value becomes rows
-  // [r*rows/n, (r+1)*rows/n). (It travels as one broadcast; each rank keeps its rows.)
-  void scatter(int root = 0) {
-    broadcast(root);
+  void scatter_here(int root) {
+    broadcast_checked(root, {});
     const std::size_t rows = shape_.empty() ? 0 : shape_[0];
     const std::size_t row = rows ? value_.size() / rows : 0;
     const std::size_t n = static_cast<std::size_t>(comm_->size());
@@ -141,20 +195,18 @@ class Shared {
                             value_.begin() + static_cast<std::ptrdiff_t>(hi * row));
     shape_[0] = hi - lo;
   }
-
-  // Rank `rank`'s value (and shape), returned on every rank.
-  std::vector<T> get_value(int rank, Shape* out_shape = nullptr) {
+  std::vector<T> get_value_here(int rank, Shape* out_shape) {
+    detail::check_rank_in_range("Shared '" + name_ + "'", "get_value", rank, comm_->size());
     std::vector<T> keep = value_;
     Shape keep_shape = shape_;
-    broadcast(rank);
+    broadcast_checked(rank, {});
     std::vector<T> out = std::move(value_);
     if (out_shape) *out_shape = shape_;
     value_ = std::move(keep);
     shape_ = std::move(keep_shape);
     return out;
   }
-  // Rank `rank`'s value becomes `value` as given on rank 0.
-  void set_value(int rank, const std::vector<T>& value, Shape shape = {}) {
+  void set_value_here(int rank, const std::vector<T>& value, Shape shape) {
     detail::check_rank_in_range("Shared '" + name_ + "'", "set_value", rank, comm_->size());
     Shared<T> carrier(*comm_, name_);
     std::string rejected;
@@ -165,8 +217,7 @@ class Shared {
       shape_ = std::move(carrier.shape_);
     }
   }
-  // Every rank's shape, on every rank.
-  std::vector<Shape> get_shapes() {
+  std::vector<Shape> get_shapes_here() {
     const std::vector<std::uint64_t> mine = encode(shape_);
     std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(comm_->size()));
     comm_->all_gather(mine.data(), all.data(), mine.size(), DataType::uint64);
@@ -177,9 +228,6 @@ class Shared {
     }
     return shapes;
   }
-
- private:
-  static constexpr std::size_t kMaxDims = 8;
 
   static std::size_t elems(const Shape& s) {
     return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>());
@@ -241,6 +289,7 @@ class Shared {
   std::string name_;
   std::vector<T> value_;
   Shape shape_;
+  detail::DriveLink link_;  // set on the master while a Distributed serves
 };
 
 }  // namespace synk

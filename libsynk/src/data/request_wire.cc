@@ -48,17 +48,22 @@ struct Reader {
   }
 };
 
-// [total bytes, kind, slices, arg, op, name, data names, inputs, selection].
+// [total bytes, kind, op, args, slices, name, data names, array shapes, inputs, selection].
 std::vector<unsigned char> encode(const DriveRequest& m) {
   Writer w;
   w.u64(0);  // total size, filled in below
   w.u64(static_cast<std::uint64_t>(m.kind));
-  w.u64(static_cast<std::uint64_t>(m.num_slices));
-  w.u64(static_cast<std::uint64_t>(m.arg));
   w.u64(static_cast<std::uint64_t>(m.op));
+  w.raw(&m.args, sizeof m.args);
+  w.u64(static_cast<std::uint64_t>(m.num_slices));
   w.str(m.name);
   w.u64(m.data.size());
   for (const std::string& d : m.data) w.str(d);
+  w.u64(m.array_shapes.size());
+  for (const std::vector<std::uint64_t>& shape : m.array_shapes) {
+    w.u64(shape.size());
+    w.raw(shape.data(), shape.size() * sizeof(std::uint64_t));
+  }
   w.u64(m.inputs.size());
   for (const std::vector<unsigned char>& v : m.inputs) {
     w.u64(v.size());
@@ -78,12 +83,17 @@ DriveRequest decode(const std::vector<unsigned char>& bytes) {
   Reader r{bytes.data() + sizeof(std::uint64_t)};
   DriveRequest m;
   m.kind = static_cast<DriveRequest::Kind>(r.u64());
+  m.op = static_cast<DrivenOp>(r.u64());
+  r.raw(&m.args, sizeof m.args);
   m.num_slices = static_cast<std::int32_t>(r.u64());
-  m.arg = static_cast<std::int32_t>(r.u64());
-  m.op = static_cast<std::int32_t>(r.u64());
   m.name = r.str();
   m.data.resize(r.u64());
   for (std::string& d : m.data) d = r.str();
+  m.array_shapes.resize(r.u64());
+  for (std::vector<std::uint64_t>& shape : m.array_shapes) {
+    shape.resize(r.u64());
+    r.raw(shape.data(), shape.size() * sizeof(std::uint64_t));
+  }
   m.inputs.resize(r.u64());
   for (std::vector<unsigned char>& v : m.inputs) {
     v.resize(r.u64());

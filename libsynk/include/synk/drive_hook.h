@@ -1,0 +1,64 @@
+// The master-driven mode's hook in Shared and Data (synk/distribute.h): between serve() and
+// close(), a collective called on the master on a registered object first brings every worker
+// into the same call. Elsewhere (SPMD, the workers, before serve()) the hook is not set and the
+// call runs as it is.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace synk::detail {
+
+// The collectives of a Shared or a Data that the master can drive.
+enum class DrivenOp : std::int32_t {
+  shared_broadcast,
+  shared_broadcast_value,
+  shared_all_reduce,
+  shared_reduce,
+  shared_reduced,
+  shared_gather,
+  shared_all_gather,
+  shared_scatter,
+  shared_get_value,
+  shared_set_value,
+  shared_get_shapes,
+  data_set_value,
+  data_resize,
+  data_load,
+  data_free,
+};
+const char* driven_op_name(DrivenOp op);  // "all_reduce", "set_value"...
+
+// An op's own arguments (a root, a rank, a ReduceOp, nd_up, rows; resize's oversize).
+struct DrivenArgs {
+  std::int64_t a = 0, b = 0;
+  double x = 0;
+};
+
+class DriveHook {
+ public:
+  // On the master: sends the request that brings every worker into `op` on the object
+  // registered as `name`, then runs `here`, the master's part of it.
+  virtual void drive(DrivenOp op, const std::string& name, const DrivenArgs& args,
+                     const std::function<void()>& here) = 0;
+
+ protected:
+  ~DriveHook() = default;
+};
+
+// What Shared and Data hold: the hook and the name they were registered under.
+struct DriveLink {
+  DriveHook* hook = nullptr;
+  std::string name;
+  // Runs `here` on every rank: through the hook where one is set, else at once.
+  void run(DrivenOp op, const DrivenArgs& args, const std::function<void()>& here) const {
+    if (hook) {
+      hook->drive(op, name, args, here);
+    } else {
+      here();
+    }
+  }
+};
+
+}  // namespace synk::detail

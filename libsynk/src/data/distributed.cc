@@ -1,0 +1,287 @@
+// Distributed (synk/distribute.h): the untyped part of master-driven mode. Registration and the
+// calls' typed glue are templates in the header; the serving loop, the names check, the
+// driving of a request and its failures are here.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "synk/agreement.h"
+#include "synk/distribute.h"
+
+namespace synk {
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t pos = 0, nl;
+  while ((nl = text.find('\n', pos)) != std::string::npos) {
+    out.push_back(text.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return out;
+}
+
+// What `own` has that rank 0's `theirs` has not, and the other way.
+std::string names_differ(const std::vector<std::string>& theirs,
+                         const std::vector<std::string>& own) {
+  std::string extra, missing;
+  for (const std::string& s : own) {
+    if (std::find(theirs.begin(), theirs.end(), s) == theirs.end()) extra += " " + s;
+  }
+  for (const std::string& s : theirs) {
+    if (std::find(own.begin(), own.end(), s) == own.end()) missing += " " + s;
+  }
+  return (extra.empty() ? "" : "has" + extra + " that rank 0 has not") +
+         (extra.empty() || missing.empty() ? "" : "; ") +
+         (missing.empty() ? "" : "lacks" + missing);
+}
+
+}  // namespace
+
+namespace detail {
+
+const char* driven_op_name(DrivenOp op) {
+  switch (op) {
+    case DrivenOp::shared_broadcast:
+    case DrivenOp::shared_broadcast_value: return "broadcast";
+    case DrivenOp::shared_all_reduce: return "all_reduce";
+    case DrivenOp::shared_reduce: return "reduce";
+    case DrivenOp::shared_reduced: return "reduced";
+    case DrivenOp::shared_gather: return "gather";
+    case DrivenOp::shared_all_gather: return "all_gather";
+    case DrivenOp::shared_scatter: return "scatter";
+    case DrivenOp::shared_get_value: return "get_value";
+    case DrivenOp::shared_set_value:
+    case DrivenOp::data_set_value: return "set_value";
+    case DrivenOp::shared_get_shapes: return "get_shapes";
+    case DrivenOp::data_resize: return "resize";
+    case DrivenOp::data_load: return "load";
+    case DrivenOp::data_free: return "free";
+  }
+  return "request";
+}
+
+}  // namespace detail
+
+Distributed::~Distributed() {
+  link_objects(nullptr);
+  if (comm_->rank() != 0 || state_ != State::serving || !failure_.empty() || in_request_) return;
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+bool Distributed::serve() {
+  if (state_ != State::setup) {
+    throw Error(ErrorCode::InvalidUsage, "distribute: serve() is called once per Distributed");
+  }
+  watch_.start(*comm_);
+  check_same_names();
+  state_ = State::serving;
+  if (is_master()) {
+    link_objects(this);
+    return true;
+  }
+  for (;;) {
+    const Message m = receive();
+    if (m.kind == Kind::close) {
+      state_ = State::closed;
+      return false;
+    }
+    try {
+      execute(m);
+    } catch (const Error& e) {
+      // A body that threw: the master got the error too (every rank fails a call together),
+      // so keep serving. A rank that died: nobody can finish a call any more.
+      throw_if_peer_died(e);
+    }
+  }
+}
+
+void Distributed::close() {
+  if (!is_master()) check_driving("close");  // throws: workers leave serve() by themselves
+  if (!failure_.empty() || state_ == State::closed) return;  // a second close does nothing
+  check_driving("close");
+  Message m;
+  m.kind = Kind::close;
+  state_ = State::closed;
+  link_objects(nullptr);
+  send(m);
+}
+
+void Distributed::all_reduce(const std::string& name, ReduceOp op) {
+  shared_request(name, detail::DrivenOp::shared_all_reduce, {static_cast<std::int64_t>(op), 0, 0});
+}
+void Distributed::reduce(const std::string& name, ReduceOp op) {
+  shared_request(name, detail::DrivenOp::shared_reduce, {static_cast<std::int64_t>(op), 0, 0});
+}
+void Distributed::broadcast(const std::string& name) {
+  shared_request(name, detail::DrivenOp::shared_broadcast, {});
+}
+
+// The master runs the request on its own Shared, whose hook brings the workers in.
+void Distributed::shared_request(const std::string& name, detail::DrivenOp op,
+                                 detail::DrivenArgs args) {
+  check_driving(detail::driven_op_name(op));
+  find(shared_, name, "Shared").serve(object_request(op, name, args));
+}
+
+void Distributed::drive(detail::DrivenOp op, const std::string& name,
+                        const detail::DrivenArgs& args, const std::function<void()>& here) {
+  if (driving_) {  // a collective inside a request's own part: the workers are in it already
+    here();
+    return;
+  }
+  check_driving(detail::driven_op_name(op));
+  drive_request(object_request(op, name, args), here);
+}
+
+Distributed::Message Distributed::object_request(detail::DrivenOp op, const std::string& name,
+                                                 const detail::DrivenArgs& args) {
+  Message m;
+  m.kind = Kind::object;
+  m.op = op;
+  m.args = args;
+  m.name = name;
+  return m;
+}
+
+// Requests come from the master, between serve() and close(): anything else would wait for
+// ranks that are not listening (a worker's request hung; the master's before serve() or after
+// close() ran into SYNK_TIMEOUT).
+void Distributed::check_driving(const char* what) const {
+  std::string why;
+  if (!failure_.empty() && state_ == State::setup) {
+    why = "cannot follow a serve() that failed (" + failure_ + ")";
+  } else if (!is_master()) {
+    why = "is for the master (rank 0); rank " + std::to_string(comm_->rank()) +
+          " serves its requests in serve()";
+  } else if (state_ == State::setup) {
+    why = "comes after serve() (which every rank calls, the master included)";
+  } else if (state_ == State::closed) {
+    why = "comes before close(): the workers have left serve()";
+  }
+  if (!why.empty()) throw Error(ErrorCode::InvalidUsage, std::string("distribute: ") + what + " " + why);
+}
+
+// The registered names, one per line, kind first, sorted (the maps are ordered).
+std::string Distributed::names() const {
+  std::string text;
+  for (const auto* map : {&functions_, &data_, &shared_}) {
+    for (const auto& entry : *map) text += entry.second.line + "\n";
+  }
+  return text;
+}
+
+// Collective. Every rank compares its names with rank 0's; where any differs, the lowest such
+// rank tells every rank what it has that rank 0 has not, and the other way.
+void Distributed::check_same_names() {
+  const std::string mine = names();
+  const std::string zero_names = text_from(*comm_, 0, mine);
+  const bool differs = mine != zero_names;
+  const std::optional<RankFailure> odd = first_failure(
+      *comm_, differs, differs ? names_differ(lines_of(zero_names), lines_of(mine)) : "");
+  if (!odd) return;
+  failure_ = "the ranks registered different names";
+  throw Error(ErrorCode::InvalidUsage,
+              "distribute: serve(): every rank must add() the same Functions, Data and Shared "
+              "variables; rank " + std::to_string(odd->rank) + " " + odd->text);
+}
+
+void Distributed::link_objects(detail::DriveHook* hook) {
+  for (const auto* map : {&data_, &shared_}) {
+    for (const auto& entry : *map) {
+      if (entry.second.link) entry.second.link(hook);
+    }
+  }
+}
+
+// The master's side of every request: send it, run its own part. Once a rank has died every
+// later request fails at once, since no collective can complete.
+void Distributed::drive_request(const Message& m, const std::function<void()>& here) {
+  if (!failure_.empty()) {
+    throw Error(ErrorCode::InvalidUsage,
+                "distribute: " + failure_ + " earlier; this job's ranks cannot be driven any more");
+  }
+  // Every rank fails a request's collectives together (a body that threw anywhere, a
+  // mismatch: the workers then keep serving, see serve()), except where this rank waited past
+  // SYNK_TIMEOUT alone, or failed with something other than a synk::Error (no memory): then
+  // the request may still be under way on the workers.
+  in_request_ = true;
+  driving_ = true;
+  try {
+    send(m);
+    here();
+  } catch (const Error& e) {
+    driving_ = false;
+    throw_if_peer_died(e);
+    if (e.code() != ErrorCode::Timeout) in_request_ = false;
+    throw;
+  } catch (...) {
+    driving_ = false;
+    throw;
+  }
+  driving_ = false;
+  in_request_ = false;
+}
+
+// After `e`: when a watched rank has died, remembers it and throws Error(Remote) naming it (a
+// wait on the shm group already says so; one on MPI may have failed otherwise).
+void Distributed::throw_if_peer_died(const Error& e) {
+  std::string deaths = watch_.deaths();
+  if (deaths.empty()) return;
+  failure_ = std::move(deaths);
+  if (e.code() == ErrorCode::Remote && std::string(e.what()).find(failure_) != std::string::npos) {
+    throw e;
+  }
+  throw Error(ErrorCode::Remote, "distribute: " + failure_ + " (rank " +
+                                     std::to_string(comm_->rank()) + " then failed: " + e.what() +
+                                     ")");
+}
+
+// A request that fails to travel was abandoned while pending: none can follow it.
+void Distributed::send(const Message& m) {
+  try {
+    detail::send_request(*comm_, m, watch_);
+  } catch (const Error& e) {
+    failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
+    throw;
+  }
+}
+
+Distributed::Message Distributed::receive() {
+  try {
+    return detail::receive_request(*comm_, watch_);
+  } catch (const Error& e) {
+    failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
+    throw;
+  }
+}
+
+const Distributed::Entry& Distributed::find(const std::map<std::string, Entry>& map,
+                                            const std::string& name, const char* what) const {
+  auto it = map.find(name);
+  if (it == map.end()) {
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("distribute: no ") + what + " '" + name + "'");
+  }
+  return it->second;
+}
+
+// A worker runs the master's request.
+void Distributed::execute(const Message& m) {
+  switch (m.kind) {
+    case Kind::call: find(functions_, m.name, "Function").serve(m); break;
+    case Kind::object: {
+      const bool data = m.op >= detail::DrivenOp::data_set_value;
+      find(data ? data_ : shared_, m.name, data ? "Data" : "Shared").serve(m);
+      break;
+    }
+    case Kind::close: break;
+  }
+}
+
+}  // namespace synk
