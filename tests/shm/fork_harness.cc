@@ -128,4 +128,60 @@ std::vector<std::string> synk_segments() {
   return names;
 }
 
+namespace {
+
+using detail::Collective;
+
+// The call as Communicator makes it.
+detail::CollArgs call(Collective c, const void* send, void* recv, std::size_t count, DataType t,
+                      ReduceOp op = ReduceOp::sum, int root = 0,
+                      std::span<const std::size_t> recv_counts = {}) {
+  return {.coll = c,
+          .send = send,
+          .recv = recv,
+          .count = count,
+          .dtype = t,
+          .op = op,
+          .root = root,
+          .recv_counts = recv_counts};
+}
+
+}  // namespace
+
+void all_reduce(Group& g, const void* send, void* recv, std::size_t count, DataType t,
+                ReduceOp op) {
+  g.all_reduce(call(Collective::all_reduce, send, recv, count, t, op));
+}
+
+void reduce(Group& g, const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
+            int root) {
+  g.reduce(call(Collective::reduce, send, recv, count, t, op, root));
+}
+
+void broadcast(Group& g, void* buf, std::size_t count, DataType t, int root) {
+  g.broadcast(call(Collective::broadcast, buf, buf, count, t, ReduceOp::sum, root));
+}
+
+void all_gather(Group& g, const void* send, void* recv, std::size_t count, DataType t) {
+  g.all_gather(call(Collective::all_gather, send, recv, count, t));
+}
+
+void gather(Group& g, const void* send, void* recv, std::size_t count, DataType t, int root) {
+  g.gather(call(Collective::gather, send, recv, count, t, ReduceOp::sum, root));
+}
+
+void gatherv(Group& g, const void* send, std::size_t count, void* recv,
+             std::span<const std::size_t> recv_counts, DataType t, int root) {
+  g.gatherv(call(Collective::gatherv, send, recv, count, t, ReduceOp::sum, root, recv_counts));
+}
+
+void scatter(Group& g, const void* send, void* recv, std::size_t count, DataType t, int root) {
+  g.scatter(call(Collective::scatter, send, recv, count, t, ReduceOp::sum, root));
+}
+
+void reduce_scatter(Group& g, const void* send, void* recv, std::size_t count, DataType t,
+                    ReduceOp op) {
+  g.reduce_scatter(call(Collective::reduce_scatter, send, recv, count, t, op));
+}
+
 }  // namespace synk::shm::testing

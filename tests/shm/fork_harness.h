@@ -4,7 +4,9 @@
 // mid-call.
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,5 +46,19 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
 
 // Names of synk segments now in /dev/shm.
 std::vector<std::string> synk_segments();
+
+// A Group's collectives with the arguments of Communicator's untyped calls, in that order: each
+// makes the call's detail::CollArgs.
+void all_reduce(Group& g, const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
+void reduce(Group& g, const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
+            int root);
+void broadcast(Group& g, void* buf, std::size_t count, DataType t, int root);
+void all_gather(Group& g, const void* send, void* recv, std::size_t count, DataType t);
+void gather(Group& g, const void* send, void* recv, std::size_t count, DataType t, int root);
+void gatherv(Group& g, const void* send, std::size_t count, void* recv,
+             std::span<const std::size_t> recv_counts, DataType t, int root);
+void scatter(Group& g, const void* send, void* recv, std::size_t count, DataType t, int root);
+void reduce_scatter(Group& g, const void* send, void* recv, std::size_t count, DataType t,
+                    ReduceOp op);
 
 }  // namespace synk::shm::testing

@@ -59,7 +59,7 @@ int check_reductions(Group& g, std::size_t count,
     std::vector<std::int64_t> send(count), recv(count, -1);
     std::int64_t* src = in_place ? recv.data() : send.data();
     for (std::size_t i = 0; i < count; ++i) src[i] = value(me, i);
-    g.all_reduce(src, recv.data(), count, DataType::int64, ReduceOp::sum);
+    all_reduce(g, src, recv.data(), count, DataType::int64, ReduceOp::sum);
     for (std::size_t i = 0; i < count; ++i) {
       if (recv[i] != sum(i)) return fail(in_place ? "all_reduce in place" : "all_reduce", i, recv[i], sum(i));
     }
@@ -67,7 +67,8 @@ int check_reductions(Group& g, std::size_t count,
       std::vector<std::int64_t> out(count, -1);
       std::int64_t* from = in_place && me == root ? out.data() : send.data();
       for (std::size_t i = 0; i < count; ++i) from[i] = value(me, i);
-      g.reduce(from, me == root ? out.data() : nullptr, count, DataType::int64, ReduceOp::sum, root);
+      reduce(g, from, me == root ? out.data() : nullptr, count, DataType::int64, ReduceOp::sum,
+             root);
       for (std::size_t i = 0; i < count && me == root; ++i) {
         if (out[i] != sum(i)) return fail("reduce root " + std::to_string(root), i, out[i], sum(i));
       }
@@ -90,7 +91,7 @@ int check_all(Group& g, std::size_t count, const std::function<void(const std::s
   for (int root : {0, n - 1}) {
     std::vector<std::int64_t> b(count);
     for (std::size_t i = 0; i < count; ++i) b[i] = me == root ? value(root, i) : -1;
-    g.broadcast(b.data(), count, DataType::int64, root);
+    broadcast(g, b.data(), count, DataType::int64, root);
     for (std::size_t i = 0; i < count; ++i) {
       if (b[i] != value(root, i)) return fail("broadcast root " + std::to_string(root), i, b[i], value(root, i));
     }
@@ -99,7 +100,7 @@ int check_all(Group& g, std::size_t count, const std::function<void(const std::s
     std::vector<std::int64_t> send(count), recv(count * N, -1);
     std::int64_t* src = in_place ? recv.data() + static_cast<std::size_t>(me) * count : send.data();
     for (std::size_t i = 0; i < count; ++i) src[i] = value(me, i);
-    g.all_gather(src, recv.data(), count, DataType::int64);
+    all_gather(g, src, recv.data(), count, DataType::int64);
     for (std::size_t k = 0; k < count * N; ++k) {
       const std::int64_t want = value(static_cast<int>(k / count), k % count);
       if (recv[k] != want) return fail(in_place ? "all_gather in place" : "all_gather", k, recv[k], want);
@@ -109,7 +110,7 @@ int check_all(Group& g, std::size_t count, const std::function<void(const std::s
     const int root = n > 1 ? 1 : 0;
     std::vector<std::int64_t> send(count), recv(me == root ? count * N : 0, -1);
     for (std::size_t i = 0; i < count; ++i) send[i] = value(me, i);
-    g.gather(send.data(), me == root ? recv.data() : nullptr, count, DataType::int64, root);
+    gather(g, send.data(), me == root ? recv.data() : nullptr, count, DataType::int64, root);
     for (std::size_t k = 0; k < recv.size(); ++k) {
       const std::int64_t want = value(static_cast<int>(k / count), k % count);
       if (recv[k] != want) return fail("gather", k, recv[k], want);
@@ -120,7 +121,7 @@ int check_all(Group& g, std::size_t count, const std::function<void(const std::s
     std::vector<std::int64_t> send(me == root ? count * N : 0), recv(count, -1);
     for (std::size_t k = 0; k < send.size(); ++k) send[k] = value(static_cast<int>(k / count), k % count);
     std::int64_t* dst = in_place && me == root ? send.data() : recv.data();
-    g.scatter(me == root ? send.data() : nullptr, dst, count, DataType::int64, root);
+    scatter(g, me == root ? send.data() : nullptr, dst, count, DataType::int64, root);
     for (std::size_t i = 0; i < count; ++i) {
       if (dst[i] != value(me, i)) return fail("scatter", i, dst[i], value(me, i));
     }
@@ -241,7 +242,7 @@ TEST(ShmCmaFaults, ARankKilledDuringLargeScattersIsAnErrorOnTheOthers) {
   const std::size_t block = std::size_t{4} << 20;  // 16 MiB of floats per rank per call
   std::vector<float> send(3 * block, 1.0f), recv(block);
   expect_the_others_notice_a_killed_rank(opt, [&](Group& g, int i) {
-    g.scatter(send.data(), recv.data(), block, DataType::float32, i % 3);
+    scatter(g, send.data(), recv.data(), block, DataType::float32, i % 3);
   });
 }
 
@@ -251,7 +252,7 @@ TEST(ShmCmaFaults, ARankKilledDuringLargeBroadcastsIsAnErrorOnTheOthers) {
   opt.forced_algos = all_cma();
   std::vector<float> buf(std::size_t{4} << 20, 1.0f);  // 16 MiB
   expect_the_others_notice_a_killed_rank(opt, [&](Group& g, int i) {
-    g.broadcast(buf.data(), buf.size(), DataType::float32, i % 3);
+    broadcast(g, buf.data(), buf.size(), DataType::float32, i % 3);
   });
 }
 
@@ -261,7 +262,7 @@ TEST(ShmCmaFaults, ARankKilledDuringLargeAllReducesIsAnErrorOnTheOthers) {
   opt.forced_algos = all_cma();
   std::vector<float> send(std::size_t{4} << 20, 1.0f), recv(send.size());  // 16 MiB
   expect_the_others_notice_a_killed_rank(opt, [&](Group& g, int) {
-    g.all_reduce(send.data(), recv.data(), send.size(), DataType::float32, ReduceOp::sum);
+    all_reduce(g, send.data(), recv.data(), send.size(), DataType::float32, ReduceOp::sum);
   });
 }
 

@@ -59,7 +59,7 @@ TEST_F(ShmFaults, KilledRankMidCollectiveIsAnErrorOnTheOthers) {
     std::vector<float> buf(1 << 20, 1.0f);  // 4 MiB: many steps per call
     return expect_error(ErrorCode::Remote, report, [&] {
       for (int i = 0; i < 1000000; ++i) {
-        g.all_reduce(buf.data(), buf.data(), buf.size(), DataType::float32, ReduceOp::max);
+        all_reduce(g, buf.data(), buf.data(), buf.size(), DataType::float32, ReduceOp::max);
       }
     });
   });
@@ -82,7 +82,7 @@ TEST_F(ShmFaults, RankThatNeverArrivesIsATimeoutNamingIt) {
     }
     std::vector<double> v(10, 1.0);
     return expect_error(ErrorCode::Timeout, report, [&] {
-      g.all_reduce(v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
     });
   });
   EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
@@ -95,11 +95,11 @@ TEST_F(ShmFaults, MismatchedCountsFailOnEveryRankAndTheGroupStaysUsable) {
     std::vector<float> v(200, 1.0f);
     const std::size_t count = g.rank() == 0 ? 100 : 200;
     int rc = expect_error(ErrorCode::InvalidUsage, report, [&] {
-      g.all_reduce(v.data(), v.data(), count, DataType::float32, ReduceOp::sum);
+      all_reduce(g, v.data(), v.data(), count, DataType::float32, ReduceOp::sum);
     });
     // Afterwards a matching call works and is exact.
     std::vector<float> w(300, static_cast<float>(g.rank() + 1));
-    g.all_reduce(w.data(), w.data(), w.size(), DataType::float32, ReduceOp::sum);
+    all_reduce(g, w.data(), w.data(), w.size(), DataType::float32, ReduceOp::sum);
     if (std::any_of(w.begin(), w.end(), [](float x) { return x != 3.0f; })) rc = 2;
     return rc;
   });
@@ -120,13 +120,13 @@ TEST_F(ShmFaults, MismatchedCountsAcrossTheEntriesAndTheSlotsFailOnEveryRank) {
     const auto keep = [&](const std::string& text) { messages += text + "\n"; };
     int rc = expect_error(ErrorCode::InvalidUsage, keep, [&] {
       const std::size_t count = g.rank() == 0 ? 100 : 200;  // 400 B against 800 B a rank
-      g.all_gather(send.data(), recv.data(), count, DataType::float32);
+      all_gather(g, send.data(), recv.data(), count, DataType::float32);
     });
     rc |= expect_error(ErrorCode::InvalidUsage, keep, [&] {
       const std::size_t count = g.rank() == 0 ? 50 : 100;  // 400 B against 800 B in all
-      g.reduce_scatter(send.data(), recv.data(), count, DataType::float32, ReduceOp::sum);
+      reduce_scatter(g, send.data(), recv.data(), count, DataType::float32, ReduceOp::sum);
     });
-    g.all_gather(send.data(), recv.data(), 200, DataType::float32);  // the slots, and exact
+    all_gather(g, send.data(), recv.data(), 200, DataType::float32);  // the slots, and exact
     if (std::any_of(recv.begin(), recv.begin() + 400, [](float x) { return x != 1.0f; })) rc = 2;
     report(messages);
     return rc;
@@ -145,9 +145,9 @@ TEST_F(ShmFaults, AllReduceAgainstBroadcastFailsOnEveryRank) {
     std::vector<std::int32_t> v(64, 7);
     return expect_error(ErrorCode::InvalidUsage, report, [&] {
       if (g.rank() == 2) {
-        g.broadcast(v.data(), v.size(), DataType::int32, 0);
+        broadcast(g, v.data(), v.size(), DataType::int32, 0);
       } else {
-        g.all_reduce(v.data(), v.data(), v.size(), DataType::int32, ReduceOp::sum);
+        all_reduce(g, v.data(), v.data(), v.size(), DataType::int32, ReduceOp::sum);
       }
     });
   });
@@ -162,7 +162,7 @@ TEST_F(ShmFaults, GathervCountsDisagreeingWithTheRootFailEverywhere) {
     std::vector<std::uint8_t> send(10, 1), recv(20);
     const std::vector<std::size_t> counts = {10, 5};  // rank 1 really sends 10
     return expect_error(ErrorCode::InvalidUsage, report, [&] {
-      g.gatherv(send.data(), 10, recv.data(), counts, DataType::uint8, 0);
+      gatherv(g, send.data(), 10, recv.data(), counts, DataType::uint8, 0);
     });
   });
   for (int r : {0, 1}) {
@@ -182,9 +182,9 @@ TEST_F(ShmFaults, ArgumentsRejectedOnOneRankFailTheCallEverywhere) {
                "gatherv: recv_counts has 2 entries at the root, expected one per rank (3)");
     })
                            : expect_error(ErrorCode::Remote, report, [&] {
-                               g.gatherv(v.data(), 10, all.data(), counts, DataType::float32, 0);
+                               gatherv(g, v.data(), 10, all.data(), counts, DataType::float32, 0);
                              });
-    g.all_reduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+    all_reduce(g, v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
     if (v[0] != 3.0f || v[9] != 3.0f) rc = 2;
     return rc;
   });
@@ -206,11 +206,11 @@ TEST_F(ShmFaults, FourRanksOnTwoCoresAreExact) {
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{50001}}) {
       std::vector<std::int64_t> v(count), sum(count), gathered(count * 4), rs(count);
       for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<std::int64_t>(i) * (g.rank() + 1);
-      g.all_reduce(v.data(), sum.data(), count, DataType::int64, ReduceOp::sum);
-      g.all_gather(v.data(), gathered.data(), count, DataType::int64);
+      all_reduce(g, v.data(), sum.data(), count, DataType::int64, ReduceOp::sum);
+      all_gather(g, v.data(), gathered.data(), count, DataType::int64);
       std::vector<std::int64_t> big(count * 4);
       for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::int64_t>(i) + g.rank();
-      g.reduce_scatter(big.data(), rs.data(), count, DataType::int64, ReduceOp::max);
+      reduce_scatter(g, big.data(), rs.data(), count, DataType::int64, ReduceOp::max);
       for (std::size_t i = 0; i < count; ++i) {
         const auto ii = static_cast<std::int64_t>(i);
         if (sum[i] != ii * n * (n + 1) / 2 || gathered[3 * count + i] != ii * 4 ||
@@ -239,7 +239,7 @@ TEST_F(ShmFaults, LeftoverSegmentOfACrashedJobDoesNotDisturbANewOne) {
 
   const auto out = run_ranks(2, {}, [](Group& g, auto report) {
     std::vector<float> v(5000, 2.0f);
-    g.all_reduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::prod);
+    all_reduce(g, v.data(), v.data(), v.size(), DataType::float32, ReduceOp::prod);
     if (v.front() != 4.0f || v.back() != 4.0f) {
       report("wrong");
       return 1;

@@ -47,12 +47,12 @@ TEST_F(ShmLaggedCheck, ABroadcastRootLearnsOfAMismatchAtItsNextCall) {
   const auto out = run_ranks(2, {}, [](Group& g, auto report) {
     std::vector<float> buf(20, g.rank() == 0 ? 5.0f : -1.0f);
     const std::string first = error_of([&] {
-      g.broadcast(buf.data(), g.rank() == 0 ? 10 : 20, DataType::float32, 0);
+      broadcast(g, buf.data(), g.rank() == 0 ? 10 : 20, DataType::float32, 0);
     });
     if (g.rank() == 1 && buf[0] != -1.0f) return 3;  // read from a mismatched call
     std::vector<float> v(3, 1.0f);
     const std::string second = error_of([&] {
-      g.all_reduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
     });
     report("first: " + first + " | second: " + second);
     if (v[0] != 2.0f || v[2] != 2.0f) return 4;  // the reporting call still completed
@@ -71,7 +71,7 @@ TEST_F(ShmLaggedCheck, TwoRootsOfOneBroadcastBothReportItNext) {
   const auto out = run_ranks(2, {}, [](Group& g, auto report) {
     std::vector<std::int32_t> buf(8, g.rank());
     const std::string first =
-        error_of([&] { g.broadcast(buf.data(), buf.size(), DataType::int32, g.rank()); });
+        error_of([&] { broadcast(g, buf.data(), buf.size(), DataType::int32, g.rank()); });
     const std::string second = error_of([&] { g.barrier(); });
     report("first: " + first + " | second: " + second);
     if (buf[0] != g.rank()) return 3;
@@ -100,7 +100,7 @@ TEST_F(ShmLaggedCheck, ReduceNonRootsLearnOfAMismatchAtTheirNextCall) {
     std::vector<double> send(16, 1.0), recv(16, -1.0);
     const ReduceOp op = g.rank() == 2 ? ReduceOp::max : ReduceOp::sum;
     const std::string first = error_of([&] {
-      g.reduce(send.data(), recv.data(), send.size(), DataType::float64, op, 0);
+      reduce(g, send.data(), recv.data(), send.size(), DataType::float64, op, 0);
     });
     if (recv[0] != -1.0) return 3;  // the root reduced a mismatched call
     const std::string second = error_of([&] { g.barrier(); });
@@ -129,9 +129,9 @@ TEST_F(ShmLaggedCheck, RunningAheadStaysExact) {
       const int root = it % n;
       const std::size_t count = it % 7 == 0 ? 3001 : static_cast<std::size_t>(1 + it % 50);
       std::vector<std::int32_t> b(count, g.rank() == root ? it : -1);
-      g.broadcast(b.data(), count, DataType::int32, root);
+      broadcast(g, b.data(), count, DataType::int32, root);
       std::vector<std::int32_t> s(count, g.rank() + it), r(count, -1);
-      g.reduce(s.data(), r.data(), count, DataType::int32, ReduceOp::sum, (root + 1) % n);
+      reduce(g, s.data(), r.data(), count, DataType::int32, ReduceOp::sum, (root + 1) % n);
       const bool bad_b = std::any_of(b.begin(), b.end(), [&](std::int32_t x) { return x != it; });
       const std::int32_t want = n * it + n * (n - 1) / 2;
       const bool bad_r = g.rank() == (root + 1) % n &&
@@ -156,7 +156,7 @@ TEST_F(ShmLaggedCheck, ALongRunOfBroadcastsFromOneRootIsExact) {
     for (int i = 0; i < calls; ++i) {
       std::int64_t v[4] = {-1, -1, -1, -1};
       if (g.rank() == 2) std::fill(v, v + 4, std::int64_t{1000} * i + 7);
-      g.broadcast(v, 4, DataType::int64, 2);
+      broadcast(g, v, 4, DataType::int64, 2);
       for (std::int64_t x : v) {
         if (x != std::int64_t{1000} * i + 7) {
           report("call " + std::to_string(i) + ": got " + std::to_string(x));
@@ -175,7 +175,7 @@ TEST_F(ShmLaggedCheck, ALongRunOfReducesToOneRootIsExact) {
     const int calls = static_cast<int>(Group::kEagerDepth) * 20;
     for (int i = 0; i < calls; ++i) {
       std::int32_t send[3] = {i, g.rank(), 1}, recv[3] = {-1, -1, -1};
-      g.reduce(send, recv, 3, DataType::int32, ReduceOp::sum, 0);
+      reduce(g, send, recv, 3, DataType::int32, ReduceOp::sum, 0);
       if (g.rank() == 0 && (recv[0] != 3 * i || recv[1] != 3 || recv[2] != 3)) {
         report("call " + std::to_string(i) + ": got " + std::to_string(recv[0]));
         return 1;
@@ -198,7 +198,7 @@ TEST_F(ShmLaggedCheck, AMismatchDeepInARunReachesTheRootOnce) {
       float v[8] = {};
       if (g.rank() == 0) std::fill(v, v + 8, static_cast<float>(i));
       const std::size_t count = g.rank() == 1 && i == bad ? 8 : 4;
-      const std::string e = error_of([&] { g.broadcast(v, count, DataType::float32, 0); });
+      const std::string e = error_of([&] { broadcast(g, v, count, DataType::float32, 0); });
       if (!e.empty()) {
         ++errors;
         text += "[call " + std::to_string(i) + "] " + e;
@@ -208,7 +208,7 @@ TEST_F(ShmLaggedCheck, AMismatchDeepInARunReachesTheRootOnce) {
     }
     std::vector<float> w(2, 1.0f);
     const std::string e = error_of([&] {
-      g.all_reduce(w.data(), w.data(), w.size(), DataType::float32, ReduceOp::sum);
+      all_reduce(g, w.data(), w.data(), w.size(), DataType::float32, ReduceOp::sum);
     });
     if (!e.empty()) {
       ++errors;
@@ -247,7 +247,7 @@ TEST_F(ShmLaggedCheck, ALongRunOfSmallScattersFromOneRootIsExact) {
       }
       const bool in_place = g.rank() == root && i % 3 == 0;
       std::int32_t* dst = in_place ? send.data() + root * count : recv.data();
-      g.scatter(g.rank() == root ? send.data() : nullptr, dst, count, DataType::int32, root);
+      scatter(g, g.rank() == root ? send.data() : nullptr, dst, count, DataType::int32, root);
       for (std::size_t e = 0; e < count; ++e) {
         if (dst[e] != value(i, static_cast<std::size_t>(g.rank()), e)) {
           report("call " + std::to_string(i) + ": element " + std::to_string(e) + " is " +
@@ -258,7 +258,7 @@ TEST_F(ShmLaggedCheck, ALongRunOfSmallScattersFromOneRootIsExact) {
       if (i % 97 == 0) {
         std::vector<std::int32_t> all(n);
         const std::int32_t mine = g.rank();
-        g.all_gather(&mine, all.data(), 1, DataType::int32);
+        all_gather(g, &mine, all.data(), 1, DataType::int32);
         for (std::size_t q = 0; q < n; ++q)
           if (all[q] != static_cast<std::int32_t>(q)) return 2;
       }
@@ -274,13 +274,13 @@ TEST_F(ShmLaggedCheck, ASmallScatterRootLearnsOfAMismatchAtItsNextCall) {
   const auto out = run_ranks(2, {}, [](Group& g, auto report) {
     std::vector<float> send(6, 5.0f), recv(3, -1.0f);
     const std::string first = error_of([&] {
-      g.scatter(g.rank() == 0 ? send.data() : nullptr, recv.data(), g.rank() == 0 ? 2 : 3,
-                DataType::float32, 0);
+      scatter(g, g.rank() == 0 ? send.data() : nullptr, recv.data(), g.rank() == 0 ? 2 : 3,
+              DataType::float32, 0);
     });
     if (g.rank() == 1 && recv[0] != -1.0f) return 3;  // read from a mismatched call
     std::vector<float> v(3, 1.0f);
     const std::string second = error_of([&] {
-      g.all_reduce(v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float32, ReduceOp::sum);
     });
     report("first: " + first + " | second: " + second);
     if (v[0] != 2.0f || v[2] != 2.0f) return 4;
@@ -305,8 +305,8 @@ TEST_F(ShmLaggedCheck, AScatterThroughTheEntryAgainstOneThroughTheSlotsOrCmaFail
     const auto out = run_ranks(2, opt, [](Group& g, auto report) {
       std::vector<float> send(600, 5.0f), recv(300, -1.0f);
       const std::string first = error_of([&] {
-        g.scatter(g.rank() == 0 ? send.data() : nullptr, recv.data(), g.rank() == 0 ? 100 : 300,
-                  DataType::float32, 0);
+        scatter(g, g.rank() == 0 ? send.data() : nullptr, recv.data(), g.rank() == 0 ? 100 : 300,
+                DataType::float32, 0);
       });
       if (g.rank() == 1 && recv[0] != -1.0f) return 3;  // read from a mismatched call
       const std::string second = error_of([&] { g.barrier(); });

@@ -81,7 +81,7 @@ std::string run_round(Group& g, const Region& region, bool in_region, std::size_
 
   // all_gather, out of place into private memory.
   for (std::size_t i = 0; i < count; ++i) mine[i] = value(me, i, c);
-  g.all_gather(mine, recv.data(), count, DataType::int32);
+  all_gather(g, mine, recv.data(), count, DataType::int32);
   want.resize(un * count);
   for (int r = 0; r < n; ++r)
     for (std::size_t i = 0; i < count; ++i)
@@ -92,13 +92,13 @@ std::string run_round(Group& g, const Region& region, bool in_region, std::size_
   for (std::size_t i = 0; i < un * count; ++i) mine[i] = -1;
   for (std::size_t i = 0; i < count; ++i)
     mine[static_cast<std::size_t>(me) * count + i] = value(me, i, c);
-  g.all_gather(mine + static_cast<std::size_t>(me) * count, mine, count, DataType::int32);
+  all_gather(g, mine + static_cast<std::size_t>(me) * count, mine, count, DataType::int32);
   if (auto w = first_wrong("all_gather (in place)", mine, want); !w.empty()) return w;
 
   // broadcast from every root.
   for (int root = 0; root < n; ++root) {
     for (std::size_t i = 0; i < count; ++i) mine[i] = me == root ? value(root, i, c) : -1;
-    g.broadcast(mine, count, DataType::int32, root);
+    broadcast(g, mine, count, DataType::int32, root);
     want.assign(count, 0);
     for (std::size_t i = 0; i < count; ++i) want[i] = value(root, i, c);
     if (auto w = first_wrong("broadcast from " + std::to_string(root), mine, want); !w.empty())
@@ -110,16 +110,16 @@ std::string run_round(Group& g, const Region& region, bool in_region, std::size_
   for (std::size_t i = 0; i < count; ++i) want[i] = sum_at(i);
   for (std::size_t i = 0; i < count; ++i) mine[i] = value(me, i, c);
   recv.assign(count, -1);
-  g.all_reduce(mine, recv.data(), count, DataType::int32, ReduceOp::sum);
+  all_reduce(g, mine, recv.data(), count, DataType::int32, ReduceOp::sum);
   if (auto w = first_wrong("all_reduce", recv.data(), want); !w.empty()) return w;
-  g.all_reduce(mine, mine, count, DataType::int32, ReduceOp::sum);
+  all_reduce(g, mine, mine, count, DataType::int32, ReduceOp::sum);
   if (auto w = first_wrong("all_reduce (in place)", mine, want); !w.empty()) return w;
 
   // reduce to a root that moves (every rank reduces a slice: root_reduces_bytes is 0).
   const int root = c % n;
   for (std::size_t i = 0; i < count; ++i) mine[i] = value(me, i, c);
   recv.assign(count, -1);
-  g.reduce(mine, recv.data(), count, DataType::int32, ReduceOp::sum, root);
+  reduce(g, mine, recv.data(), count, DataType::int32, ReduceOp::sum, root);
   if (me == root) {
     if (auto w = first_wrong("reduce", recv.data(), want); !w.empty()) return w;
   }
@@ -203,7 +203,7 @@ TEST(ShmNodeBufferOwner, OverwritingTheBufferAsSoonAsACallReturnsChangesNoResult
       if (me == root) {
         for (std::size_t i = 0; i < kCount; ++i) mine[i] = value(root, i, c);
       }
-      g.broadcast(me == root ? mine : recv.data(), kCount, DataType::int32, root);
+      broadcast(g, me == root ? mine : recv.data(), kCount, DataType::int32, root);
       if (me == root) {
         std::memset(mine, 0xff, kCount * sizeof(std::int32_t));  // -1 everywhere
         continue;
@@ -218,7 +218,7 @@ TEST(ShmNodeBufferOwner, OverwritingTheBufferAsSoonAsACallReturnsChangesNoResult
     std::vector<std::int32_t> all(3 * kCount);
     for (int c = 0; c < 200; ++c) {
       for (std::size_t i = 0; i < kCount; ++i) mine[i] = value(me, i, c);
-      g.all_gather(mine, recv.data(), kCount, DataType::int32);
+      all_gather(g, mine, recv.data(), kCount, DataType::int32);
       std::memset(mine, 0xff, kCount * sizeof(std::int32_t));
       for (int r = 0; r < 3; ++r)
         for (std::size_t i = 0; i < kCount; ++i)
@@ -231,7 +231,7 @@ TEST(ShmNodeBufferOwner, OverwritingTheBufferAsSoonAsACallReturnsChangesNoResult
     }
     for (int c = 0; c < 200; ++c) {
       for (std::size_t i = 0; i < kCount; ++i) mine[i] = value(me, i, c);
-      g.all_reduce(mine, recv.data(), kCount, DataType::int32, ReduceOp::sum);
+      all_reduce(g, mine, recv.data(), kCount, DataType::int32, ReduceOp::sum);
       std::memset(mine, 0xff, kCount * sizeof(std::int32_t));
       for (std::size_t i = 0; i < kCount; ++i)
         want[i] = value(0, i, c) + value(1, i, c) + value(2, i, c);
@@ -255,7 +255,7 @@ TEST(ShmNodeBufferFaults, MismatchedCountsFailOnEveryRankAndTheGroupStaysUsable)
     std::int32_t* mine = region.part(g.rank());
     std::vector<std::int32_t> recv(2 * 40000, -1);
     try {
-      g.all_gather(mine, recv.data(), g.rank() == 0 ? 20000 : 40000, DataType::int32);
+      all_gather(g, mine, recv.data(), g.rank() == 0 ? 20000 : 40000, DataType::int32);
       report("no error");
       return 1;
     } catch (const Error& e) {
@@ -265,7 +265,7 @@ TEST(ShmNodeBufferFaults, MismatchedCountsFailOnEveryRankAndTheGroupStaysUsable)
       }
     }
     for (std::size_t i = 0; i < 20000; ++i) mine[i] = value(g.rank(), i, 1);
-    g.all_gather(mine, recv.data(), 20000, DataType::int32);
+    all_gather(g, mine, recv.data(), 20000, DataType::int32);
     for (int r = 0; r < 2; ++r) {
       for (std::size_t i = 0; i < 20000; ++i) {
         if (recv[static_cast<std::size_t>(r) * 20000 + i] != value(r, i, 1)) {
@@ -294,8 +294,8 @@ TEST(ShmNodeBufferFaults, ARankKilledDuringCallsOnNodeBuffersIsAnErrorOnTheOther
     std::vector<std::int32_t> recv(3 * 200000);
     try {
       for (int i = 0; i < 1000000; ++i) {
-        g.all_gather(mine, recv.data(), 200000, DataType::int32);
-        g.broadcast(mine, 200000, DataType::int32, i % 3);
+        all_gather(g, mine, recv.data(), 200000, DataType::int32);
+        broadcast(g, mine, 200000, DataType::int32, i % 3);
       }
       report("no error");
       return 1;

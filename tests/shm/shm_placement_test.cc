@@ -55,11 +55,11 @@ std::string run_and_check(Group& g, int kind, std::size_t count, int c) {
       want.resize(count);
       for (std::size_t i = 0; i < count; ++i) want[i] = sum_at(i);
       if (c % 2) {
-        g.all_reduce(send.data(), send.data(), count, DataType::int32, ReduceOp::sum);
+        all_reduce(g, send.data(), send.data(), count, DataType::int32, ReduceOp::sum);
         return first_wrong("all_reduce (in place)", c, send, want);
       }
       recv.assign(count, -1);
-      g.all_reduce(send.data(), recv.data(), count, DataType::int32, ReduceOp::sum);
+      all_reduce(g, send.data(), recv.data(), count, DataType::int32, ReduceOp::sum);
       return first_wrong("all_reduce", c, recv, want);
     }
     case 1: {  // broadcast from a root that moves
@@ -67,13 +67,13 @@ std::string run_and_check(Group& g, int kind, std::size_t count, int c) {
       for (std::size_t i = 0; i < count; ++i) send[i] = me == root ? value(root, i, c) : -1;
       want.resize(count);
       for (std::size_t i = 0; i < count; ++i) want[i] = value(root, i, c);
-      g.broadcast(send.data(), count, DataType::int32, root);
+      broadcast(g, send.data(), count, DataType::int32, root);
       return first_wrong("broadcast", c, send, want);
     }
     case 2: {  // reduce to a root that moves
       const int root = c % n;
       recv.assign(count, -1);
-      g.reduce(send.data(), recv.data(), count, DataType::int32, ReduceOp::sum, root);
+      reduce(g, send.data(), recv.data(), count, DataType::int32, ReduceOp::sum, root);
       if (me != root) return "";
       want.resize(count);
       for (std::size_t i = 0; i < count; ++i) want[i] = sum_at(i);
@@ -81,7 +81,7 @@ std::string run_and_check(Group& g, int kind, std::size_t count, int c) {
     }
     case 3: {  // all_gather
       recv.assign(count * un, -1);
-      g.all_gather(send.data(), recv.data(), count, DataType::int32);
+      all_gather(g, send.data(), recv.data(), count, DataType::int32);
       want.resize(count * un);
       for (std::size_t i = 0; i < want.size(); ++i)
         want[i] = value(static_cast<int>(i / count), i % count, c);
@@ -91,7 +91,7 @@ std::string run_and_check(Group& g, int kind, std::size_t count, int c) {
       send.resize(count * un);
       for (std::size_t i = 0; i < send.size(); ++i) send[i] = value(me, i, c);
       recv.assign(count, -1);
-      g.reduce_scatter(send.data(), recv.data(), count, DataType::int32, ReduceOp::sum);
+      reduce_scatter(g, send.data(), recv.data(), count, DataType::int32, ReduceOp::sum);
       want.resize(count);
       for (std::size_t i = 0; i < count; ++i)
         want[i] = sum_at(static_cast<std::size_t>(me) * count + i);
@@ -172,14 +172,14 @@ TEST_P(ShmPlacementRanks, BuffersAtADifferentPageOffsetOnEachRankStayExact) {
         std::fill(recv, recv + count * un, -1);
         if (kind == 0) {
           for (std::size_t i = 0; i < count; ++i) send[i] = me == root ? value(root, i, c) : -1;
-          g.broadcast(send, count, DataType::int32, root);
+          broadcast(g, send, count, DataType::int32, root);
           got.assign(send, send + count);
           for (std::size_t i = 0; i < count; ++i) want.push_back(value(root, i, c));
         } else if (kind <= 2) {
           if (kind == 1) {
-            g.all_gather(send, recv, count, DataType::int32);
+            all_gather(g, send, recv, count, DataType::int32);
           } else {
-            g.gather(send, recv, count, DataType::int32, root);
+            gather(g, send, recv, count, DataType::int32, root);
           }
           if (kind == 1 || me == root) {
             got.assign(recv, recv + count * un);
@@ -189,9 +189,9 @@ TEST_P(ShmPlacementRanks, BuffersAtADifferentPageOffsetOnEachRankStayExact) {
         } else {
           std::int32_t* dst = kind == 3 && c % 2 ? send : recv;
           if (kind == 3) {
-            g.all_reduce(send, dst, count, DataType::int32, ReduceOp::sum);
+            all_reduce(g, send, dst, count, DataType::int32, ReduceOp::sum);
           } else {
-            g.reduce(send, dst, count, DataType::int32, ReduceOp::sum, root);
+            reduce(g, send, dst, count, DataType::int32, ReduceOp::sum, root);
           }
           if (kind == 3 || me == root) {
             got.assign(dst, dst + count);
@@ -230,7 +230,7 @@ TEST_F(ShmPlacement, AMismatchPlacingDataDifferentlyFailsAndTheGroupStaysInStep)
     const std::size_t count = g.rank() == 0 ? 3000 : 5000;
     std::vector<std::int32_t> send(count, 7), recv(2 * count, -1);
     try {
-      g.all_gather(send.data(), recv.data(), count, DataType::int32);
+      all_gather(g, send.data(), recv.data(), count, DataType::int32);
       report("the mismatched all_gather returned");
       return 2;
     } catch (const Error& e) {

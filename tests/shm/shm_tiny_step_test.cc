@@ -37,7 +37,7 @@ TEST_F(ShmTinyStep, ALongRunOfTinyBroadcastsIsExact) {
     const int calls = static_cast<int>(Group::kEagerDepth) * 20;
     for (int i = 0; i < calls; ++i) {
       std::int64_t v = g.rank() == 1 ? std::int64_t{1000} * i + 7 : -1;
-      g.broadcast(&v, 1, DataType::int64, 1);
+      broadcast(g, &v, 1, DataType::int64, 1);
       if (v != std::int64_t{1000} * i + 7) {
         report("call " + std::to_string(i) + ": got " + std::to_string(v));
         return 1;
@@ -62,22 +62,22 @@ TEST_F(ShmTinyStep, TinyAndFullStepsMixedStayExact) {
         return 1;
       };
       std::vector<std::int32_t> b(c, me == root ? it : -1);
-      g.broadcast(b.data(), c, DataType::int32, root);
+      broadcast(g, b.data(), c, DataType::int32, root);
       if (std::any_of(b.begin(), b.end(), [&](std::int32_t x) { return x != it; })) {
         return fail("broadcast");
       }
       std::vector<std::int32_t> s(c, me + it), r(c, -1);
-      g.reduce(s.data(), r.data(), c, DataType::int32, ReduceOp::sum, root);
+      reduce(g, s.data(), r.data(), c, DataType::int32, ReduceOp::sum, root);
       const std::int32_t sum = n * it + n * (n - 1) / 2;
       if (me == root && std::any_of(r.begin(), r.end(), [&](std::int32_t x) { return x != sum; })) {
         return fail("reduce");
       }
-      g.all_reduce(s.data(), r.data(), c, DataType::int32, ReduceOp::sum);
+      all_reduce(g, s.data(), r.data(), c, DataType::int32, ReduceOp::sum);
       if (std::any_of(r.begin(), r.end(), [&](std::int32_t x) { return x != sum; })) {
         return fail("all_reduce");
       }
       std::vector<std::int32_t> all(c * n, -1);
-      g.all_gather(s.data(), all.data(), c, DataType::int32);
+      all_gather(g, s.data(), all.data(), c, DataType::int32);
       for (std::size_t k = 0; k < all.size(); ++k) {
         if (all[k] != static_cast<std::int32_t>(k / c) + it) return fail("all_gather");
       }
@@ -85,12 +85,12 @@ TEST_F(ShmTinyStep, TinyAndFullStepsMixedStayExact) {
       // test below has tiny ones).
       std::vector<std::int32_t> src(c * n), one(c, -1);
       for (std::size_t k = 0; k < src.size(); ++k) src[k] = static_cast<std::int32_t>(k) + it;
-      g.scatter(src.data(), one.data(), c, DataType::int32, root);
+      scatter(g, src.data(), one.data(), c, DataType::int32, root);
       for (std::size_t k = 0; k < c; ++k) {
         if (one[k] != static_cast<std::int32_t>(me * c + k) + it) return fail("scatter");
       }
       std::vector<std::int32_t> gathered(c * n, -1);
-      g.gather(s.data(), gathered.data(), c, DataType::int32, root);
+      gather(g, s.data(), gathered.data(), c, DataType::int32, root);
       for (std::size_t k = 0; me == root && k < gathered.size(); ++k) {
         if (gathered[k] != static_cast<std::int32_t>(k / c) + it) return fail("gather");
       }
@@ -113,7 +113,7 @@ TEST_F(ShmTinyStep, TinyScattersAndReduceScattersOnTwoRanksAreExact) {
       for (std::size_t k = 0; k < src.size(); ++k) {
         src[k] = 100 * it + static_cast<std::int32_t>(k) + (me == root ? 0 : 50);
       }
-      g.scatter(src.data(), mine.data(), c, DataType::int32, root);
+      scatter(g, src.data(), mine.data(), c, DataType::int32, root);
       for (std::size_t k = 0; k < c; ++k) {
         if (mine[k] != 100 * it + static_cast<std::int32_t>(me * c + k)) {
           report("scatter wrong at iteration " + std::to_string(it));
@@ -121,7 +121,7 @@ TEST_F(ShmTinyStep, TinyScattersAndReduceScattersOnTwoRanksAreExact) {
         }
       }
       std::vector<std::int32_t> sum(c, -1);
-      g.reduce_scatter(src.data(), sum.data(), c, DataType::int32, ReduceOp::sum);
+      reduce_scatter(g, src.data(), sum.data(), c, DataType::int32, ReduceOp::sum);
       for (std::size_t k = 0; k < c; ++k) {  // both ranks' src[me * c + k]: one has +50
         if (sum[k] != 2 * (100 * it + static_cast<std::int32_t>(me * c + k)) + 50) {
           report("reduce_scatter wrong at iteration " + std::to_string(it));
@@ -147,11 +147,11 @@ TEST_F(ShmTinyStep, ATinyMismatchIsFoundByBothRanks) {
   const auto out = run_ranks(2, {}, [](Group& g, auto report) {
     float buf[2] = {g.rank() == 0 ? 5.0f : -1.0f, -1.0f};
     const std::string first =
-        error_of([&] { g.broadcast(buf, g.rank() == 0 ? 1 : 2, DataType::float32, 0); });
+        error_of([&] { broadcast(g, buf, g.rank() == 0 ? 1 : 2, DataType::float32, 0); });
     if (g.rank() == 1 && buf[0] != -1.0f) return 3;  // read from a mismatched call
     std::int32_t one = 1;
     const std::string second = error_of([&] {
-      g.all_reduce(&one, &one, 1, DataType::int32, ReduceOp::sum);
+      all_reduce(g, &one, &one, 1, DataType::int32, ReduceOp::sum);
     });
     report("first: " + first + " | second: " + second);
     if (one != 2) return 4;  // the reporting call (itself tiny) still completed
@@ -177,7 +177,7 @@ TEST_F(ShmTinyStep, ATinyStepAgainstAFullOneIsAMismatch) {
       std::int32_t buf[3] = {-1, -1, -1};
       const bool tiny = (g.rank() == 0) == root_tiny;
       const std::string first =
-          error_of([&] { g.broadcast(buf, tiny ? 2 : 3, DataType::int32, 0); });
+          error_of([&] { broadcast(g, buf, tiny ? 2 : 3, DataType::int32, 0); });
       if (g.rank() == 1 && buf[0] != -1) return 3;
       const std::string second = error_of([&] { g.barrier(); });
       report(first + second);
@@ -202,7 +202,7 @@ TEST_F(ShmTinyStep, ATinyReduceMismatchReachesTheWritersNext) {
   const auto out = run_ranks(3, {}, [](Group& g, auto report) {
     std::int32_t s = g.rank() + 1, r = -1;
     const ReduceOp op = g.rank() == 2 ? ReduceOp::max : ReduceOp::sum;
-    const std::string first = error_of([&] { g.reduce(&s, &r, 1, DataType::int32, op, 0); });
+    const std::string first = error_of([&] { reduce(g, &s, &r, 1, DataType::int32, op, 0); });
     if (g.rank() == 0 && r != -1) return 3;
     const std::string second = error_of([&] { g.barrier(); });
     report("first: " + first + " | second: " + second);

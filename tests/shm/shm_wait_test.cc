@@ -101,9 +101,9 @@ TEST_F(ShmWait, TwoRanksPinnedToOneCpuYieldAndStayExact) {
     for (int it = 0; it < 300; ++it) {
       const std::size_t count = it % 3 == 0 ? 5000 : static_cast<std::size_t>(1 + it % 40);
       std::vector<std::int64_t> v(count, it + g.rank()), sum(count, -1);
-      g.all_reduce(v.data(), sum.data(), count, DataType::int64, ReduceOp::sum);
+      all_reduce(g, v.data(), sum.data(), count, DataType::int64, ReduceOp::sum);
       std::vector<std::int64_t> b(count, g.rank() == it % 2 ? it : -1);
-      g.broadcast(b.data(), count, DataType::int64, it % 2);
+      broadcast(g, b.data(), count, DataType::int64, it % 2);
       for (std::size_t i = 0; i < count; ++i) {
         if (sum[i] != 2 * it + 1 || b[i] != it) {
           report("wrong at iteration " + std::to_string(it));

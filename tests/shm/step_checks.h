@@ -34,7 +34,7 @@ std::string error_of(Fn&& fn) {
 // After whatever went before, a full call must be exact on every rank: the ranks are in step.
 inline bool in_step(Group& g) {
   std::vector<std::int64_t> v(5, g.rank() + 1);
-  g.all_reduce(v.data(), v.data(), v.size(), DataType::int64, ReduceOp::sum);
+  all_reduce(g, v.data(), v.data(), v.size(), DataType::int64, ReduceOp::sum);
   const std::int64_t n = g.size();
   return std::all_of(v.begin(), v.end(), [&](std::int64_t x) { return x == n * (n + 1) / 2; });
 }
@@ -50,7 +50,7 @@ inline void expect_rejection_reaches_broadcast_root_next(std::size_t count) {
       if (g.rank() == 1) {
         g.reject(detail::Collective::broadcast, ErrorCode::InvalidArgument, text);
       } else {
-        g.broadcast(buf.data(), buf.size(), DataType::int32, 0);
+        broadcast(g, buf.data(), buf.size(), DataType::int32, 0);
       }
     });
     const std::string second = error_of([&] { g.barrier(); });

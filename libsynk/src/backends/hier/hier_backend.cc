@@ -55,6 +55,27 @@ ShmNode join_every_node(const CommContext& ctx) {
                                      ") could not set up its shared memory: " + first->text);
 }
 
+// `a` rooted at rank `root` of the node's group (a's own root is a rank of the whole job).
+CollArgs with_root(const CollArgs& a, int root) {
+  CollArgs local = a;
+  local.root = root;
+  return local;
+}
+
+// A step of the all-reduce `a` that the node's group runs: collective c on the count elements at
+// send and recv, rooted at the leader (local rank 0). avg sums there: all_reduce_across scales
+// once, after the step between the nodes.
+CollArgs node_step(const CollArgs& a, Collective c, const void* send, void* recv,
+                   std::size_t count) {
+  CollArgs step = with_root(a, 0);
+  step.coll = c;
+  step.send = send;
+  step.recv = recv;
+  step.count = count;
+  if (step.op == ReduceOp::avg) step.op = ReduceOp::sum;
+  return step;
+}
+
 }  // namespace
 
 HierBackend::HierBackend(const CommContext& ctx)
@@ -90,12 +111,12 @@ Request HierBackend::all_reduce(const CollArgs& a) {
     all_reduce_sliced(a);
     return {};
   }
+  shm::Group& g = *node_.group;
   const bool leader = ctx_.local_rank == 0;
-  const ReduceOp local_op = a.op == ReduceOp::avg ? ReduceOp::sum : a.op;
   // Non-leaders need no result buffer for the node-local reduce; the leader reduces into recv.
-  node_.group->reduce(a.send, leader ? a.recv : nullptr, a.count, a.dtype, local_op, 0);
+  g.reduce(node_step(a, Collective::reduce, a.send, leader ? a.recv : nullptr, a.count));
   if (leader) all_reduce_across(static_cast<unsigned char*>(a.recv), a.count, a, ctx_.leader_comm);
-  node_.group->broadcast(a.recv, a.count, a.dtype, 0);
+  g.broadcast(node_step(a, Collective::broadcast, a.recv, a.recv, a.count));
   return {};
 }
 
@@ -118,20 +139,22 @@ void HierBackend::all_reduce_across(unsigned char* p, std::size_t count, const C
 void HierBackend::all_reduce_sliced(const CollArgs& a) {
   shm::Group& g = *node_.group;
   const bool leader = ctx_.local_rank == 0;
-  const ReduceOp local_op = a.op == ReduceOp::avg ? ReduceOp::sum : a.op;
   const std::size_t es = size_of(a.dtype);
   const std::size_t n_local = static_cast<std::size_t>(ctx_.local_size);
   const std::size_t b = a.count / n_local, body = b * n_local, tail = a.count - body;
   const auto* send = static_cast<const unsigned char*>(a.send);
   auto* recv = static_cast<unsigned char*>(a.recv);
   unsigned char* mine = recv + static_cast<std::size_t>(ctx_.local_rank) * b * es;
+  unsigned char* rest = recv + body * es;  // the tail's result
   // In place (send == recv) this reduce-scatter is in place too: mine == send + rank * b.
-  g.reduce_scatter(send, mine, b, a.dtype, local_op);
-  if (tail) g.reduce(send + body * es, leader ? recv + body * es : nullptr, tail, a.dtype, local_op, 0);
+  g.reduce_scatter(node_step(a, Collective::reduce_scatter, send, mine, b));
+  if (tail) {
+    g.reduce(node_step(a, Collective::reduce, send + body * es, leader ? rest : nullptr, tail));
+  }
   all_reduce_across(mine, b, a, slice_comm_);
-  if (tail && leader) all_reduce_across(recv + body * es, tail, a, ctx_.leader_comm);
-  g.all_gather(mine, recv, b, a.dtype);
-  if (tail) g.broadcast(recv + body * es, tail, a.dtype, 0);
+  if (tail && leader) all_reduce_across(rest, tail, a, ctx_.leader_comm);
+  g.all_gather(node_step(a, Collective::all_gather, mine, recv, b));
+  if (tail) g.broadcast(node_step(a, Collective::broadcast, rest, rest, tail));
 }
 
 Request HierBackend::broadcast(const CollArgs& a) {
@@ -143,8 +166,7 @@ Request HierBackend::broadcast(const CollArgs& a) {
   auto* buf = static_cast<unsigned char*>(a.recv);
   // 1. The root hands its data to its node's leader (within the node, through shm).
   if (a.root != root_leader && ctx_.node == root_node) {
-    node_.group->broadcast(a.recv, a.count, a.dtype,
-                           local_rank_of_rank_[static_cast<std::size_t>(a.root)]);
+    node_.group->broadcast(with_root(a, local_rank_of_rank_[static_cast<std::size_t>(a.root)]));
   }
   // 2. Across the leaders. 3. Inside every other node.
   if (ctx_.local_rank == 0) {
@@ -154,9 +176,7 @@ Request HierBackend::broadcast(const CollArgs& a) {
       mpi_watch_progress();
     }
   }
-  if (ctx_.node != root_node || a.root == root_leader) {
-    node_.group->broadcast(a.recv, a.count, a.dtype, 0);
-  }
+  if (ctx_.node != root_node || a.root == root_leader) node_.group->broadcast(with_root(a, 0));
   return {};
 }
 

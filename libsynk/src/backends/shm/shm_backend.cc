@@ -87,35 +87,35 @@ NodeBuffer ShmBackend::alloc(std::size_t bytes) {
 }
 
 Request ShmBackend::all_reduce(const CollArgs& a) {
-  group_->all_reduce(a.send, a.recv, a.count, a.dtype, a.op);
+  group_->all_reduce(a);
   return {};
 }
 Request ShmBackend::reduce(const CollArgs& a) {
-  group_->reduce(a.send, a.recv, a.count, a.dtype, a.op, a.root);
+  group_->reduce(a);
   return {};
 }
 Request ShmBackend::broadcast(const CollArgs& a) {
-  group_->broadcast(a.recv, a.count, a.dtype, a.root);
+  group_->broadcast(a);
   return {};
 }
 Request ShmBackend::all_gather(const CollArgs& a) {
-  group_->all_gather(a.send, a.recv, a.count, a.dtype);
+  group_->all_gather(a);
   return {};
 }
 Request ShmBackend::gather(const CollArgs& a) {
-  group_->gather(a.send, a.recv, a.count, a.dtype, a.root);
+  group_->gather(a);
   return {};
 }
 Request ShmBackend::gatherv(const CollArgs& a) {
-  group_->gatherv(a.send, a.count, a.recv, a.recv_counts, a.dtype, a.root);
+  group_->gatherv(a);
   return {};
 }
 Request ShmBackend::scatter(const CollArgs& a) {
-  group_->scatter(a.send, a.recv, a.count, a.dtype, a.root);
+  group_->scatter(a);
   return {};
 }
 Request ShmBackend::reduce_scatter(const CollArgs& a) {
-  group_->reduce_scatter(a.send, a.recv, a.count, a.dtype, a.op);
+  group_->reduce_scatter(a);
   return {};
 }
 void ShmBackend::reject(const CollArgs& a, const Error& e) {

@@ -31,110 +31,107 @@ constexpr std::size_t eager_limit(std::size_t on_two_ranks, int ranks) {
 
 }  // namespace
 
-void Group::all_reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op) {
-  begin(Collective::all_reduce, count, t, op, 0);
-  const std::size_t bytes = count * size_of(t);
+void Group::all_reduce(const detail::CollArgs& a) {
+  begin(a);
+  const std::size_t bytes = a.count * size_of(a.dtype);
   if (bytes <= kEagerBytes) {
-    algo::all_reduce_eager(parts_, send, recv, count, t, op);
+    algo::all_reduce_eager(parts_, a);
   } else if (bytes <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
-    algo::all_reduce_one_step(parts_, send, recv, count, t, op);
+    algo::all_reduce_one_step(parts_, a);
   } else if (cma_chosen(Collective::all_reduce, bytes)) {
-    algo::all_reduce_cma(parts_, send, recv, count, t, op);
+    algo::all_reduce_cma(parts_, a);
   } else {
-    algo::reduce_slices(parts_, send, recv, count, t, op, -1);
+    algo::reduce_slices(parts_, a);
   }
   end();
 }
 
-void Group::reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op,
-                   int root) {
-  begin(Collective::reduce, count, t, op, root);
-  const std::size_t bytes = count * size_of(t);
+void Group::reduce(const detail::CollArgs& a) {
+  begin(a);
+  const std::size_t bytes = a.count * size_of(a.dtype);
   if (bytes <= eager_limit(kRootedEagerBytes, cfg_.size)) {
-    algo::reduce_eager(parts_, send, recv, count, t, op, root);
+    algo::reduce_eager(parts_, a);
   } else if (cma_chosen(Collective::reduce, bytes)) {
-    algo::reduce_cma(parts_, send, recv, count, t, op, root);
+    algo::reduce_cma(parts_, a);
   } else if (cfg_.size <= 2 || bytes <= cfg_.root_reduces_bytes) {
-    algo::reduce_at_root(parts_, send, recv, count, t, op, root);
+    algo::reduce_at_root(parts_, a);
   } else {
-    algo::reduce_slices(parts_, send, recv, count, t, op, root);
+    algo::reduce_slices(parts_, a);
   }
   end();
 }
 
-void Group::broadcast(void* buf, std::size_t count, DataType t, int root) {
-  begin(Collective::broadcast, count, t, ReduceOp::sum, root);
-  const std::size_t bytes = count * size_of(t);
+void Group::broadcast(const detail::CollArgs& a) {
+  begin(a);
+  const std::size_t bytes = a.count * size_of(a.dtype);
   if (bytes <= eager_limit(kRootedEagerBytes, cfg_.size)) {  // the root does not wait
-    algo::broadcast_eager(parts_, buf, count, t, root);
+    algo::broadcast_eager(parts_, a);
   } else if (cma_chosen(Collective::broadcast, bytes)) {
-    algo::broadcast_cma(parts_, buf, count, t, root);
+    algo::broadcast_cma(parts_, a);
   } else {
-    algo::broadcast_slots(parts_, buf, count, t, root);
+    algo::broadcast_slots(parts_, a);
   }
   end();
 }
 
-void Group::all_gather(const void* send, void* recv, std::size_t count, DataType t) {
-  begin(Collective::all_gather, count, t, ReduceOp::sum, 0);
-  const std::size_t bytes = count * size_of(t);
+void Group::all_gather(const detail::CollArgs& a) {
+  begin(a);
+  const std::size_t bytes = a.count * size_of(a.dtype);
   if (bytes <= eager_limit(kAllGatherEagerBytes, cfg_.size)) {
-    algo::gather_eager(parts_, send, recv, count, t, -1);
+    algo::gather_eager(parts_, a);
   } else if (cma_chosen(Collective::all_gather, bytes)) {
-    algo::gather_cma(parts_, send, recv, count, t, -1);
+    algo::gather_cma(parts_, a);
   } else {
-    algo::gather_slots(parts_, send, recv, count, t, -1);
+    algo::gather_slots(parts_, a);
   }
   end();
 }
 
-void Group::gather(const void* send, void* recv, std::size_t count, DataType t, int root) {
-  begin(Collective::gather, count, t, ReduceOp::sum, root);
-  const std::size_t bytes = count * size_of(t);
+void Group::gather(const detail::CollArgs& a) {
+  begin(a);
+  const std::size_t bytes = a.count * size_of(a.dtype);
   if (bytes <= eager_limit(kGatherEagerBytes, cfg_.size)) {  // only the root waits
-    algo::gather_eager(parts_, send, recv, count, t, root);
+    algo::gather_eager(parts_, a);
   } else if (cma_chosen(Collective::gather, bytes)) {
-    algo::gather_cma(parts_, send, recv, count, t, root);
+    algo::gather_cma(parts_, a);
   } else {
-    algo::gather_slots(parts_, send, recv, count, t, root);
+    algo::gather_slots(parts_, a);
   }
   end();
 }
 
-void Group::gatherv(const void* send, std::size_t count, void* recv,
-                    std::span<const std::size_t> recv_counts, DataType t, int root) {
-  begin(Collective::gatherv, count, t, ReduceOp::sum, root);
-  algo::gatherv_slots(parts_, send, count, recv, recv_counts, t, root);
+void Group::gatherv(const detail::CollArgs& a) {
+  begin(a);
+  algo::gatherv_slots(parts_, a);
   end();
 }
 
-void Group::scatter(const void* send, void* recv, std::size_t count, DataType t, int root) {
-  begin(Collective::scatter, count, t, ReduceOp::sum, root);
-  const std::size_t block = count * size_of(t);
+void Group::scatter(const detail::CollArgs& a) {
+  begin(a);
+  const std::size_t block = a.count * size_of(a.dtype);
   if (block * static_cast<std::size_t>(cfg_.size) <= kScatterEagerBytes) {
-    algo::scatter_eager(parts_, send, recv, count, t, root);
+    algo::scatter_eager(parts_, a);
   } else if (cma_.usable(block)) {
-    algo::scatter_cma(parts_, send, recv, count, t, root);
+    algo::scatter_cma(parts_, a);
   } else {
-    algo::scatter_slots(parts_, send, recv, count, t, root);
+    algo::scatter_slots(parts_, a);
   }
   end();
 }
 
-void Group::reduce_scatter(const void* send, void* recv, std::size_t count, DataType t,
-                           ReduceOp op) {
-  begin(Collective::reduce_scatter, count, t, op, 0);
-  const std::size_t all = static_cast<std::size_t>(cfg_.size) * count * size_of(t);
+void Group::reduce_scatter(const detail::CollArgs& a) {
+  begin(a);
+  const std::size_t all = static_cast<std::size_t>(cfg_.size) * a.count * size_of(a.dtype);
   if (all <= eager_limit(kReduceScatterEagerBytes, cfg_.size)) {
-    algo::reduce_scatter_eager(parts_, send, recv, count, t, op);
+    algo::reduce_scatter_eager(parts_, a);
   } else {
-    algo::reduce_scatter_slots(parts_, send, recv, count, t, op);
+    algo::reduce_scatter_slots(parts_, a);
   }
   end();
 }
 
 void Group::barrier() {
-  begin(Collective::barrier, 0, DataType::uint8, ReduceOp::sum, 0);
+  begin(detail::CollArgs{});  // Collective::barrier, count 0
   steps_.next_step();
   steps_.sync();
   end();

@@ -78,10 +78,11 @@ int Group::add_region(unsigned char* base, std::size_t stride, std::size_t bytes
   return node_.add_region(base, stride, bytes, std::move(keep));
 }
 
-void Group::begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root) {
-  steps_.begin_call(c, count, t, op, root);
+void Group::begin(const detail::CollArgs& a) {
+  const detail::Collective c = a.coll;
+  steps_.begin_call(c, a.count, a.dtype, a.op, a.root);
   algo_chosen_ = false;  // a call that threw before its end() leaves nothing to time
-  const std::size_t bytes = count * size_of(t);
+  const std::size_t bytes = a.count * size_of(a.dtype);
   const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather;
   slots_.set_stores(
       store_tuner_.choose(static_cast<int>(c), bytes),

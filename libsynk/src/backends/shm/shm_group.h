@@ -14,7 +14,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 
 #include "backends/shm/algo_chooser.h"
@@ -46,16 +45,16 @@ class Group {
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
-  // The collectives, on arguments already validated (as in detail::CollArgs).
-  void all_reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
-  void reduce(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op, int root);
-  void broadcast(void* buf, std::size_t count, DataType t, int root);
-  void all_gather(const void* send, void* recv, std::size_t count, DataType t);
-  void gather(const void* send, void* recv, std::size_t count, DataType t, int root);
-  void gatherv(const void* send, std::size_t count, void* recv,
-               std::span<const std::size_t> recv_counts, DataType t, int root);
-  void scatter(const void* send, void* recv, std::size_t count, DataType t, int root);
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DataType t, ReduceOp op);
+  // The collectives, on arguments already validated; a.coll names the collective called (the
+  // algorithms read it) and a broadcast's buffer is a.recv.
+  void all_reduce(const detail::CollArgs& a);
+  void reduce(const detail::CollArgs& a);
+  void broadcast(const detail::CollArgs& a);
+  void all_gather(const detail::CollArgs& a);
+  void gather(const detail::CollArgs& a);
+  void gatherv(const detail::CollArgs& a);
+  void scatter(const detail::CollArgs& a);
+  void reduce_scatter(const detail::CollArgs& a);
   void barrier();
   // Takes part in the call `c` only to fail it (StepChannel::reject). Always throws.
   [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message);
@@ -77,7 +76,7 @@ class Group {
 
  private:
   // Every public collective is begin(), one algorithm, end().
-  void begin(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root);
+  void begin(const detail::CollArgs& a);
   void end();  // throws a mismatch of an earlier call found during this one
 
   // Whether this call of a chosen collective (algo_chooser.h) with `bytes` per rank runs by

@@ -10,17 +10,18 @@
 // - slots: steps of at most one slot per rank: copy in, post (and wait for the ranks this one
 //   reads from), then read what they wrote (step_sync.cc says why that is safe);
 // - cma: one copy, each reader pulling straight out of the writer's buffer.
-// Arguments are validated already (as in detail::CollArgs). A root of -1 means every rank
-// receives (all_reduce, all_gather).
+// Every algorithm takes the call as the user made it (detail::CollArgs, validated already), and
+// a.coll must name the collective called: reduce_slices and the gathers serve all_reduce and
+// all_gather too, and tell them apart by it (receiver()).
 #pragma once
 
 #include <cstddef>
-#include <span>
 
 #include "backends/shm/cma_pull.h"
 #include "backends/shm/node_buffers.h"
 #include "backends/shm/slot_arena.h"
 #include "backends/shm/step_channel.h"
+#include "core/backend.h"
 #include "synk/types.h"
 
 namespace synk::shm {
@@ -36,6 +37,9 @@ struct Parts {
 
 namespace algo {
 
+// The rank that receives the result, or -1 where every rank does (all_reduce, all_gather).
+inline int receiver(const detail::CollArgs& a) { return detail::has_root(a.coll) ? a.root : -1; }
+
 // Calls step(off, n) for each chunk of at most `chunk` of `count` elements, in order: one slot
 // step each. A call of count 0 still takes one step (every rank takes the same steps).
 template <class Step>
@@ -48,48 +52,35 @@ void each_chunk(std::size_t count, std::size_t chunk, Step&& step) {
   } while (off < count);
 }
 
-void all_reduce_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                      ReduceOp op);
-void all_reduce_one_step(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                         ReduceOp op);
-// all_reduce (root -1) or reduce: every rank reduces a slice of every step.
-void reduce_slices(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                   ReduceOp op, int root);
-void all_reduce_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                    ReduceOp op);
-void reduce_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                  ReduceOp op, int root);
-void reduce_at_root(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                    ReduceOp op, int root);
-void reduce_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                ReduceOp op, int root);
+void all_reduce_eager(Parts& p, const detail::CollArgs& a);
+void all_reduce_one_step(Parts& p, const detail::CollArgs& a);
+// all_reduce or reduce: every rank reduces a slice of every step.
+void reduce_slices(Parts& p, const detail::CollArgs& a);
+void all_reduce_cma(Parts& p, const detail::CollArgs& a);
+void reduce_eager(Parts& p, const detail::CollArgs& a);
+void reduce_at_root(Parts& p, const detail::CollArgs& a);
+void reduce_cma(Parts& p, const detail::CollArgs& a);
 
-void broadcast_eager(Parts& p, void* buf, std::size_t count, DataType t, int root);
-void broadcast_slots(Parts& p, void* buf, std::size_t count, DataType t, int root);
-void broadcast_cma(Parts& p, void* buf, std::size_t count, DataType t, int root);
+// The buffer is a.recv.
+void broadcast_eager(Parts& p, const detail::CollArgs& a);
+void broadcast_slots(Parts& p, const detail::CollArgs& a);
+void broadcast_cma(Parts& p, const detail::CollArgs& a);
 
-// all_gather (root -1) and gather.
-void gather_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                  int root);
-void gather_slots(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                  int root);
-void gather_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t, int root);
+// all_gather and gather.
+void gather_eager(Parts& p, const detail::CollArgs& a);
+void gather_slots(Parts& p, const detail::CollArgs& a);
+void gather_cma(Parts& p, const detail::CollArgs& a);
 // A gather or all_gather of more bytes per rank than this steps in pieces of it (gather_slots.cc).
 inline constexpr std::size_t kGatherPieceBytes = std::size_t{512} << 10;
 
-void gatherv_slots(Parts& p, const void* send, std::size_t count, void* recv,
-                   std::span<const std::size_t> recv_counts, DataType t, int root);
+void gatherv_slots(Parts& p, const detail::CollArgs& a);
 
-void scatter_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                   int root);
-void scatter_slots(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                   int root);
-void scatter_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t, int root);
+void scatter_eager(Parts& p, const detail::CollArgs& a);
+void scatter_slots(Parts& p, const detail::CollArgs& a);
+void scatter_cma(Parts& p, const detail::CollArgs& a);
 
-void reduce_scatter_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                          ReduceOp op);
-void reduce_scatter_slots(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                          ReduceOp op);
+void reduce_scatter_eager(Parts& p, const detail::CollArgs& a);
+void reduce_scatter_slots(Parts& p, const detail::CollArgs& a);
 
 }  // namespace algo
 }  // namespace synk::shm

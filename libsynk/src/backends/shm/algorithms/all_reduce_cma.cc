@@ -9,13 +9,13 @@
 
 namespace synk::shm::algo {
 
-void all_reduce_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                    ReduceOp op) {
-  const std::size_t es = size_of(t);
+void all_reduce_cma(Parts& p, const detail::CollArgs& a) {
+  const std::size_t count = a.count, es = size_of(a.dtype);
+  void* recv = a.recv;
   std::size_t lo, hi;
   slice(p.rank(), p.size(), count, es, &lo, &hi);
-  p.cma.open(send, recv);
-  reduce_pulled(p, send, lo, hi, at(recv, lo * es), t, op);
+  p.cma.open(a.send, recv);
+  reduce_pulled(p, a.send, lo, hi, at(recv, lo * es), a.dtype, a.op);
   p.steps.sync();  // every rank's slice is reduced: the others' may be read now
   for (int q = 0; q < p.size(); ++q) {
     if (q == p.rank()) continue;

@@ -5,13 +5,13 @@
 
 namespace synk::shm::algo {
 
-void all_reduce_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                      ReduceOp op) {
-  const std::size_t bytes = count * size_of(t);
+void all_reduce_eager(Parts& p, const detail::CollArgs& a) {
+  const std::size_t bytes = a.count * size_of(a.dtype);
   p.steps.next_step(true, bytes);
-  copy(p.steps.eager_out(), send, bytes);
+  copy(p.steps.eager_out(), a.send, bytes);
   p.steps.sync();
-  reduce_from(recv, p.size(), [&](int q) { return p.steps.eager_in(q); }, count, t, op);
+  reduce_from(
+      a.recv, p.size(), [&](int q) { return p.steps.eager_in(q); }, a.count, a.dtype, a.op);
 }
 
 }  // namespace synk::shm::algo

@@ -5,13 +5,13 @@
 
 namespace synk::shm::algo {
 
-void all_reduce_one_step(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                         ReduceOp op) {
-  p.slots.next_slot_step(count * size_of(t));
-  p.slots.shift_slots(send);
-  copy(p.slots.slot(p.rank()), send, count * size_of(t));
+void all_reduce_one_step(Parts& p, const detail::CollArgs& a) {
+  const std::size_t bytes = a.count * size_of(a.dtype);
+  p.slots.next_slot_step(bytes);
+  p.slots.shift_slots(a.send);
+  copy(p.slots.slot(p.rank()), a.send, bytes);
   p.steps.sync();
-  reduce_slice(p, 0, count, 0, recv, t, op);
+  reduce_slice(p, 0, a.count, 0, a.recv, a.dtype, a.op);
 }
 
 }  // namespace synk::shm::algo

@@ -7,9 +7,11 @@
 
 namespace synk::shm::algo {
 
-void broadcast_cma(Parts& p, void* buf, std::size_t count, DataType t, int root) {
-  p.cma.open(buf);
-  if (p.rank() != root) p.cma.pull(root, buf, p.cma.peer_buffer(root), count * size_of(t));
+void broadcast_cma(Parts& p, const detail::CollArgs& a) {
+  p.cma.open(a.recv);
+  if (p.rank() != a.root) {
+    p.cma.pull(a.root, a.recv, p.cma.peer_buffer(a.root), a.count * size_of(a.dtype));
+  }
   p.cma.finish();
 }
 

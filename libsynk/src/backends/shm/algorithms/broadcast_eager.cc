@@ -5,8 +5,10 @@
 
 namespace synk::shm::algo {
 
-void broadcast_eager(Parts& p, void* buf, std::size_t count, DataType t, int root) {
-  const std::size_t bytes = count * size_of(t);
+void broadcast_eager(Parts& p, const detail::CollArgs& a) {
+  void* buf = a.recv;
+  const int root = a.root;
+  const std::size_t bytes = a.count * size_of(a.dtype);
   p.steps.next_step(true, bytes);
   if (p.rank() == root) {
     copy(p.steps.eager_out(), buf, bytes);

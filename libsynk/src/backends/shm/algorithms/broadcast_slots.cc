@@ -7,10 +7,12 @@
 
 namespace synk::shm::algo {
 
-void broadcast_slots(Parts& p, void* buf, std::size_t count, DataType t, int root) {
-  const std::size_t es = size_of(t);
-  const std::size_t chunk = p.slots.slot_elems(t);
-  each_chunk(count, chunk, [&](std::size_t off, std::size_t n) {
+void broadcast_slots(Parts& p, const detail::CollArgs& a) {
+  void* buf = a.recv;
+  const int root = a.root;
+  const std::size_t es = size_of(a.dtype);
+  const std::size_t chunk = p.slots.slot_elems(a.dtype);
+  each_chunk(a.count, chunk, [&](std::size_t off, std::size_t n) {
     p.slots.next_slot_step(n * es);
     p.slots.shift_slots(p.rank() == root ? at(buf, off * es) : nullptr);
     if (p.rank() == root) {

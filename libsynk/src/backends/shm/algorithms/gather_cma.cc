@@ -9,16 +9,16 @@
 
 namespace synk::shm::algo {
 
-void gather_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t, int root) {
-  const std::size_t bytes = count * size_of(t);
-  p.cma.open(send);
-  const int me = p.rank(), n = p.size();
+void gather_cma(Parts& p, const detail::CollArgs& a) {
+  const std::size_t bytes = a.count * size_of(a.dtype);
+  p.cma.open(a.send);
+  const int me = p.rank(), n = p.size(), root = receiver(a);
   if (root < 0 || root == me) {
     for (int k = 1; k < n; ++k) {
       const int q = (me + k) % n;
-      p.cma.pull(q, at(recv, static_cast<std::size_t>(q) * bytes), p.cma.peer_buffer(q), bytes);
+      p.cma.pull(q, at(a.recv, static_cast<std::size_t>(q) * bytes), p.cma.peer_buffer(q), bytes);
     }
-    copy(at(recv, static_cast<std::size_t>(me) * bytes), send, bytes);  // nothing in place
+    copy(at(a.recv, static_cast<std::size_t>(me) * bytes), a.send, bytes);  // nothing in place
   }
   p.cma.finish();
 }

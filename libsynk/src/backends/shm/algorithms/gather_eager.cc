@@ -5,15 +5,15 @@
 
 namespace synk::shm::algo {
 
-void gather_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                  int root) {
-  const std::size_t bytes = count * size_of(t);
+void gather_eager(Parts& p, const detail::CollArgs& a) {
+  const int root = receiver(a);
+  const std::size_t bytes = a.count * size_of(a.dtype);
   p.steps.next_step(true, bytes);
-  copy(p.steps.eager_out(), send, bytes);
+  copy(p.steps.eager_out(), a.send, bytes);
   if (root >= 0 && root != p.rank()) return p.steps.post();
   p.steps.sync();
   for (int q = 0; q < p.size(); ++q) {
-    copy(at(recv, static_cast<std::size_t>(q) * bytes), p.steps.eager_in(q), bytes);
+    copy(at(a.recv, static_cast<std::size_t>(q) * bytes), p.steps.eager_in(q), bytes);
   }
 }
 

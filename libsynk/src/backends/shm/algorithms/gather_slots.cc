@@ -54,15 +54,17 @@ bool gather_chunk(Parts& p, const void* send, void* recv, std::size_t count, std
 
 }  // namespace
 
-void gather_slots(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                  int root) {
+void gather_slots(Parts& p, const detail::CollArgs& a) {
+  const std::size_t count = a.count;
+  const DataType t = a.dtype;
   const std::size_t es = size_of(t);
   const bool pieces = count * es > kGatherPieceBytes;
   const std::size_t chunk =
       pieces ? std::min(p.slots.slot_elems(t), kGatherPieceBytes / es) : p.slots.slot_elems(t);
   bool read_in_place = false;
   each_chunk(count, chunk, [&](std::size_t off, std::size_t n) {
-    read_in_place = gather_chunk(p, send, recv, count, off, n, t, root, !pieces) || read_in_place;
+    read_in_place =
+        gather_chunk(p, a.send, a.recv, count, off, n, t, receiver(a), !pieces) || read_in_place;
   });
   // Every rank saw the same offers, so all take this last step or none: after it every reader
   // is done with the node buffers read in place.

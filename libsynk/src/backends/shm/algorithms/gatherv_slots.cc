@@ -42,23 +42,24 @@ std::vector<std::size_t> agree_on_counts(Parts& p, std::span<const std::size_t> 
 
 }  // namespace
 
-void gatherv_slots(Parts& p, const void* send, std::size_t count, void* recv,
-                   std::span<const std::size_t> recv_counts, DataType t, int root) {
-  const std::vector<std::size_t> counts = agree_on_counts(p, recv_counts, root);
+void gatherv_slots(Parts& p, const detail::CollArgs& a) {
+  const std::size_t count = a.count;
+  const int root = a.root;
+  const std::vector<std::size_t> counts = agree_on_counts(p, a.recv_counts, root);
   const std::size_t max_count = *std::max_element(counts.begin(), counts.end());
-  const std::size_t es = size_of(t);
-  const std::size_t chunk = p.slots.slot_elems(t);
+  const std::size_t es = size_of(a.dtype);
+  const std::size_t chunk = p.slots.slot_elems(a.dtype);
   for (std::size_t off = 0; off < max_count; off += chunk) {
     p.slots.next_slot_step(std::min(chunk, max_count - off) * es);
     const std::size_t mine = count > off ? std::min(chunk, count - off) : 0;
-    p.slots.copy_in(p.slots.slot(p.rank()), at(send, std::min(off, count) * es), mine * es);
+    p.slots.copy_in(p.slots.slot(p.rank()), at(a.send, std::min(off, count) * es), mine * es);
     p.steps.sync();
     if (p.rank() != root) continue;
     std::size_t displ = 0;
     for (int q = 0; q < p.size(); ++q) {
       const std::size_t c = counts[static_cast<std::size_t>(q)];
       if (c > off) {
-        p.slots.copy_out(at(recv, (displ + off) * es), p.slots.slot(q),
+        p.slots.copy_out(at(a.recv, (displ + off) * es), p.slots.slot(q),
                          std::min(chunk, c - off) * es);
       }
       displ += c;

@@ -11,12 +11,13 @@
 
 namespace synk::shm::algo {
 
-void reduce_at_root(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                    ReduceOp op, int root) {
-  const std::size_t es = size_of(t);
-  const std::size_t chunk = p.slots.slot_elems(t);
-  const bool own_via_slot = send == recv && root != 0;
-  each_chunk(count, chunk, [&](std::size_t off, std::size_t n) {
+void reduce_at_root(Parts& p, const detail::CollArgs& a) {
+  const void* send = a.send;
+  const int root = a.root;
+  const std::size_t es = size_of(a.dtype);
+  const std::size_t chunk = p.slots.slot_elems(a.dtype);
+  const bool own_via_slot = send == a.recv && root != 0;
+  each_chunk(a.count, chunk, [&](std::size_t off, std::size_t n) {
     p.slots.next_slot_step(n * es);
     if (p.rank() != root || own_via_slot) {
       p.slots.copy_in(p.slots.slot(p.rank()), at(send, off * es), n * es);
@@ -28,7 +29,7 @@ void reduce_at_root(Parts& p, const void* send, void* recv, std::size_t count, D
       auto source = [&](int q) -> const void* {
         return q == root && !own_via_slot ? at(send, off * es) : p.slots.slot(q);
       };
-      reduce_from(at(recv, off * es), p.size(), source, n, t, op);
+      reduce_from(at(a.recv, off * es), p.size(), source, n, a.dtype, a.op);
     }
   });
 }

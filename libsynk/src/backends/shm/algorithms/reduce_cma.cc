@@ -5,10 +5,9 @@
 
 namespace synk::shm::algo {
 
-void reduce_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                ReduceOp op, int root) {
-  p.cma.open(send);
-  if (p.rank() == root) reduce_pulled(p, send, 0, count, recv, t, op);
+void reduce_cma(Parts& p, const detail::CollArgs& a) {
+  p.cma.open(a.send);
+  if (p.rank() == a.root) reduce_pulled(p, a.send, 0, a.count, a.recv, a.dtype, a.op);
   p.cma.finish();
 }
 

@@ -5,14 +5,14 @@
 
 namespace synk::shm::algo {
 
-void reduce_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                  ReduceOp op, int root) {
-  const std::size_t bytes = count * size_of(t);
+void reduce_eager(Parts& p, const detail::CollArgs& a) {
+  const std::size_t bytes = a.count * size_of(a.dtype);
   p.steps.next_step(true, bytes);
-  copy(p.steps.eager_out(), send, bytes);
-  if (p.rank() != root) return p.steps.post();
+  copy(p.steps.eager_out(), a.send, bytes);
+  if (p.rank() != a.root) return p.steps.post();
   p.steps.sync();
-  reduce_from(recv, p.size(), [&](int q) { return p.steps.eager_in(q); }, count, t, op);
+  reduce_from(
+      a.recv, p.size(), [&](int q) { return p.steps.eager_in(q); }, a.count, a.dtype, a.op);
 }
 
 }  // namespace synk::shm::algo

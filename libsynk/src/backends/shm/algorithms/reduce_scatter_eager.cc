@@ -5,15 +5,15 @@
 
 namespace synk::shm::algo {
 
-void reduce_scatter_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                          ReduceOp op) {
-  const std::size_t block = count * size_of(t);
+void reduce_scatter_eager(Parts& p, const detail::CollArgs& a) {
+  const std::size_t block = a.count * size_of(a.dtype);
   const std::size_t all = block * static_cast<std::size_t>(p.size());
   p.steps.next_step(true, all);
-  copy(p.steps.eager_out(), send, all);
+  copy(p.steps.eager_out(), a.send, all);
   p.steps.sync();
   const std::size_t mine = static_cast<std::size_t>(p.rank()) * block;
-  reduce_from(recv, p.size(), [&](int q) { return p.steps.eager_in(q) + mine; }, count, t, op);
+  reduce_from(
+      a.recv, p.size(), [&](int q) { return p.steps.eager_in(q) + mine; }, a.count, a.dtype, a.op);
 }
 
 }  // namespace synk::shm::algo

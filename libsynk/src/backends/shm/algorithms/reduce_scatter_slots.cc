@@ -9,8 +9,11 @@
 
 namespace synk::shm::algo {
 
-void reduce_scatter_slots(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                          ReduceOp op) {
+void reduce_scatter_slots(Parts& p, const detail::CollArgs& a) {
+  const void* send = a.send;
+  void* recv = a.recv;
+  const std::size_t count = a.count;
+  const DataType t = a.dtype;
   const std::size_t es = size_of(t);
   const std::size_t n_ranks = static_cast<std::size_t>(p.size());
   const std::size_t me = static_cast<std::size_t>(p.rank());
@@ -25,7 +28,7 @@ void reduce_scatter_slots(Parts& p, const void* send, void* recv, std::size_t co
         p.slots.copy_in(mine + b * n * es, at(send, (b * count + off) * es), n * es);
     }
     p.steps.sync();
-    reduce_slice(p, 0, n, me * n, at(recv, off * es), t, op, own_from_send ? own : nullptr);
+    reduce_slice(p, 0, n, me * n, at(recv, off * es), t, a.op, own_from_send ? own : nullptr);
   });
 }
 

@@ -66,11 +66,11 @@ void reduce_chunk(Parts& p, const void* send, void* recv, std::size_t off, std::
 
 }  // namespace
 
-void reduce_slices(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                   ReduceOp op, int root) {
-  const std::size_t chunk = p.slots.slot_elems(t);
-  each_chunk(count, chunk, [&](std::size_t off, std::size_t n) {
-    reduce_chunk(p, send, recv, off, n, t, op, root);
+void reduce_slices(Parts& p, const detail::CollArgs& a) {
+  const int root = receiver(a);
+  const std::size_t chunk = p.slots.slot_elems(a.dtype);
+  each_chunk(a.count, chunk, [&](std::size_t off, std::size_t n) {
+    reduce_chunk(p, a.send, a.recv, off, n, a.dtype, a.op, root);
   });
 }
 

@@ -8,9 +8,11 @@
 
 namespace synk::shm::algo {
 
-void scatter_cma(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                 int root) {
-  const std::size_t bytes = count * size_of(t);
+void scatter_cma(Parts& p, const detail::CollArgs& a) {
+  const void* send = a.send;
+  void* recv = a.recv;
+  const int root = a.root;
+  const std::size_t bytes = a.count * size_of(a.dtype);
   p.cma.open(send);
   const std::size_t mine = static_cast<std::size_t>(p.rank()) * bytes;
   if (p.rank() == root) {

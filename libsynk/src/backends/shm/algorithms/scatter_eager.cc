@@ -5,9 +5,11 @@
 
 namespace synk::shm::algo {
 
-void scatter_eager(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                   int root) {
-  const std::size_t block = count * size_of(t);
+void scatter_eager(Parts& p, const detail::CollArgs& a) {
+  const void* send = a.send;
+  void* recv = a.recv;
+  const int root = a.root;
+  const std::size_t block = a.count * size_of(a.dtype);
   const std::size_t all = block * static_cast<std::size_t>(p.size());
   p.steps.next_step(true, all);
   if (p.rank() == root) {

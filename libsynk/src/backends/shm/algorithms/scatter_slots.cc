@@ -6,10 +6,12 @@
 
 namespace synk::shm::algo {
 
-void scatter_slots(Parts& p, const void* send, void* recv, std::size_t count, DataType t,
-                   int root) {
-  const std::size_t es = size_of(t);
-  const std::size_t chunk = p.slots.slot_elems(t);
+void scatter_slots(Parts& p, const detail::CollArgs& a) {
+  const void* send = a.send;
+  const std::size_t count = a.count;
+  const int root = a.root;
+  const std::size_t es = size_of(a.dtype);
+  const std::size_t chunk = p.slots.slot_elems(a.dtype);
   each_chunk(count, chunk, [&](std::size_t off, std::size_t n) {
     p.slots.next_slot_step(n * es);
     if (p.rank() == root) {
@@ -23,7 +25,7 @@ void scatter_slots(Parts& p, const void* send, void* recv, std::size_t count, Da
     const void* src = p.rank() == root
                           ? at(send, (static_cast<std::size_t>(root) * count + off) * es)
                           : p.slots.slot(p.rank());
-    p.slots.copy_out(at(recv, off * es), src, n * es);
+    p.slots.copy_out(at(a.recv, off * es), src, n * es);
   });
 }
 
