@@ -130,6 +130,13 @@ TEST(Distribute, TheMasterDrivesEveryKindOfRequestAlone) {
       for (int i = 0; i < 6; ++i) p[i] = 10.0f;
     });
     EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(60.0f));
+    // Scatter from the Data: each rank takes its share of the batch's rows from the segment.
+    s.scatter(x, Batch::first(4));
+    const std::vector<float> part = s.get_value(last, &shape);
+    const std::size_t first = 4 * static_cast<std::size_t>(last) / static_cast<std::size_t>(n);
+    EXPECT_EQ(shape, (std::vector<std::size_t>{4 - first, 1}));
+    EXPECT_EQ(part, std::vector<float>(4 - first, 10.0f));
+    s.set_value(last, {42, 43});
     const std::vector<float> fresh{1, 2, 3, 4, 5, 6, 7};
     DrivenCall<float> c;
     c.arrays = {Rows<float>{fresh, {}}};

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <numeric>
+#include <tuple>
+#include <utility>
 #include <stdexcept>
 #include <vector>
 
@@ -89,6 +91,54 @@ TEST(Shared, ReduceBroadcastScatterGetSet) {
     }
   }
   EXPECT_THAT(s.get_value(n - 1), ElementsAre(42, 43));  // unchanged, and still usable
+}
+
+// scatter gives each rank only its rows: from the root (rank 1's value, whose other ranks hold
+// nothing but their share after it), and straight out of a Data's segment for a Batch (nothing
+// travels). Rows of 3 values, 7 rows: shares of rows [7r/n, 7(r+1)/n).
+TEST(Shared, ScatterLeavesEachRankOnlyItsRows) {
+  Communicator& comm = world();
+  const int r = comm.rank(), n = comm.size(), root = n - 1;
+  const auto share = [&](std::size_t rows) {
+    const auto un = static_cast<std::size_t>(n), ur = static_cast<std::size_t>(r);
+    return std::pair<std::size_t, std::size_t>{rows * ur / un, rows * (ur + 1) / un};
+  };
+  std::vector<float> all(21);
+  std::iota(all.begin(), all.end(), 0.0f);
+  Shared<float> s(comm, "s");
+  if (r == root) s.set_local(all, {7, 3});
+  s.scatter(root);
+  auto [lo, hi] = share(7);
+  EXPECT_EQ(s.shape(), (std::vector<std::size_t>{hi - lo, 3}));
+  ASSERT_EQ(s.value().size(), (hi - lo) * 3);
+  for (std::size_t i = 0; i < s.value().size(); ++i) EXPECT_EQ(s.value()[i], static_cast<float>(lo * 3 + i));
+  // From a Data: all of it, then the odd rows 1, 3, 5 (a strided batch), then indices.
+  Data<float> x(comm, {7, 3});
+  x.set_value(r == 0 ? all : std::vector<float>{});
+  s.scatter(x);
+  EXPECT_EQ(s.shape(), (std::vector<std::size_t>{hi - lo, 3}));
+  for (std::size_t i = 0; i < s.value().size(); ++i) EXPECT_EQ(s.value()[i], static_cast<float>(lo * 3 + i));
+  s.scatter(x, Batch::slice(1, 7, 2));
+  std::tie(lo, hi) = share(3);
+  ASSERT_EQ(s.value().size(), (hi - lo) * 3);
+  for (std::size_t k = lo; k < hi; ++k) {
+    EXPECT_EQ(s.value()[(k - lo) * 3], static_cast<float>((1 + 2 * k) * 3)) << "position " << k;
+  }
+  s.scatter(x, Batch::indices({6, 0}));
+  std::tie(lo, hi) = share(2);
+  ASSERT_EQ(s.shape()[0], hi - lo);
+  // Rows 6 then 0, split: the first share starts with row 6 (values 18...), the last ends with 0.
+  if (hi > lo && lo == 0) {
+    EXPECT_EQ(s.value()[0], 18.0f);
+  }
+  if (hi == 2) {
+    EXPECT_EQ(s.value()[(hi - lo - 1) * 3], 0.0f);
+  }
+  // A bad batch is an error on every rank, and nothing changes.
+  const std::vector<float> before = s.value();
+  const auto e = caught([&] { s.scatter(x, Batch::first(8)); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+  EXPECT_EQ(s.value(), before);
 }
 
 // A value that does not fill its shape, given on rank 0 to broadcast or set_value: rank 0 threw

@@ -138,6 +138,17 @@ TEST_F(CheckCalls, GathervSendCountDisagreesWithRoot) {
               HasSubstr("gatherv: rank 1 sends 5 elements but the root's recv_counts[1] is 4"));
 }
 
+TEST_F(CheckCalls, ScattervRecvCountDisagreesWithRoot) {
+  const int root = 0;
+  std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 4);
+  const std::size_t recv_count = me == 1 ? 5 : 4;
+  const auto e = caught(
+      [&] { comm.scatterv(a.data(), counts, b.data(), recv_count, DataType::float32, root); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("scatterv: rank 1 receives 5 elements but the root's send_counts[1] is 4"));
+}
+
 // What bad_args_test can only check at the root: here every rank learns of it.
 TEST_F(CheckCalls, GathervRecvCountsOfWrongLengthAtRoot) {
   const int root = comm.size() - 1;

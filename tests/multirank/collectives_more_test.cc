@@ -1,5 +1,6 @@
 // The rest of the collectives grid (linked into the same binary, so the chunked runs cover it):
-// gatherv with rank-dependent sizes, avg on integer types, null buffers at count 0, barrier.
+// gatherv and scatterv with rank-dependent sizes, avg on integer types, null buffers at count
+// 0, barrier.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -132,6 +133,58 @@ void PrintTo(const VCase& c, std::ostream* os) { *os << gatherv_name({c, 0}); }
 
 INSTANTIATE_TEST_SUITE_P(Grid, Gatherv, ::testing::ValuesIn(gatherv_cases()), gatherv_name);
 
+// ---- scatterv ---------------------------------------------------------------------------------
+
+// gatherv's mirror: the root's send holds every rank's block one after another; rank r
+// receives v_count(r) elements of data(r, j). In place at the root, recv is its own block.
+class Scatterv : public ::testing::TestWithParam<VCase> {};
+
+TEST_P(Scatterv, RankDependentSizes) {
+  const VCase& c = GetParam();
+  synk::Communicator& comm = world();
+  const int me = comm.rank(), n = comm.size(), root = root_of(c.root, n);
+  if (c.root == Root::last && n == 1) GTEST_SKIP() << "root size-1 is root 0";
+  std::vector<std::size_t> counts, displs;
+  std::vector<double> all;
+  for (int r = 0; r < n; ++r) {
+    counts.push_back(v_count(c.sizes, r));
+    displs.push_back(all.size());
+    for (std::size_t j = 0; j < counts.back(); ++j) all.push_back(data(r, j));
+  }
+  const std::size_t mine_n = counts[static_cast<std::size_t>(me)];
+  const std::size_t mine_at = displs[static_cast<std::size_t>(me)];
+  const auto mine = [&](std::size_t j) { return data(me, j); };
+  const std::string where = "rank " + std::to_string(me) + " of " + std::to_string(n) +
+                            ", scatterv " + synk::to_string(c.dtype) + " root " +
+                            std::to_string(root) + (c.in_place ? " inplace" : " outofplace");
+  if (me == root) {
+    Buffer send(c.dtype, all.size());
+    send.fill([&](std::size_t k) { return all[k]; });
+    if (c.in_place) {
+      comm.scatterv(send.data(), counts, send.at(mine_at), mine_n, c.dtype, root);
+    } else {
+      Buffer recv(c.dtype, mine_n);
+      recv.fill_value(kSentinel);
+      comm.scatterv(send.data(), counts, recv.data(), mine_n, c.dtype, root);
+      EXPECT_TRUE(recv.check(mine, where + ", recv"));
+    }
+    EXPECT_TRUE(send.check([&](std::size_t k) { return all[k]; }, where + ", send (must not change)"));
+    return;
+  }
+  Buffer recv(c.dtype, mine_n);
+  recv.fill_value(kSentinel);
+  if (c.in_place) {
+    comm.scatterv(nullptr, {}, recv.data(), mine_n, c.dtype, root);
+  } else {
+    Buffer send(c.dtype, all.size());
+    send.fill_value(kSentinel);
+    comm.scatterv(send.data(), counts, recv.data(), mine_n, c.dtype, root);
+  }
+  EXPECT_TRUE(recv.check(mine, where + ", recv"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, Scatterv, ::testing::ValuesIn(gatherv_cases()), gatherv_name);
+
 // ---- avg on integers, null buffers at count 0, barrier ----------------------------------------
 
 class AvgOnIntegers : public ::testing::TestWithParam<std::tuple<std::string, DataType>> {};
@@ -184,6 +237,7 @@ TEST(ZeroCount, NullBuffersAreAccepted) {
   EXPECT_NO_THROW(comm.scatter(nullptr, nullptr, 0, t, last));
   const std::vector<std::size_t> zeros(static_cast<std::size_t>(comm.size()), 0);
   EXPECT_NO_THROW(comm.gatherv(nullptr, 0, nullptr, zeros, t, last));
+  EXPECT_NO_THROW(comm.scatterv(nullptr, zeros, nullptr, 0, t, last));
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 

@@ -50,11 +50,12 @@ std::vector<unsigned char> filled(DataType t, std::size_t n, int r) {
   return out;
 }
 
-enum class Coll { all_reduce, reduce, broadcast, all_gather, gather, gatherv, scatter,
+enum class Coll { all_reduce, reduce, broadcast, all_gather, gather, gatherv, scatter, scatterv,
                   reduce_scatter, barrier };
-constexpr Coll kColls[] = {Coll::all_reduce, Coll::reduce,  Coll::broadcast,
-                           Coll::all_gather, Coll::gather,  Coll::gatherv,
-                           Coll::scatter,    Coll::reduce_scatter, Coll::barrier};
+constexpr Coll kColls[] = {Coll::all_reduce, Coll::reduce,   Coll::broadcast,
+                           Coll::all_gather, Coll::gather,   Coll::gatherv,
+                           Coll::scatter,    Coll::scatterv, Coll::reduce_scatter,
+                           Coll::barrier};
 
 // One call's buffers on this rank, made alike for the blocking and the non-blocking run.
 struct Case {
@@ -62,7 +63,7 @@ struct Case {
   DataType type;
   std::size_t count;
   std::vector<unsigned char> send, recv;
-  std::vector<std::size_t> recv_counts;  // gatherv: count + r from rank r
+  std::vector<std::size_t> recv_counts;  // gatherv (scatterv): count + r from (to) rank r
 };
 
 Case make_case(Coll c, DataType t, std::size_t count) {
@@ -73,12 +74,15 @@ Case make_case(Coll c, DataType t, std::size_t count) {
   for (std::size_t r = 0; r < n; ++r) k.recv_counts.push_back(count + r);
   const std::size_t all_counts = std::accumulate(k.recv_counts.begin(), k.recv_counts.end(),
                                                  std::size_t{0});
+  const std::size_t mine = count + static_cast<std::size_t>(comm.rank());
   const std::size_t send_n = c == Coll::scatter || c == Coll::reduce_scatter ? count * n
-                             : c == Coll::gatherv ? count + static_cast<std::size_t>(comm.rank())
-                                                  : count;
+                             : c == Coll::gatherv  ? mine
+                             : c == Coll::scatterv ? all_counts
+                                                   : count;
   const std::size_t recv_n = c == Coll::all_gather || c == Coll::gather ? count * n
-                             : c == Coll::gatherv ? all_counts
-                                                  : count;
+                             : c == Coll::gatherv  ? all_counts
+                             : c == Coll::scatterv ? mine
+                                                   : count;
   k.send = filled(t, send_n, comm.rank());
   k.recv.assign(std::max<std::size_t>(recv_n, 1) * es, 0xee);
   if (c == Coll::broadcast) k.recv = filled(t, count, comm.rank());
@@ -116,6 +120,11 @@ Request start(Case& k, bool blocking) {
     case Coll::scatter:
       if (blocking) return comm.scatter(s, r, n, t, root), Request();
       return comm.iscatter(s, r, n, t, root);
+    case Coll::scatterv: {
+      const std::size_t mine = n + static_cast<std::size_t>(comm.rank());
+      if (blocking) return comm.scatterv(s, k.recv_counts, r, mine, t, root), Request();
+      return comm.iscatterv(s, k.recv_counts, r, mine, t, root);
+    }
     case Coll::reduce_scatter:
       if (blocking) return comm.reduce_scatter(s, r, n, t, ReduceOp::sum), Request();
       return comm.ireduce_scatter(s, r, n, t, ReduceOp::sum);

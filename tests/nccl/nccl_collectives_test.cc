@@ -83,10 +83,12 @@ enum class Coll {
   all_gather,
   gather,
   gatherv,
-  scatter
+  scatter,
+  scatterv
 };
-constexpr const char* kCollNames[] = {"all_reduce", "reduce", "reduce_scatter", "broadcast",
-                                      "all_gather", "gather", "gatherv",        "scatter"};
+constexpr const char* kCollNames[] = {"all_reduce", "reduce",  "reduce_scatter", "broadcast",
+                                      "all_gather", "gather",  "gatherv",        "scatter",
+                                      "scatterv"};
 constexpr ReduceOp kAllOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
                                 ReduceOp::avg};
 constexpr std::size_t kCounts[] = {0, 1, 7, 4097};
@@ -105,12 +107,12 @@ bool is_reduction(Coll c) {
 }
 bool has_root(Coll c) {
   return c == Coll::reduce || c == Coll::broadcast || c == Coll::gather || c == Coll::gatherv ||
-         c == Coll::scatter;
+         c == Coll::scatter || c == Coll::scatterv;
 }
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;
-  for (int ci = 0; ci <= static_cast<int>(Coll::scatter); ++ci) {
+  for (int ci = 0; ci <= static_cast<int>(Coll::scatterv); ++ci) {
     const Coll c = static_cast<Coll>(ci);
     for (DataType t : kAllTypes) {
       for (ReduceOp op : kAllOps) {
@@ -152,8 +154,24 @@ double reduce_expected(const Case& c, int n, std::size_t i) {
   return c.op == ReduceOp::avg ? acc / n : acc;
 }
 
-// gatherv: rank r sends count + r elements.
-std::size_t v_count(const Case& c, int r) { return c.count + static_cast<std::size_t>(r); }
+// gatherv (scatterv): rank r sends (receives) count + r elements, placed one after another at
+// the root; block(k) is the value at position k there.
+struct VLayout {
+  std::vector<std::size_t> counts, displ;
+  std::size_t total = 0;
+  VLayout(const Case& c, int n) {
+    for (int r = 0; r < n; ++r) {
+      counts.push_back(c.count + static_cast<std::size_t>(r));
+      displ.push_back(total);
+      total += counts.back();
+    }
+  }
+  double block(std::size_t k) const {
+    std::size_t r = 0;
+    while (r + 1 < displ.size() && k >= displ[r + 1]) ++r;
+    return data(static_cast<int>(r), k - displ[r]);
+  }
+};
 
 // Under the fake NCCL, a call of count > 0 on 2 ranks or more that finished without an NCCL call
 // did not go through NCCL (the fake's device memory is host memory, so a result computed some
@@ -189,6 +207,7 @@ TEST_P(NcclGrid, MatchesTheExactResult) {
   synk::Communicator& comm = nccl();
   const int me = comm.rank(), n = comm.size(), root = root_of(c.root, n);
   const std::size_t count = c.count, un = static_cast<std::size_t>(n);
+  const std::size_t um = static_cast<std::size_t>(me);
   const std::string what = "rank " + std::to_string(me) + " of " + std::to_string(n) + ", " +
                            case_name(::testing::TestParamInfo<Case>(c, 0));
   const auto mine = [&](std::size_t i) { return data(me, i); };
@@ -284,20 +303,10 @@ TEST_P(NcclGrid, MatchesTheExactResult) {
       break;
     }
     case Coll::gatherv: {
-      std::vector<std::size_t> counts(un), displ(un);
-      std::size_t total = 0;
-      for (int r = 0; r < n; ++r) {
-        counts[static_cast<std::size_t>(r)] = v_count(c, r);
-        displ[static_cast<std::size_t>(r)] = total;
-        total += v_count(c, r);
-      }
-      const std::size_t mine_n = v_count(c, me), from = displ[static_cast<std::size_t>(me)];
-      const auto gathered = [&](std::size_t k) {
-        int r = 0;
-        while (r + 1 < n && k >= displ[static_cast<std::size_t>(r + 1)]) ++r;
-        return data(r, k - displ[static_cast<std::size_t>(r)]);
-      };
-      Buffer send(c.dtype, mine_n), recv(c.dtype, total);
+      const VLayout v(c, n);
+      const std::size_t mine_n = v.counts[um], from = v.displ[um];
+      const auto gathered = [&](std::size_t k) { return v.block(k); };
+      Buffer send(c.dtype, mine_n), recv(c.dtype, v.total);
       send.fill(mine);
       recv.fill_value(kSentinel);
       const bool in_place = c.in_place && me == root;
@@ -305,7 +314,7 @@ TEST_P(NcclGrid, MatchesTheExactResult) {
         recv.fill([&](std::size_t k) { return data(me, k - from); }, from, from + mine_n);
       Device ds(send, c.dtype), dr(recv, c.dtype);
       comm.gatherv(in_place ? dr.at(from) : ds.data(), mine_n, me == root ? dr.data() : nullptr,
-                   counts, c.dtype, root);
+                   v.counts, c.dtype, root);
       dr.copy_to(recv);
       EXPECT_TRUE(recv.check(me == root ? std::function<double(std::size_t)>(gathered) : sentinel,
                              what + ", recv"));
@@ -323,6 +332,26 @@ TEST_P(NcclGrid, MatchesTheExactResult) {
       const bool in_place = c.in_place && me == root;
       comm.scatter(me == root ? ds.data() : nullptr, in_place ? ds.at(from) : dr.data(), count,
                    c.dtype, root);
+      ds.copy_to(send);
+      dr.copy_to(recv);
+      if (in_place) {
+        EXPECT_TRUE(send.check(blocks, what + ", send (own block in place)"));
+      } else {
+        EXPECT_TRUE(recv.check(mine, what + ", recv"));
+      }
+      break;
+    }
+    case Coll::scatterv: {
+      const VLayout v(c, n);
+      const std::size_t mine_n = v.counts[um], from = v.displ[um];
+      const auto blocks = [&](std::size_t k) { return v.block(k); };
+      Buffer send(c.dtype, v.total), recv(c.dtype, mine_n);
+      send.fill(blocks);
+      recv.fill_value(kSentinel);
+      Device ds(send, c.dtype), dr(recv, c.dtype);
+      const bool in_place = c.in_place && me == root;
+      comm.scatterv(me == root ? ds.data() : nullptr, v.counts, in_place ? ds.at(from) : dr.data(),
+                    mine_n, c.dtype, root);
       ds.copy_to(send);
       dr.copy_to(recv);
       if (in_place) {

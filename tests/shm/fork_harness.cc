@@ -143,7 +143,7 @@ detail::CollArgs call(Collective c, const void* send, void* recv, std::size_t co
           .dtype = t,
           .op = op,
           .root = root,
-          .recv_counts = recv_counts};
+          .counts = recv_counts};
 }
 
 }  // namespace

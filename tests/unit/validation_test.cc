@@ -136,13 +136,13 @@ TEST_F(Validation, Gatherv) {
   CommContext root = layout(0, 3);
   std::vector<std::size_t> counts = {2, 0, 5};
   CollArgs a = call(Collective::gatherv, a_.data(), b_.data(), 2);
-  a.recv_counts = counts;
+  a.counts = counts;
   EXPECT_NO_THROW(validate(a, root));
   std::vector<std::size_t> short_counts = {2, 0};
-  a.recv_counts = short_counts;
+  a.counts = short_counts;
   auto m = rejected(a, root, ErrorCode::InvalidArgument);
   EXPECT_THAT(m, HasSubstr("recv_counts has 2 entries at the root, expected one per rank (3)"));
-  a.recv_counts = counts;
+  a.counts = counts;
   a.count = 3;
   m = rejected(a, root, ErrorCode::InvalidArgument);
   EXPECT_THAT(m, HasSubstr("the root sends 3 elements but recv_counts[0] is 2"));
@@ -150,8 +150,38 @@ TEST_F(Validation, Gatherv) {
   CommContext root2 = layout(2, 3);
   CollArgs in_place = call(Collective::gatherv, a_.data() + 2, a_.data(), 5, DataType::float32,
                            ReduceOp::sum, 2);
-  in_place.recv_counts = counts;
+  in_place.counts = counts;
   EXPECT_NO_THROW(validate(in_place, root2));
+}
+
+TEST_F(Validation, Scatterv) {
+  CommContext root = layout(0, 3);
+  std::vector<std::size_t> counts = {2, 0, 5};
+  CollArgs a = call(Collective::scatterv, a_.data(), b_.data(), 2);
+  a.counts = counts;
+  EXPECT_NO_THROW(validate(a, root));
+  std::vector<std::size_t> short_counts = {2, 0};
+  a.counts = short_counts;
+  auto m = rejected(a, root, ErrorCode::InvalidArgument);
+  EXPECT_THAT(m, HasSubstr("scatterv: send_counts has 2 entries at the root, expected one per "
+                           "rank (3)"));
+  a.counts = counts;
+  a.count = 3;
+  m = rejected(a, root, ErrorCode::InvalidArgument);
+  EXPECT_THAT(m, HasSubstr("the root receives 3 elements but send_counts[0] is 2"));
+  // In place at root 2: recv == send + (2 + 0); any other overlap is refused.
+  CommContext root2 = layout(2, 3);
+  CollArgs in_place = call(Collective::scatterv, a_.data(), a_.data() + 2, 5, DataType::float32,
+                           ReduceOp::sum, 2);
+  in_place.counts = counts;
+  EXPECT_NO_THROW(validate(in_place, root2));
+  in_place.recv = a_.data() + 1;
+  m = rejected(in_place, root2, ErrorCode::InvalidUsage);
+  EXPECT_THAT(m, HasSubstr("recv == send + (sum of send_counts before the root)"));
+  // Off the root, send and send_counts are not read.
+  CollArgs off = call(Collective::scatterv, nullptr, b_.data(), 4, DataType::float32,
+                      ReduceOp::sum, 2);
+  EXPECT_NO_THROW(validate(off, root));
 }
 
 TEST_F(Validation, SizesThatCannotExist) {

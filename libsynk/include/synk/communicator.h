@@ -45,14 +45,16 @@ struct CommOptions {
 
 // Buffer conventions (those of NCCL):
 //  - Every call is collective: every rank of the communicator makes it, in the same order,
-//    with the same count, dtype, op and root.
+//    with the same count (gatherv and scatterv: its own, as the root's counts say), dtype, op
+//    and root.
 //  - In place means send == recv for all_reduce, reduce and broadcast; for all_gather and
 //    gather, send == recv + rank * count elements; for scatter (at the root),
-//    recv == send + root * count; for reduce_scatter, recv == send + rank * recv_count.
+//    recv == send + root * count; for gatherv and scatterv (at the root), the root's block is
+//    where the counts before it place it; for reduce_scatter, recv == send + rank * recv_count.
 //    Any other overlap of send and recv is an InvalidUsage error.
 //  - Counts are elements, not bytes, and may exceed 2^31.
 //  - A buffer that a rank does not use (recv of reduce/gather off the root, send of scatter
-//    off the root) may be null there.
+//    and scatterv off the root) may be null there.
 class Communicator {
  public:
   // All ranks of MPI_COMM_WORLD. Initializes MPI if the program has not (and then finalizes
@@ -110,6 +112,10 @@ class Communicator {
                std::span<const std::size_t> recv_counts, DataType dtype, int root);
   // The root's send holds size() * count elements; rank r receives those at offset r * count.
   void scatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  // Rank r receives recv_count elements; at the root send_counts[r] says how many go to rank r
+  // (send_counts is read at the root only), taken one after another in rank order from send.
+  void scatterv(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                std::size_t recv_count, DataType dtype, int root);
   // send holds size() * recv_count elements; rank r receives the reduction of block r.
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType dtype,
                       ReduceOp op);
@@ -135,6 +141,8 @@ class Communicator {
   Request igatherv(const void* send, std::size_t send_count, void* recv,
                    std::span<const std::size_t> recv_counts, DataType dtype, int root);
   Request iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  Request iscatterv(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                    std::size_t recv_count, DataType dtype, int root);
   Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType dtype,
                           ReduceOp op);
   Request ibarrier();

@@ -25,6 +25,19 @@ struct RowSelection {
   std::size_t size() const { return indices.empty() ? count : indices.size(); }
   std::size_t operator[](std::size_t i) const { return indices.empty() ? start + i * step : indices[i]; }
   bool contiguous() const { return indices.empty() && (step == 1 || count <= 1); }
+  // Positions [lo, hi) of this selection.
+  RowSelection part(std::size_t lo, std::size_t hi) const {
+    RowSelection p;
+    if (!indices.empty()) {
+      p.indices.assign(indices.begin() + static_cast<std::ptrdiff_t>(lo),
+                       indices.begin() + static_cast<std::ptrdiff_t>(hi));
+    } else {
+      p.start = start + lo * step;
+      p.step = step;
+      p.count = hi - lo;
+    }
+    return p;
+  }
 };
 
 class Batch {
@@ -33,6 +46,8 @@ class Batch {
   static Batch first(std::size_t n);
   static Batch slice(std::size_t start, std::size_t stop, std::size_t step = 1);
   static Batch indices(std::vector<std::size_t> rows);
+  // The batch that selects `sel` (a selection made by select(), as it travels).
+  static Batch of(const RowSelection& sel);
 
   // The whole selection for a dataset of `rows` rows; throws InvalidArgument naming the first
   // index out of range.

@@ -175,7 +175,8 @@ class Distributed final : private detail::DriveHook {
   };
 
   void drive(detail::DrivenOp op, const std::string& name, const detail::DrivenArgs& args,
-             const std::function<void()>& here) override;
+             const std::function<void()>& here, const detail::DrivenRows* rows) override;
+  std::string name_of_data(const void* data) const;
   void check_driving(const char* what) const;
   void check_same_names();
   std::string names() const;
@@ -274,7 +275,7 @@ void Distributed::add(Shared<T>& s) {
   e.line = "Shared '" + s.name() + "' (" + detail::type_text<T>() + ")";
   e.object = &s;
   e.link = [&s](detail::DriveHook* hook) { s.link_ = {hook, s.name()}; };
-  e.serve = [&s](const Message& m) {
+  e.serve = [this, &s](const Message& m) {
     const int a = static_cast<int>(m.args.a), b = static_cast<int>(m.args.b);
     switch (m.op) {
       case Op::shared_broadcast: s.broadcast(a); break;
@@ -285,6 +286,9 @@ void Distributed::add(Shared<T>& s) {
       case Op::shared_gather: s.gather(a, b); break;
       case Op::shared_all_gather: s.all_gather(a); break;
       case Op::shared_scatter: s.scatter(a); break;
+      case Op::shared_scatter_rows:
+        s.scatter(data_named<T>(m.data.at(0), "Shared '" + s.name() + "'"), Batch::of(m.selection));
+        break;
       case Op::shared_get_value: s.get_value(a); break;
       case Op::shared_set_value: s.set_value(a, {}); break;
       case Op::shared_get_shapes: s.get_shapes(); break;
@@ -385,14 +389,8 @@ typename Function<T, Out>::Outputs Distributed::run_call(Function<T, Out>& f, co
     inputs[i].resize(m.inputs[i].size() / sizeof(Out));
     if (!inputs[i].empty()) std::memcpy(inputs[i].data(), m.inputs[i].data(), m.inputs[i].size());
   }
-  const RowSelection& sel = m.selection;
   CallOptions o;
-  if (!sel.indices.empty()) {
-    o.batch = Batch::indices(sel.indices);
-  } else {
-    const std::size_t stop = sel.count ? sel.start + (sel.count - 1) * sel.step + 1 : sel.start;
-    o.batch = Batch::slice(sel.start, stop, sel.step ? sel.step : 1);
-  }
+  o.batch = Batch::of(m.selection);
   o.num_slices = m.num_slices;
   return f(ds, inputs, o);
 }

@@ -8,6 +8,10 @@
 #include <functional>
 #include <string>
 
+namespace synk {
+struct RowSelection;
+}
+
 namespace synk::detail {
 
 // The collectives of a Shared or a Data that the master can drive.
@@ -20,6 +24,7 @@ enum class DrivenOp : std::int32_t {
   shared_gather,
   shared_all_gather,
   shared_scatter,
+  shared_scatter_rows,
   shared_get_value,
   shared_set_value,
   shared_get_shapes,
@@ -36,12 +41,19 @@ struct DrivenArgs {
   double x = 0;
 };
 
+// Rows of a Data that an op reads (Shared::scatter from a Data): the object, which the master
+// names by what it was registered as, and the selection, which travels.
+struct DrivenRows {
+  const void* data = nullptr;
+  const RowSelection* selection = nullptr;
+};
+
 class DriveHook {
  public:
   // On the master: sends the request that brings every worker into `op` on the object
-  // registered as `name`, then runs `here`, the master's part of it.
+  // registered as `name` (reading `rows` where given), then runs `here`, the master's part.
   virtual void drive(DrivenOp op, const std::string& name, const DrivenArgs& args,
-                     const std::function<void()>& here) = 0;
+                     const std::function<void()>& here, const DrivenRows* rows) = 0;
 
  protected:
   ~DriveHook() = default;
@@ -52,9 +64,10 @@ struct DriveLink {
   DriveHook* hook = nullptr;
   std::string name;
   // Runs `here` on every rank: through the hook where one is set, else at once.
-  void run(DrivenOp op, const DrivenArgs& args, const std::function<void()>& here) const {
+  void run(DrivenOp op, const DrivenArgs& args, const std::function<void()>& here,
+           const DrivenRows* rows = nullptr) const {
     if (hook) {
-      hook->drive(op, name, args, here);
+      hook->drive(op, name, args, here, rows);
     } else {
       here();
     }

@@ -117,26 +117,13 @@ class Function {
     return data[0]->rows();
   }
 
-  static RowSelection part(const RowSelection& s, std::size_t lo, std::size_t hi) {
-    RowSelection p;
-    if (!s.indices.empty()) {
-      p.indices.assign(s.indices.begin() + static_cast<std::ptrdiff_t>(lo),
-                       s.indices.begin() + static_cast<std::ptrdiff_t>(hi));
-    } else {
-      p.start = s.start + lo * s.step;
-      p.step = s.step;
-      p.count = hi - lo;
-    }
-    return p;
-  }
-
   Outputs run_slices(const std::vector<const Data<T>*>& data,
                      const std::vector<std::vector<Out>>& inputs, const RowSelection& mine,
                      int num_slices) {
     const std::size_t len = mine.size(), ns = static_cast<std::size_t>(num_slices);
     Outputs acc;
     for (std::size_t k = 0; k < ns; ++k) {
-      const RowSelection sel = part(mine, len * k / ns, len * (k + 1) / ns);
+      const RowSelection sel = mine.part(len * k / ns, len * (k + 1) / ns);
       SliceInputs<T, Out> in;
       in.inputs = &inputs;
       in.rows = sel.size();

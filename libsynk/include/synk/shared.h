@@ -9,10 +9,12 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "synk/agreement.h"
 #include "synk/communicator.h"
+#include "synk/data.h"
 #include "synk/drive_hook.h"
 
 namespace synk {
@@ -145,9 +147,17 @@ class Shared {
   }
 
   // The root's value split along axis 0 at linspace boundaries: rank r's value becomes rows
-  // [r*rows/n, (r+1)*rows/n). (It travels as one broadcast; each rank keeps its rows.)
+  // [r*rows/n, (r+1)*rows/n). Each rank receives only its rows (one scatterv).
   void scatter(int root = 0) {
     link_.run(detail::DrivenOp::shared_scatter, {root, 0, 0}, [&] { scatter_here(root); });
+  }
+  // Rank r's value becomes its linspace share of the batch's rows of `data` (as Data::take
+  // gives it), copied straight out of the node's segment: nothing travels between the ranks,
+  // and each holds only its share. `data` must be registered too in master-driven mode.
+  void scatter(const Data<T>& data, const Batch& batch = Batch::all()) {
+    const RowSelection sel = batch.select(data.rows());
+    const detail::DrivenRows rows{&data, &sel};
+    link_.run(detail::DrivenOp::shared_scatter_rows, {}, [&] { scatter_rows(data, sel); }, &rows);
   }
 
   // Rank `rank`'s value (and shape), returned on every rank (in master-driven mode, on the
@@ -184,15 +194,35 @@ class Shared {
     if (out_shape) *out_shape = joined;
     return out;
   }
+  // Rank r's rows [lo, hi) of `rows` split at linspace boundaries over the ranks.
+  std::pair<std::size_t, std::size_t> share(std::size_t rows, int r) const {
+    const auto n = static_cast<std::size_t>(comm_->size()), ur = static_cast<std::size_t>(r);
+    return {rows * ur / n, rows * (ur + 1) / n};
+  }
   void scatter_here(int root) {
-    broadcast_checked(root, {});
-    const std::size_t rows = shape_.empty() ? 0 : shape_[0];
-    const std::size_t row = rows ? value_.size() / rows : 0;
-    const std::size_t n = static_cast<std::size_t>(comm_->size());
-    const std::size_t r = static_cast<std::size_t>(comm_->rank());
-    const std::size_t lo = rows * r / n, hi = rows * (r + 1) / n;
-    value_ = std::vector<T>(value_.begin() + static_cast<std::ptrdiff_t>(lo * row),
-                            value_.begin() + static_cast<std::ptrdiff_t>(hi * row));
+    std::vector<std::uint64_t> dims = encode(shape_);
+    comm_->broadcast(dims.data(), dims.size(), DataType::uint64, root);
+    Shape s = decode(dims);
+    if (s.empty()) s = {0};
+    const std::size_t row = elems(Shape(s.begin() + 1, s.end()));
+    std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()));
+    for (int r = 0; r < comm_->size(); ++r) {
+      const auto [lo, hi] = share(s[0], r);
+      counts[static_cast<std::size_t>(r)] = (hi - lo) * row;
+    }
+    const std::size_t mine = counts[static_cast<std::size_t>(comm_->rank())];
+    std::vector<T> out(mine);
+    comm_->scatterv(value_.data(), counts, out.data(), mine, data_type_of<T>(), root);
+    const auto [lo, hi] = share(s[0], comm_->rank());
+    value_ = std::move(out);
+    shape_ = std::move(s);
+    shape_[0] = hi - lo;
+  }
+  void scatter_rows(const Data<T>& data, const RowSelection& sel) {
+    const auto [lo, hi] = share(sel.size(), comm_->rank());
+    const BatchRows<T> rows = data.take(sel.part(lo, hi));
+    value_.assign(rows.values.begin(), rows.values.end());
+    shape_ = data.shape();
     shape_[0] = hi - lo;
   }
   std::vector<T> get_value_here(int rank, Shape* out_shape) {

@@ -26,6 +26,7 @@ enum class Collective {
   gather,
   gatherv,
   scatter,
+  scatterv,
   reduce_scatter,
   barrier,
 };
@@ -34,9 +35,14 @@ const char* to_string(Collective c) noexcept;
 inline bool uses_op(Collective c) noexcept {  // all_reduce, reduce, reduce_scatter
   return c == Collective::all_reduce || c == Collective::reduce || c == Collective::reduce_scatter;
 }
-inline bool has_root(Collective c) noexcept {  // reduce, broadcast, gather, gatherv, scatter
+// reduce, broadcast, gather, gatherv, scatter, scatterv
+inline bool has_root(Collective c) noexcept {
   return c == Collective::reduce || c == Collective::broadcast || c == Collective::gather ||
-         c == Collective::gatherv || c == Collective::scatter;
+         c == Collective::gatherv || c == Collective::scatter || c == Collective::scatterv;
+}
+// gatherv and scatterv: the count differs by rank, the root's counts say each one's.
+inline bool has_counts(Collective c) noexcept {
+  return c == Collective::gatherv || c == Collective::scatterv;
 }
 // "all_reduce(count 100, float32, sum)": the fields the collective uses, for error messages.
 std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceOp op, int root);
@@ -65,7 +71,9 @@ struct CollArgs {
   DataType dtype = DataType::uint8;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
-  std::span<const std::size_t> recv_counts;
+  // Per rank, read at the root: how many elements gatherv receives from, and scatterv sends
+  // to, each rank.
+  std::span<const std::size_t> counts;
   void* stream = nullptr;  // cudaStream_t for device backends; null means the backend's own
   // A typed helper's own argument check failed with this text: validate() throws it, so it
   // fails the call on every rank the way any rejected argument does.
@@ -94,6 +102,7 @@ class Backend {
   virtual Request gather(const CollArgs& a) = 0;
   virtual Request gatherv(const CollArgs& a) = 0;
   virtual Request scatter(const CollArgs& a) = 0;
+  virtual Request scatterv(const CollArgs& a) = 0;
   virtual Request reduce_scatter(const CollArgs& a) = 0;
   virtual Request barrier() = 0;
   // The CUDA device the collectives run on (an index among this rank's visible devices), or -1

@@ -245,7 +245,7 @@ void compare_records(const CollArgs& a, const CommContext& ctx,
     const auto c = static_cast<Collective>(first.coll);
     if (uses_op(c)) same = same && other.op == first.op;
     if (has_root(c)) same = same && other.root == first.root;
-    if (c != Collective::gatherv) same = same && other.count == first.count;
+    if (!has_counts(c)) same = same && other.count == first.count;
     if (!same) {
       throw Error(ErrorCode::InvalidUsage, std::string(to_string(a.coll)) +
                                                ": mismatched calls: rank 0 called " +
@@ -255,19 +255,22 @@ void compare_records(const CollArgs& a, const CommContext& ctx,
   }
 }
 
-// Only the root knows recv_counts: share them so every rank can compare its send count.
-void compare_gatherv_counts(const CollArgs& a, const CommContext& ctx,
-                            const std::vector<CallRecord>& records) {
+// Only the root knows gatherv's recv_counts (scatterv's send_counts): share them so every rank
+// can compare its own count.
+void compare_counts(const CollArgs& a, const CommContext& ctx,
+                    const std::vector<CallRecord>& records) {
+  const bool gatherv = a.coll == Collective::gatherv;
   std::vector<std::uint64_t> counts(static_cast<std::size_t>(ctx.size));
-  if (ctx.rank == a.root) counts.assign(a.recv_counts.begin(), a.recv_counts.end());
+  if (ctx.rank == a.root) counts.assign(a.counts.begin(), a.counts.end());
   SYNK_CHECK_MPI(MPI_Bcast(counts.data(), ctx.size, MPI_UINT64_T, a.root, ctx.comm));
   for (int r = 0; r < ctx.size; ++r) {
     if (counts[static_cast<std::size_t>(r)] != records[static_cast<std::size_t>(r)].count) {
       throw Error(ErrorCode::InvalidUsage,
-                  "gatherv: rank " + std::to_string(r) + " sends " +
+                  std::string(gatherv ? "gatherv" : "scatterv") + ": rank " + std::to_string(r) +
+                      (gatherv ? " sends " : " receives ") +
                       std::to_string(records[static_cast<std::size_t>(r)].count) +
-                      " elements but the root's recv_counts[" + std::to_string(r) + "] is " +
-                      std::to_string(counts[static_cast<std::size_t>(r)]));
+                      " elements but the root's " + (gatherv ? "recv_counts[" : "send_counts[") +
+                      std::to_string(r) + "] is " + std::to_string(counts[static_cast<std::size_t>(r)]));
     }
   }
 }
@@ -313,7 +316,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
 
   throw_if_rejected(a, ctx, *all, local_error);
   compare_records(a, ctx, *all);
-  if (a.coll == Collective::gatherv) compare_gatherv_counts(a, ctx, *all);
+  if (has_counts(a.coll)) compare_counts(a, ctx, *all);
 }
 
 }  // namespace synk::detail

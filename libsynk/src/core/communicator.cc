@@ -146,13 +146,14 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
 
 // Where `a` runs on a communicator that routes by memory: device (or managed) memory to its
 // nccl part, started at the first such call (which every rank makes: it is a collective), host
-// memory to shm or hier. Every call but gatherv moves the same count on every rank, so each
-// rank's own buffers decide, and a call that moves nothing stays on the host; a gatherv's ranks
-// that send nothing learn the route from the others, in one small MPI all-reduce per gatherv.
+// memory to shm or hier. Every call but gatherv and scatterv moves the same count on every rank,
+// so each rank's own buffers decide, and a call that moves nothing stays on the host; the ranks
+// of a gatherv or scatterv that move nothing learn the route from the others, in one small MPI
+// all-reduce per call.
 detail::CommState& route(detail::CommState& st, const CollArgs& a) {
   if (!st.routes_by_memory) return st;
   bool device = false;
-  if (a.coll == Collective::gatherv) {
+  if (detail::has_counts(a.coll)) {
     int kind = 0;  // 0 host or nothing, 1 device, 2 buffers of both kinds
     try {
       kind = detail::call_memory(a, st.ctx.rank) == detail::MemoryKind::device ? 1 : 0;
@@ -162,7 +163,8 @@ detail::CommState& route(detail::CommState& st, const CollArgs& a) {
     SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &kind, 1, MPI_INT, MPI_MAX, st.ctx.comm));
     if (kind == 2) {
       throw Error(ErrorCode::InvalidArgument,
-                  "gatherv: a rank's buffers are of both kinds, device and host memory");
+                  std::string(detail::to_string(a.coll)) +
+                      ": a rank's buffers are of both kinds, device and host memory");
     }
     device = kind == 1;
   } else if (a.count > 0) {
@@ -309,6 +311,7 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
     case Collective::gather: req = b.gather(a); break;
     case Collective::gatherv: req = b.gatherv(a); break;
     case Collective::scatter: req = b.scatter(a); break;
+    case Collective::scatterv: req = b.scatterv(a); break;
     case Collective::reduce_scatter: req = b.reduce_scatter(a); break;
     case Collective::barrier: req = b.barrier(); break;
   }
@@ -349,7 +352,8 @@ void run(detail::CommState& st, CollArgs&& a) {
   q->run_in_order([&to, &a] { execute(to, CollArgs(a)); }, detail::to_string(a.coll));
 }
 
-// A non-blocking call on the progress thread's queue; `counts` owns gatherv's recv_counts.
+// A non-blocking call on the progress thread's queue; `counts` owns gatherv's recv_counts
+// (scatterv's send_counts).
 class QueuedCollective final : public detail::QueuedCall {
  public:
   QueuedCollective(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts)
@@ -358,7 +362,7 @@ class QueuedCollective final : public detail::QueuedCall {
         a_(std::move(a)),
         counts_(std::move(counts)),
         issued_ns_(detail::timeline::on() ? detail::timeline::clock_ns() : 0) {
-    if (!counts_.empty()) a_.recv_counts = counts_;
+    if (!counts_.empty()) a_.counts = counts_;
   }
   void run() override {
     if (issued_ns_ != 0 && detail::timeline::on()) {  // its wait in the queue, then it runs
@@ -498,13 +502,20 @@ void Communicator::gather(const void* send, void* recv, std::size_t count, DataT
 void Communicator::gatherv(const void* send, std::size_t send_count, void* recv,
                            std::span<const std::size_t> recv_counts, DataType dtype, int root) {
   CollArgs a = args(Collective::gatherv, send, recv, send_count, dtype, ReduceOp::sum, root);
-  a.recv_counts = recv_counts;
+  a.counts = recv_counts;
   run(st(), std::move(a));
 }
 
 void Communicator::scatter(const void* send, void* recv, std::size_t count, DataType dtype,
                            int root) {
   run(st(), args(Collective::scatter, send, recv, count, dtype, ReduceOp::sum, root));
+}
+
+void Communicator::scatterv(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                            std::size_t recv_count, DataType dtype, int root) {
+  CollArgs a = args(Collective::scatterv, send, recv, recv_count, dtype, ReduceOp::sum, root);
+  a.counts = send_counts;
+  run(st(), std::move(a));
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
@@ -553,7 +564,7 @@ Request Communicator::igatherv(const void* send, std::size_t send_count, void* r
                                std::span<const std::size_t> recv_counts, DataType dtype,
                                int root) {
   CollArgs a = args(Collective::gatherv, send, recv, send_count, dtype, ReduceOp::sum, root);
-  a.recv_counts = recv_counts;
+  a.counts = recv_counts;
   return issue(st(), std::move(a),
                std::vector<std::size_t>(recv_counts.begin(), recv_counts.end()));
 }
@@ -561,6 +572,14 @@ Request Communicator::igatherv(const void* send, std::size_t send_count, void* r
 Request Communicator::iscatter(const void* send, void* recv, std::size_t count, DataType dtype,
                                int root) {
   return issue(st(), args(Collective::scatter, send, recv, count, dtype, ReduceOp::sum, root));
+}
+
+Request Communicator::iscatterv(const void* send, std::span<const std::size_t> send_counts,
+                                void* recv, std::size_t recv_count, DataType dtype, int root) {
+  CollArgs a = args(Collective::scatterv, send, recv, recv_count, dtype, ReduceOp::sum, root);
+  a.counts = send_counts;
+  return issue(st(), std::move(a),
+               std::vector<std::size_t>(send_counts.begin(), send_counts.end()));
 }
 
 Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count,

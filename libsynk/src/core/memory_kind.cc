@@ -95,6 +95,7 @@ CallBuffers call_buffers(const CollArgs& a, int rank) {
       add("buf", a.recv);
       break;
     case Collective::scatter:
+    case Collective::scatterv:
       add("recv", a.recv);
       if (root) add("send", a.send);
       break;

@@ -37,6 +37,7 @@ const char* to_string(Collective c) noexcept {
     case Collective::gather: return "gather";
     case Collective::gatherv: return "gatherv";
     case Collective::scatter: return "scatter";
+    case Collective::scatterv: return "scatterv";
     case Collective::reduce_scatter: return "reduce_scatter";
     case Collective::barrier: return "barrier";
   }

@@ -37,6 +37,24 @@ std::size_t bytes_of(const CollArgs& a, std::size_t count, std::size_t factor) {
   return bytes;
 }
 
+// The name of the user's counts argument, for messages.
+const char* counts_name(Collective c) {
+  return c == Collective::scatterv ? "send_counts" : "recv_counts";
+}
+
+// The elements of gatherv's recv or scatterv's send at the root.
+std::size_t sum_of_counts(const CollArgs& a) {
+  std::size_t total = 0;
+  for (std::size_t c : a.counts) {
+    if (c > std::numeric_limits<std::size_t>::max() - total) {
+      fail(ErrorCode::InvalidArgument, a, std::string("the sum of ") + counts_name(a.coll) +
+                                              " overflows size_t");
+    }
+    total += c;
+  }
+  return total;
+}
+
 }  // namespace
 
 BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx) {
@@ -62,22 +80,16 @@ BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx) {
       e.send_bytes = bytes_of(a, a.count, 1);
       e.recv_bytes = root ? bytes_of(a, a.count, n) : 0;
       break;
-    case Collective::gatherv: {
+    case Collective::gatherv:
       e.send_bytes = bytes_of(a, a.count, 1);
-      if (root) {
-        std::size_t total = 0;
-        for (std::size_t c : a.recv_counts) {
-          if (c > std::numeric_limits<std::size_t>::max() - total) {
-            fail(ErrorCode::InvalidArgument, a, "the sum of recv_counts overflows size_t");
-          }
-          total += c;
-        }
-        e.recv_bytes = bytes_of(a, total, 1);
-      }
+      if (root) e.recv_bytes = bytes_of(a, sum_of_counts(a), 1);
       break;
-    }
     case Collective::scatter:
       e.send_bytes = root ? bytes_of(a, a.count, n) : 0;
+      e.recv_bytes = bytes_of(a, a.count, 1);
+      break;
+    case Collective::scatterv:
+      e.send_bytes = root ? bytes_of(a, sum_of_counts(a), 1) : 0;
       e.recv_bytes = bytes_of(a, a.count, 1);
       break;
     case Collective::reduce_scatter:
@@ -111,24 +123,25 @@ void check_dtype_and_op(const CollArgs& a) {
   }
 }
 
-// The root, and gatherv's recv_counts at the root.
+// The root, and gatherv's recv_counts (scatterv's send_counts) at the root.
 void check_root_and_counts(const CollArgs& a, const CommContext& ctx) {
   if (has_root(a.coll) && (a.root < 0 || a.root >= ctx.size)) {
     fail(ErrorCode::InvalidArgument, a,
          "root " + std::to_string(a.root) + " is out of range for " + std::to_string(ctx.size) +
              " ranks (valid: 0.." + std::to_string(ctx.size - 1) + ")");
   }
-  if (a.coll != Collective::gatherv || ctx.rank != a.root) return;
-  if (a.recv_counts.size() != static_cast<std::size_t>(ctx.size)) {
+  if (!has_counts(a.coll) || ctx.rank != a.root) return;
+  const char* name = counts_name(a.coll);
+  if (a.counts.size() != static_cast<std::size_t>(ctx.size)) {
     fail(ErrorCode::InvalidArgument, a,
-         "recv_counts has " + std::to_string(a.recv_counts.size()) + " entries at the root, " +
+         std::string(name) + " has " + std::to_string(a.counts.size()) + " entries at the root, " +
              "expected one per rank (" + std::to_string(ctx.size) + ")");
   }
-  if (a.recv_counts[static_cast<std::size_t>(ctx.rank)] != a.count) {
+  if (a.counts[static_cast<std::size_t>(ctx.rank)] != a.count) {
     fail(ErrorCode::InvalidArgument, a,
-         "the root sends " + std::to_string(a.count) + " elements but recv_counts[" +
-             std::to_string(ctx.rank) + "] is " +
-             std::to_string(a.recv_counts[static_cast<std::size_t>(ctx.rank)]));
+         std::string("the root ") + (a.coll == Collective::gatherv ? "sends " : "receives ") +
+             std::to_string(a.count) + " elements but " + name + "[" + std::to_string(ctx.rank) +
+             "] is " + std::to_string(a.counts[static_cast<std::size_t>(ctx.rank)]));
   }
 }
 
@@ -151,8 +164,8 @@ void check_overlap(const CollArgs& a, const CommContext& ctx, const BufferExtent
       rule = "send == recv + root * count";
       break;
     case Collective::gatherv: {
-      const std::size_t displ = std::accumulate(a.recv_counts.begin(),
-                                                a.recv_counts.begin() + a.root, std::size_t{0});
+      const std::size_t displ = std::accumulate(a.counts.begin(),
+                                                a.counts.begin() + a.root, std::size_t{0});
       expected_send = r + displ * es;
       rule = "send == recv + (sum of recv_counts before the root)";
       break;
@@ -161,6 +174,13 @@ void check_overlap(const CollArgs& a, const CommContext& ctx, const BufferExtent
       expected_recv = s + static_cast<std::uintptr_t>(a.root) * a.count * es;
       rule = "recv == send + root * count";
       break;
+    case Collective::scatterv: {
+      const std::size_t displ = std::accumulate(a.counts.begin(),
+                                                a.counts.begin() + a.root, std::size_t{0});
+      expected_recv = s + displ * es;
+      rule = "recv == send + (sum of send_counts before the root)";
+      break;
+    }
     case Collective::reduce_scatter:
       expected_recv = s + static_cast<std::uintptr_t>(ctx.rank) * a.count * es;
       rule = "recv == send + rank * recv_count";
@@ -168,7 +188,8 @@ void check_overlap(const CollArgs& a, const CommContext& ctx, const BufferExtent
     default:
       break;
   }
-  const bool send_side = a.coll == Collective::scatter || a.coll == Collective::reduce_scatter;
+  const bool send_side = a.coll == Collective::scatter || a.coll == Collective::scatterv ||
+                         a.coll == Collective::reduce_scatter;
   const bool ok = send_side ? r == expected_recv : s == expected_send;
   if (!ok) {
     fail(ErrorCode::InvalidUsage, a,

@@ -35,6 +35,12 @@ Batch Batch::indices(std::vector<std::size_t> rows) {
   return b;
 }
 
+Batch Batch::of(const RowSelection& sel) {
+  if (!sel.indices.empty()) return indices(sel.indices);
+  const std::size_t step = sel.step ? sel.step : 1;
+  return slice(sel.start, sel.count ? sel.start + (sel.count - 1) * step + 1 : sel.start, step);
+}
+
 RowSelection Batch::select(std::size_t rows) const {
   RowSelection s;
   switch (kind_) {

@@ -51,7 +51,8 @@ const char* driven_op_name(DrivenOp op) {
     case DrivenOp::shared_reduced: return "reduced";
     case DrivenOp::shared_gather: return "gather";
     case DrivenOp::shared_all_gather: return "all_gather";
-    case DrivenOp::shared_scatter: return "scatter";
+    case DrivenOp::shared_scatter:
+    case DrivenOp::shared_scatter_rows: return "scatter";
     case DrivenOp::shared_get_value: return "get_value";
     case DrivenOp::shared_set_value:
     case DrivenOp::data_set_value: return "set_value";
@@ -130,13 +131,29 @@ void Distributed::shared_request(const std::string& name, detail::DrivenOp op,
 }
 
 void Distributed::drive(detail::DrivenOp op, const std::string& name,
-                        const detail::DrivenArgs& args, const std::function<void()>& here) {
+                        const detail::DrivenArgs& args, const std::function<void()>& here,
+                        const detail::DrivenRows* rows) {
   if (driving_) {  // a collective inside a request's own part: the workers are in it already
     here();
     return;
   }
   check_driving(detail::driven_op_name(op));
-  drive_request(object_request(op, name, args), here);
+  Message m = object_request(op, name, args);
+  if (rows) {
+    m.data = {name_of_data(rows->data)};
+    m.selection = *rows->selection;
+  }
+  drive_request(m, here);
+}
+
+// What the Data at `data` was added as (its rows travel by name).
+std::string Distributed::name_of_data(const void* data) const {
+  for (const auto& entry : data_) {
+    if (entry.second.object == data) return entry.first;
+  }
+  throw Error(ErrorCode::InvalidUsage,
+              "distribute: a Data that reaches the workers must be added to the Distributed "
+              "first (add(name, data) on every rank)");
 }
 
 Distributed::Message Distributed::object_request(detail::DrivenOp op, const std::string& name,

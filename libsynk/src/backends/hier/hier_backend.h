@@ -33,6 +33,7 @@ class HierBackend final : public Backend {
   Request gather(const CollArgs& a) override { return mpi_.gather(a); }
   Request gatherv(const CollArgs& a) override { return mpi_.gatherv(a); }
   Request scatter(const CollArgs& a) override { return mpi_.scatter(a); }
+  Request scatterv(const CollArgs& a) override { return mpi_.scatterv(a); }
   Request reduce_scatter(const CollArgs& a) override { return mpi_.reduce_scatter(a); }
   Request barrier() override;
 

@@ -18,6 +18,7 @@ namespace synk::detail {
 namespace {
 
 constexpr int kGathervTag = 0x5e7;
+constexpr int kScattervTag = 0x5e8;
 
 bool is_16bit_float(DataType t) { return t == DataType::float16 || t == DataType::bfloat16; }
 
@@ -237,33 +238,68 @@ void MpiBackend::gather_like_chunked(const CollArgs& a) {
   });
 }
 
-// Point to point, so that counts and displacements of any size work: the root receives every
-// rank's chunks straight into place, the others send theirs.
-Request MpiBackend::gatherv(const CollArgs& a) {
-  const std::size_t es = size_of(a.dtype);
-  const MPI_Datatype t = mpi_datatype(a.dtype);
+// gatherv and scatterv go point to point, so that counts and displacements of any size work.
+// Off the root, `move` (MPI_Send or MPI_Recv) moves this rank's block in chunks. At the root,
+// `start` (MPI_Irecv or MPI_Isend) starts one message per chunk of every other rank's block, at
+// its displacement in the root's buffer, and `own` copies the root's own block (displacement,
+// count); then it waits for them all.
+template <class Move, class Start, class Own>
+void MpiBackend::by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& own) {
   if (ctx_.rank != a.root) {
-    for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
-      SYNK_CHECK_MPI(MPI_Send(at(a.send, off * es), as_int(n), t, a.root, kGathervTag, ctx_.comm));
-    });
-    return {};
+    for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) { move(off, n); });
+    return;
   }
   std::vector<MPI_Request> reqs;
   std::size_t displ = 0;
   for (int r = 0; r < ctx_.size; ++r) {
-    const std::size_t c = a.recv_counts[static_cast<std::size_t>(r)];
+    const std::size_t c = a.counts[static_cast<std::size_t>(r)];
     if (r == ctx_.rank) {
-      if (a.send != at(a.recv, displ * es) && c > 0) std::memcpy(at(a.recv, displ * es), a.send, c * es);
+      if (c > 0) own(displ, c);
     } else {
       for_chunks(c, max_chunk_, [&](std::size_t off, std::size_t n) {
         reqs.emplace_back();
-        SYNK_CHECK_MPI(MPI_Irecv(at(a.recv, (displ + off) * es), as_int(n), t, r, kGathervTag,
-                                 ctx_.comm, &reqs.back()));
+        start(r, displ + off, n, &reqs.back());
       });
     }
     displ += c;
   }
   SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+}
+
+// The root receives every rank's chunks straight into place, the others send theirs.
+Request MpiBackend::gatherv(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
+  by_blocks(
+      a,
+      [&](std::size_t off, std::size_t n) {
+        SYNK_CHECK_MPI(MPI_Send(at(a.send, off * es), as_int(n), t, a.root, kGathervTag, ctx_.comm));
+      },
+      [&](int r, std::size_t at_elem, std::size_t n, MPI_Request* req) {
+        SYNK_CHECK_MPI(MPI_Irecv(at(a.recv, at_elem * es), as_int(n), t, r, kGathervTag, ctx_.comm, req));
+      },
+      [&](std::size_t displ, std::size_t c) {
+        if (a.send != at(a.recv, displ * es)) std::memcpy(at(a.recv, displ * es), a.send, c * es);
+      });
+  return {};
+}
+
+// gatherv's mirror: the root sends every rank's chunks straight from place, the others receive.
+Request MpiBackend::scatterv(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
+  by_blocks(
+      a,
+      [&](std::size_t off, std::size_t n) {
+        SYNK_CHECK_MPI(MPI_Recv(at(a.recv, off * es), as_int(n), t, a.root, kScattervTag,
+                                ctx_.comm, MPI_STATUS_IGNORE));
+      },
+      [&](int r, std::size_t at_elem, std::size_t n, MPI_Request* req) {
+        SYNK_CHECK_MPI(MPI_Isend(at(a.send, at_elem * es), as_int(n), t, r, kScattervTag, ctx_.comm, req));
+      },
+      [&](std::size_t displ, std::size_t c) {
+        if (a.recv != at(a.send, displ * es)) std::memcpy(a.recv, at(a.send, displ * es), c * es);
+      });
   return {};
 }
 

@@ -25,12 +25,15 @@ class MpiBackend final : public Backend {
   Request gather(const CollArgs& a) override;
   Request gatherv(const CollArgs& a) override;
   Request scatter(const CollArgs& a) override;
+  Request scatterv(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;
 
  private:
   // Gather-like calls (all_gather, gather, scatter) whose per-rank count exceeds one MPI call.
   void gather_like_chunked(const CollArgs& a);
+  template <class Move, class Start, class Own>
+  void by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& own);
   float* stage(std::vector<float>& v, std::size_t n);
 
   CommContext ctx_;

@@ -1,5 +1,6 @@
 // See nccl_backend.h. Buffer conventions are NCCL's own (synk/communicator.h), so in-place calls
-// pass straight through; gather, gatherv and scatter are point-to-point sends in one NCCL group.
+// pass straight through; gather, gatherv, scatter and scatterv are point-to-point sends in one
+// NCCL group.
 #include "backends/nccl/nccl_backend.h"
 
 #include <string>
@@ -125,8 +126,35 @@ Request NcclBackend::gather(const CollArgs& a) {
   const std::vector<std::size_t> counts(static_cast<std::size_t>(ctx_.size), a.count);
   CollArgs v = a;
   v.coll = Collective::gatherv;
-  v.recv_counts = counts;
+  v.counts = counts;
   return gatherv(v);
+}
+
+// The root's side of gatherv and scatterv: in one NCCL group, post(r, displ, n) (an ncclRecv
+// or ncclSend, named `call` in errors, its ncclResult_t as an int: the header has no NCCL) for
+// every other rank's block of n > 0 elements at displacement displ. Returns the root's own
+// displacement.
+std::size_t NcclBackend::grouped_blocks(
+    const CollArgs& a, const char* op, const char* call,
+    const std::function<int(int, std::size_t, std::size_t)>& post) {
+  std::size_t displ = 0, own_displ = 0;
+  SYNK_NCCL_ISSUE(op, ncclGroupStart());
+  for (int r = 0; r < ctx_.size; ++r) {
+    const std::size_t n = a.counts[static_cast<std::size_t>(r)];
+    if (r == ctx_.rank) {
+      own_displ = displ;
+    } else if (n > 0) {
+      // NCCL reports errors of grouped calls at ncclGroupEnd; end the group before any throw.
+      const auto rc = static_cast<ncclResult_t>(post(r, displ, n));
+      if (rc != ncclSuccess && rc != ncclInProgress) {
+        ncclGroupEnd();
+        comm_->issue(op, call, rc);
+      }
+    }
+    displ += n;
+  }
+  SYNK_NCCL_ISSUE(op, ncclGroupEnd());
+  return own_displ;
 }
 
 Request NcclBackend::gatherv(const CollArgs& a) {
@@ -139,23 +167,11 @@ Request NcclBackend::gatherv(const CollArgs& a) {
       SYNK_NCCL_ISSUE(op, ncclSend(a.send, a.count, t, a.root, comm_->get(), stream));
     return comm_->finish(op, stream, comm_);
   }
-  std::size_t displ = 0, own_displ = 0;
-  SYNK_NCCL_ISSUE(op, ncclGroupStart());
-  for (int r = 0; r < ctx_.size; ++r) {
-    const std::size_t n = a.recv_counts[static_cast<std::size_t>(r)];
-    if (r == ctx_.rank) {
-      own_displ = displ;
-    } else if (n > 0) {
-      // NCCL reports errors of grouped calls at ncclGroupEnd; end the group before any throw.
-      const ncclResult_t rc = ncclRecv(at(a.recv, displ * es), n, t, r, comm_->get(), stream);
-      if (rc != ncclSuccess && rc != ncclInProgress) {
-        ncclGroupEnd();
-        comm_->issue(op, "ncclRecv(recv + displ, n, dtype, r, comm, stream)", rc);
-      }
-    }
-    displ += n;
-  }
-  SYNK_NCCL_ISSUE(op, ncclGroupEnd());
+  const std::size_t own_displ =
+      grouped_blocks(a, op, "ncclRecv(recv + displ, n, dtype, r, comm, stream)",
+                     [&](int r, std::size_t displ, std::size_t n) {
+                       return ncclRecv(at(a.recv, displ * es), n, t, r, comm_->get(), stream);
+                     });
   void* own = at(a.recv, own_displ * es);
   if (a.count > 0 && own != a.send) {  // in place: the root's block is already where it goes
     SYNK_CHECK_CUDA(cudaMemcpyAsync(own, a.send, a.count * es, cudaMemcpyDeviceToDevice, stream));
@@ -164,34 +180,35 @@ Request NcclBackend::gatherv(const CollArgs& a) {
 }
 
 Request NcclBackend::scatter(const CollArgs& a) {
-  SYNK_NCCL_BEGIN("scatter");
+  // scatter is scatterv with equal counts.
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(ctx_.size), a.count);
+  CollArgs v = a;
+  v.coll = Collective::scatterv;
+  v.counts = counts;
+  return scatterv(v, "scatter");
+}
+
+Request NcclBackend::scatterv(const CollArgs& a) { return scatterv(a, "scatterv"); }
+
+Request NcclBackend::scatterv(const CollArgs& a, const char* op) {
+  SYNK_NCCL_BEGIN(op);
   const ncclDataType_t t = nccl_type(a.dtype);
   const std::size_t es = size_of(a.dtype);
-  const std::size_t block = a.count * es;
   if (ctx_.rank != a.root) {
-    if (a.count > 0) {
-      SYNK_NCCL_ISSUE("scatter", ncclRecv(a.recv, a.count, t, a.root, comm_->get(), stream));
-    }
-    return comm_->finish("scatter", stream, comm_);
+    if (a.count > 0)
+      SYNK_NCCL_ISSUE(op, ncclRecv(a.recv, a.count, t, a.root, comm_->get(), stream));
+    return comm_->finish(op, stream, comm_);
   }
-  if (a.count > 0) {
-    SYNK_NCCL_ISSUE("scatter", ncclGroupStart());
-    for (int r = 0; r < ctx_.size; ++r) {
-      if (r == ctx_.rank) continue;
-      const ncclResult_t rc = ncclSend(at(a.send, static_cast<std::size_t>(r) * block), a.count, t,
-                                       r, comm_->get(), stream);
-      if (rc != ncclSuccess && rc != ncclInProgress) {
-        ncclGroupEnd();
-        comm_->issue("scatter", "ncclSend(send + r * count, count, dtype, r, comm, stream)", rc);
-      }
-    }
-    SYNK_NCCL_ISSUE("scatter", ncclGroupEnd());
-    const void* own = at(a.send, static_cast<std::size_t>(ctx_.rank) * block);
-    if (own != a.recv) {  // in place: recv is the root's block of send
-      SYNK_CHECK_CUDA(cudaMemcpyAsync(a.recv, own, block, cudaMemcpyDeviceToDevice, stream));
-    }
+  const std::size_t own_displ =
+      grouped_blocks(a, op, "ncclSend(send + displ, n, dtype, r, comm, stream)",
+                     [&](int r, std::size_t displ, std::size_t n) {
+                       return ncclSend(at(a.send, displ * es), n, t, r, comm_->get(), stream);
+                     });
+  const void* own = at(a.send, own_displ * es);
+  if (a.count > 0 && own != a.recv) {  // in place: recv is the root's block of send
+    SYNK_CHECK_CUDA(cudaMemcpyAsync(a.recv, own, a.count * es, cudaMemcpyDeviceToDevice, stream));
   }
-  return comm_->finish("scatter", stream, comm_);
+  return comm_->finish(op, stream, comm_);
 }
 
 // A one-element all_reduce: it completes on a rank only after every rank has joined it.

@@ -4,6 +4,7 @@
 // NCCL state lives in NcclComm (nccl_comm.h), which only this backend's sources include.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "core/backend.h"
@@ -29,6 +30,7 @@ class NcclBackend final : public Backend {
   Request gather(const CollArgs& a) override;
   Request gatherv(const CollArgs& a) override;
   Request scatter(const CollArgs& a) override;
+  Request scatterv(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;
   int device() const override;
@@ -36,6 +38,10 @@ class NcclBackend final : public Backend {
   std::string buffer_error(const CollArgs& a) const override;
 
  private:
+  // scatterv, named `op` in its errors (scatter is scatterv with equal counts).
+  Request scatterv(const CollArgs& a, const char* op);
+  std::size_t grouped_blocks(const CollArgs& a, const char* op, const char* call,
+                             const std::function<int(int, std::size_t, std::size_t)>& post);
   CommContext ctx_;
   std::shared_ptr<NcclComm> comm_;  // shared with the Requests still in flight
 };

@@ -110,6 +110,10 @@ Request ShmBackend::gatherv(const CollArgs& a) {
   group_->gatherv(a);
   return {};
 }
+Request ShmBackend::scatterv(const CollArgs& a) {
+  group_->scatterv(a);
+  return {};
+}
 Request ShmBackend::scatter(const CollArgs& a) {
   group_->scatter(a);
   return {};

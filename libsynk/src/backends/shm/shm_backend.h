@@ -37,6 +37,7 @@ class ShmBackend final : public Backend {
   Request all_gather(const CollArgs& a) override;
   Request gather(const CollArgs& a) override;
   Request gatherv(const CollArgs& a) override;
+  Request scatterv(const CollArgs& a) override;
   Request scatter(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;

@@ -106,6 +106,12 @@ void Group::gatherv(const detail::CollArgs& a) {
   end();
 }
 
+void Group::scatterv(const detail::CollArgs& a) {
+  begin(a);
+  algo::scatterv_slots(parts_, a);
+  end();
+}
+
 void Group::scatter(const detail::CollArgs& a) {
   begin(a);
   const std::size_t block = a.count * size_of(a.dtype);

@@ -53,6 +53,7 @@ class Group {
   void all_gather(const detail::CollArgs& a);
   void gather(const detail::CollArgs& a);
   void gatherv(const detail::CollArgs& a);
+  void scatterv(const detail::CollArgs& a);
   void scatter(const detail::CollArgs& a);
   void reduce_scatter(const detail::CollArgs& a);
   void barrier();

@@ -53,13 +53,13 @@ constexpr std::uint64_t back_from(std::uint64_t step, std::uint64_t n) {
   return step > n ? step - n : 0;
 }
 
-constexpr int kGatherv = static_cast<int>(detail::Collective::gatherv);
+// gatherv's and scatterv's counts differ by rank.
+bool counts_differ(int coll) { return detail::has_counts(static_cast<detail::Collective>(coll)); }
 
-// Two ranks' calls of one step agree (their error codes are compared elsewhere). gatherv's
-// counts differ by rank.
+// Two ranks' calls of one step agree (their error codes are compared elsewhere).
 bool same_call(const Call& a, const Call& b) {
   return a.coll == b.coll && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
-         (a.count == b.count || a.coll == kGatherv) && a.number == b.number;
+         (a.count == b.count || counts_differ(a.coll)) && a.number == b.number;
 }
 
 // The same from the compact copies; false also where they cannot tell (a rejected call, whose
@@ -67,7 +67,7 @@ bool same_call(const Call& a, const Call& b) {
 bool same_call(const StepCall& a, const StepCall& b) {
   return a.error_code < 0 && b.error_code < 0 && a.coll == b.coll && a.dtype == b.dtype &&
          a.op == b.op && a.root == b.root && a.number == b.number &&
-         (a.coll == kGatherv || (a.count == b.count && a.count != StepCall::kCountTooBig));
+         (counts_differ(a.coll) || (a.count == b.count && a.count != StepCall::kCountTooBig));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "backends/shm/cma_pull.h"
 #include "backends/shm/node_buffers.h"
@@ -73,7 +74,11 @@ void gather_cma(Parts& p, const detail::CollArgs& a);
 // A gather or all_gather of more bytes per rank than this steps in pieces of it (gather_slots.cc).
 inline constexpr std::size_t kGatherPieceBytes = std::size_t{512} << 10;
 
+// gatherv and scatterv: every rank's count, the same on every rank; throws InvalidUsage on every
+// rank where the root's counts disagree (agree_on_counts.cc).
+std::vector<std::size_t> agree_on_counts(Parts& p, const detail::CollArgs& a);
 void gatherv_slots(Parts& p, const detail::CollArgs& a);
+void scatterv_slots(Parts& p, const detail::CollArgs& a);
 
 void scatter_eager(Parts& p, const detail::CollArgs& a);
 void scatter_slots(Parts& p, const detail::CollArgs& a);
