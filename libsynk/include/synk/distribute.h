@@ -79,9 +79,9 @@ struct DriveRequest {
   std::vector<std::vector<unsigned char>> inputs;
   RowSelection selection;
 };
-// The master (rank 0) sends a request, which every other rank receives: one polled broadcast
-// of a fixed-size packet, so a small request is a single broadcast, and a synk broadcast of the
-// rest of a larger one. Error(Remote) names a rank of this node that died; the master's send
+// The master (rank 0) sends a request, which every other rank receives: one polled message of
+// at most a fixed size to each worker, so a small request is a single message, and a synk
+// broadcast of the rest of a larger one. Error(Remote) names a rank of this node that died; the master's send
 // throws Error(Timeout) after SYNK_TIMEOUT. After a throw no later request can follow.
 void send_request(Communicator& comm, const DriveRequest& request, const PeerWatch& watch);
 DriveRequest receive_request(Communicator& comm, const PeerWatch& watch);

@@ -1,6 +1,6 @@
 // The untyped part of Distributed<T> (synk/distribute.h): the request packet's broadcast, and
 // the watch on this node's ranks that lets its waits end in an error when a rank dies.
-#include "data/packet_bcast.h"
+#include "data/request_packet.h"
 
 #include <unistd.h>
 
@@ -63,28 +63,32 @@ std::string PeerWatch::deaths() const {
   return text + " died";
 }
 
-void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, std::size_t bytes,
-                  const PeerWatch& watch, bool deadline) {
+namespace {
+
+constexpr int kPacketTag = 0x5ea;
+
+// Polls `req`, one of the packet's sends (the master) or its receive (a worker). A wait for a
+// killed rank was seen never to end: every 10 ms the wait looks for dead ranks itself. An idle
+// worker sleeps between tests (no yielding phase): it costs little CPU and is never timed out,
+// however long the master's serial part takes; the master gives up after SYNK_TIMEOUT.
+void wait_packet(MPI_Request& req, const Communicator& comm, std::vector<unsigned char>& packet,
+                 const PeerWatch& watch) {
   using Clock = std::chrono::steady_clock;
-  MPI_Request req = MPI_REQUEST_NULL;
-  SYNK_CHECK_MPI(
-      MPI_Ibcast(packet.data(), static_cast<int>(bytes), MPI_BYTE, 0, comm.mpi_comm(), &req));
+  const bool master = comm.rank() == 0;
   const auto limit = Clock::now() + wait_duration(settings().timeout_s);
-  // A broadcast to a killed rank was seen never to complete: every 10 ms the wait looks for
-  // dead ranks itself. An idle worker sleeps between tests (no yielding phase): it costs
-  // little CPU and is never timed out, however long the master's serial part takes.
   poll_request(
-      req, "MPI_Test(the request packet's MPI_Ibcast)", std::chrono::microseconds(500),
-      std::chrono::microseconds(0),
+      req, master ? "MPI_Test(the request packet's MPI_Isend)"
+                  : "MPI_Test(the request packet's MPI_Irecv)",
+      std::chrono::microseconds(500), std::chrono::microseconds(0),
       [&] {
         const std::string deaths = watch.deaths();
         if (!deaths.empty()) {
           throw Error(ErrorCode::Remote, "distribute: " + deaths + "; rank " +
                                              std::to_string(comm.rank()) + " was waiting for " +
-                                             (comm.rank() == 0 ? "the request to reach the workers"
-                                                               : "the master's next request"));
+                                             (master ? "the request to reach the workers"
+                                                     : "the master's next request"));
         }
-        if (deadline && Clock::now() >= limit) {
+        if (master && Clock::now() >= limit) {
           note_peer_lost();  // a worker that never answers would hold up MPI_Finalize too
           throw Error(ErrorCode::Timeout,
                       "distribute: rank 0 waited " + seconds_text(settings().timeout_s) +
@@ -92,6 +96,26 @@ void packet_bcast(const Communicator& comm, std::vector<unsigned char>& packet, 
         }
       },
       [&] { keep_forever(std::move(packet)); });
+}
+
+}  // namespace
+
+void packet_send(const Communicator& comm, std::vector<unsigned char>& packet, std::size_t bytes,
+                 const PeerWatch& watch) {
+  std::vector<MPI_Request> sends(static_cast<std::size_t>(comm.size() - 1), MPI_REQUEST_NULL);
+  for (int r = 1; r < comm.size(); ++r) {
+    SYNK_CHECK_MPI(MPI_Isend(packet.data(), static_cast<int>(bytes), MPI_BYTE, r, kPacketTag,
+                             comm.mpi_comm(), &sends[static_cast<std::size_t>(r - 1)]));
+  }
+  for (MPI_Request& req : sends) wait_packet(req, comm, packet, watch);
+}
+
+void packet_receive(const Communicator& comm, std::vector<unsigned char>& packet,
+                    const PeerWatch& watch) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  SYNK_CHECK_MPI(MPI_Irecv(packet.data(), static_cast<int>(packet.size()), MPI_BYTE, 0, kPacketTag,
+                           comm.mpi_comm(), &req));
+  wait_packet(req, comm, packet, watch);
 }
 
 }  // namespace synk::detail

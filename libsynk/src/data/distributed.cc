@@ -264,7 +264,7 @@ void Distributed::send(const Message& m) {
   try {
     detail::send_request(*comm_, m, watch_);
   } catch (const Error& e) {
-    failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
+    failure_ = std::string("a request failed to travel (") + e.what() + ")";
     throw;
   }
 }
@@ -273,7 +273,7 @@ Distributed::Message Distributed::receive() {
   try {
     return detail::receive_request(*comm_, watch_);
   } catch (const Error& e) {
-    failure_ = std::string("a request's broadcast failed (") + e.what() + ")";
+    failure_ = std::string("a request failed to travel (") + e.what() + ")";
     throw;
   }
 }

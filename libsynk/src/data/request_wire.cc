@@ -1,6 +1,6 @@
 // See synk/distribute.h (detail::send_request, receive_request): a master's request as bytes,
-// the same layout on every rank of one job. The first kPacketBytes travel in one polled
-// broadcast, so a small request is a single broadcast; the rest of a larger one follows in a
+// the same layout on every rank of one job. The first kPacketBytes travel in one polled message
+// to each worker, so a small request is a single message; the rest of a larger one follows in a
 // synk broadcast.
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "data/packet_bcast.h"
+#include "data/request_packet.h"
 #include "synk/distribute.h"
 
 namespace synk::detail {
@@ -113,7 +113,7 @@ void send_request(Communicator& comm, const DriveRequest& request, const PeerWat
   std::vector<unsigned char> bytes = encode(request);
   const std::size_t total = bytes.size();
   bytes.resize(std::max(total, kPacketBytes));
-  packet_bcast(comm, bytes, kPacketBytes, watch, true);
+  packet_send(comm, bytes, std::min(total, kPacketBytes), watch);
   if (total > kPacketBytes) {
     comm.broadcast(bytes.data() + kPacketBytes, total - kPacketBytes, DataType::uint8, 0);
   }
@@ -121,7 +121,7 @@ void send_request(Communicator& comm, const DriveRequest& request, const PeerWat
 
 DriveRequest receive_request(Communicator& comm, const PeerWatch& watch) {
   std::vector<unsigned char> bytes(kPacketBytes);
-  packet_bcast(comm, bytes, kPacketBytes, watch, comm.rank() == 0);
+  packet_receive(comm, bytes, watch);
   std::uint64_t total = 0;
   std::memcpy(&total, bytes.data(), sizeof total);
   if (total > kPacketBytes) {
