@@ -63,7 +63,9 @@ class Function {
     try {
       const std::size_t rows = rows_of(data);
       const RowSelection mine = o.batch.for_rank(rows, comm_->rank(), comm_->size());
-      batch_rows = o.batch.select(rows).size();
+      if (std::find(collect_.begin(), collect_.end(), Collect::weighted_avg) != collect_.end()) {
+        batch_rows = o.batch.select(rows).size();  // an index batch's select copies it
+      }
       my_rows = mine.size();
       acc = run_slices(data, inputs, mine, o.num_slices);
     } catch (const Error& e) {
