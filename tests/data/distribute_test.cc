@@ -200,6 +200,49 @@ TEST(Distribute, TypesAreCheckedAtServeAndAtCall) {
   }
 }
 
+// Misuse is an error at once, never a hang: a driven call from inside a Function body (the
+// workers are in that body), a change to a Data added read only, an add() after serve() or of
+// a name twice. The job stays usable, and a worker's close() after serve() does nothing.
+TEST(Distribute, MisuseIsAnErrorAtOnce) {
+  Communicator& comm = world();
+  Data<float> x(comm, {2, 1});
+  x.set_value(comm.rank() == 0 ? std::vector<float>{1, 2} : std::vector<float>{});
+  const Data<float>& fixed = x;
+  Shared<float> s(comm, "s", {1});
+  Distributed dist(comm);
+  Function<float> inner(comm, "inner", {Collect::sum},
+                        [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+  Function<float> outer(comm, "outer", {Collect::sum}, [&](const SliceInputs<float>&) {
+    dist.call(inner);
+    return Function<float>::Outputs{{1.0f}};
+  });
+  dist.add(inner);
+  dist.add(outer);
+  dist.add("x", fixed);
+  dist.add(s);
+  const auto twice = caught([&] { dist.add(s); });
+  EXPECT_SYNK_ERROR(twice, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(twice), HasSubstr("a Shared named 's' was added already"));
+  if (dist.serve()) {
+    const auto nested = caught([&] { dist.call(outer, {"x"}); });
+    EXPECT_SYNK_ERROR(nested, ErrorCode::InvalidUsage);
+    EXPECT_THAT(message(nested), HasSubstr("is made inside another request"));
+    const auto change = caught([&] { x.set_value(std::vector<float>{3, 4}); });
+    EXPECT_SYNK_ERROR(change, ErrorCode::InvalidUsage);
+    EXPECT_THAT(message(change), HasSubstr("Data 'x' was added read only (const)"));
+    Shared<float> late(comm, "late", {1});
+    const auto after = caught([&] { dist.add(late); });
+    EXPECT_SYNK_ERROR(after, ErrorCode::InvalidUsage);
+    EXPECT_THAT(message(after), HasSubstr("add() of Shared 'late' comes before serve()"));
+    EXPECT_THAT(dist.call(inner, {"x"})[0], ElementsAre(static_cast<float>(comm.size())));
+    dist.close();
+  } else {
+    EXPECT_FALSE(caught([&] { dist.close(); }).has_value());  // SPMD-style close: nothing
+  }
+  EXPECT_EQ(x.data()[1], 2.0f);
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 // A request larger than one packet (2,048 bytes): inputs of 1,000 floats and an index batch of
 // 600 rows travel whole, in the packet and the broadcast after it, and the same on every rank.
 TEST(Distribute, ALargeRequestArrivesWhole) {

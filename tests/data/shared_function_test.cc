@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -139,6 +140,27 @@ TEST(Shared, ScatterLeavesEachRankOnlyItsRows) {
   const auto e = caught([&] { s.scatter(x, Batch::first(8)); });
   EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
   EXPECT_EQ(s.value(), before);
+}
+
+// weighted_avg multiplies by row counts: an integer or 16-bit output would overflow, so such a
+// Function is refused when made. A root whose value() was resized by hand cannot be scattered:
+// every rank says so, and nothing changes.
+TEST(Shared, WeightedAverageTypesAndAScatterOfABadRootValue) {
+  Communicator& comm = world();
+  const auto narrow = caught([&] {
+    Function<float, std::int32_t> f(comm, "f", {Collect::weighted_avg},
+                                    [](const SliceInputs<float, std::int32_t>&) {
+                                      return Function<float, std::int32_t>::Outputs{{1}};
+                                    });
+  });
+  EXPECT_SYNK_ERROR(narrow, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(narrow), HasSubstr("weighted_avg needs float or double outputs"));
+  Shared<float> s(comm, "s", {1, 2, 3, 4}, {2, 2});
+  if (comm.rank() == 0) s.value().push_back(5);
+  const auto e = caught([&] { s.scatter(); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(e), HasSubstr("scatter: the root's 5 values do not fill its shape"));
+  EXPECT_EQ(s.value().size(), comm.rank() == 0 ? 5u : 4u);
 }
 
 // A value that does not fill its shape, given on rank 0 to broadcast or set_value: rank 0 threw

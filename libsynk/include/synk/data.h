@@ -208,7 +208,9 @@ class Data {
  private:
   friend class Distributed;  // sets link_ (synk/distribute.h)
   detail::DataStore store_;
-  detail::DriveLink link_;  // set on the master while a Distributed serves
+  // Set on the master while a Distributed serves; mutable: a Data added read only (const)
+  // refuses changes through it.
+  mutable detail::DriveLink link_;
 };
 
 }  // namespace synk

@@ -9,6 +9,7 @@
 // Error(Remote) naming it, and so does serve() on the other workers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -102,10 +103,10 @@ class Distributed final : private detail::DriveHook {
   explicit Distributed(Communicator& comm) : comm_(&comm) {}
   // On the master, one still serving (an exception unwound the master's program before its
   // close()) closes: the workers leave serve() instead of waiting for a request forever, and
-  // the master with them in MPI_Finalize. Not after a request that failed on the master alone
-  // (see drive_request()): the workers may still be inside it, and a close would meet them
-  // there. A destructor does not throw: a close that fails is dropped (the workers then end as
-  // a lost master leaves them: by mpirun). The registered objects must outlive it.
+  // the master with them in MPI_Finalize. After a request that failed on the master alone the
+  // close waits for the workers to come back from it (its own message cannot meet them inside
+  // a collective). A destructor does not throw: a close that fails is dropped (the workers then
+  // end as a lost master leaves them: by mpirun). The registered objects must outlive it.
   ~Distributed();
   Distributed(const Distributed&) = delete;
   Distributed& operator=(const Distributed&) = delete;
@@ -172,12 +173,16 @@ class Distributed final : private detail::DriveHook {
     std::function<void(detail::DriveHook*)> link;
     const void* object = nullptr;
     const std::type_info* type = nullptr;  // a Data's element type
+    bool read_only = false;                // a const Data
   };
 
   void drive(detail::DrivenOp op, const std::string& name, const detail::DrivenArgs& args,
              const std::function<void()>& here, const detail::DrivenRows* rows) override;
   std::string name_of_data(const void* data) const;
   void check_driving(const char* what) const;
+  void check_data_request(const std::string& name);
+  template <class Map>
+  void check_can_add(const Map& map, const std::string& name, const char* what) const;
   void check_same_names();
   std::string names() const;
   void link_objects(detail::DriveHook* hook);
@@ -205,16 +210,30 @@ class Distributed final : private detail::DriveHook {
   Communicator* comm_;
   detail::PeerWatch watch_;
   std::string failure_;  // why requests can no longer be driven ("rank 2 (pid 1234) died")
-  bool in_request_ = false;  // a request under way, or one that failed on the master alone
-  bool driving_ = false;     // the master is inside a request's own part (nested calls run)
+  std::string unfinished_;  // why a request failed on the master alone (the workers may be in it)
+  bool driving_ = false;    // the master is inside a request's own part (nested calls run)
   std::map<std::string, Entry> functions_, data_, shared_;
   std::map<std::string, std::shared_ptr<void>> scratch_;  // per element type and position
 };
 
 // ---- templates ----
 
+// Registration comes before serve() (a later one would never reach the workers), once a name.
+template <class Map>
+void Distributed::check_can_add(const Map& map, const std::string& name, const char* what) const {
+  if (state_ != State::setup) {
+    throw Error(ErrorCode::InvalidUsage, std::string("distribute: add() of ") + what + " '" + name +
+                                             "' comes before serve()");
+  }
+  if (map.count(name)) {
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("distribute: a ") + what + " named '" + name + "' was added already");
+  }
+}
+
 template <class T, class Out>
 void Distributed::add(Function<T, Out>& f) {
+  check_can_add(functions_, f.name(), "Function");
   Entry e;
   e.line = "Function '" + f.name() + "' (" + detail::type_text<T>() + " -> " +
            detail::type_text<Out>() + ")";
@@ -225,10 +244,13 @@ void Distributed::add(Function<T, Out>& f) {
 
 template <class T>
 void Distributed::add(const std::string& name, const Data<T>& d) {
+  check_can_add(data_, name, "Data");
   Entry e;
   e.line = "Data '" + name + "' (" + detail::type_text<T>() + ", read only)";
   e.object = &d;
   e.type = &typeid(T);
+  e.read_only = true;  // its link refuses changes on the master (check_data_request)
+  e.link = [name, &d](detail::DriveHook* hook) { d.link_.set(hook, name); };
   e.serve = [name](const Message& m) {
     throw Error(ErrorCode::InvalidUsage, "distribute: Data '" + name + "' was added read only; " +
                                              detail::driven_op_name(m.op) + " needs add() of a "
@@ -240,11 +262,12 @@ void Distributed::add(const std::string& name, const Data<T>& d) {
 template <class T>
 void Distributed::add(const std::string& name, Data<T>& d,
                       std::type_identity_t<std::function<void(T*)>> loader) {
+  check_can_add(data_, name, "Data");
   Entry e;
   e.line = "Data '" + name + "' (" + detail::type_text<T>() + (loader ? ", a loader)" : ")");
   e.object = &d;
   e.type = &typeid(T);
-  e.link = [name, &d](detail::DriveHook* hook) { d.link_ = {hook, name}; };
+  e.link = [name, &d](detail::DriveHook* hook) { d.link_.set(hook, name); };
   e.serve = [name, &d, loader](const Message& m) {
     switch (m.op) {
       case detail::DrivenOp::data_set_value: d.set_value({}); break;
@@ -271,10 +294,11 @@ void Distributed::add(const std::string& name, Data<T>& d,
 template <class T>
 void Distributed::add(Shared<T>& s) {
   using Op = detail::DrivenOp;
+  check_can_add(shared_, s.name(), "Shared");
   Entry e;
   e.line = "Shared '" + s.name() + "' (" + detail::type_text<T>() + ")";
   e.object = &s;
-  e.link = [&s](detail::DriveHook* hook) { s.link_ = {hook, s.name()}; };
+  e.link = [&s](detail::DriveHook* hook) { s.link_.set(hook, s.name()); };
   e.serve = [this, &s](const Message& m) {
     const int a = static_cast<int>(m.args.a), b = static_cast<int>(m.args.b);
     switch (m.op) {
@@ -320,7 +344,8 @@ Data<T>& Distributed::scratch(std::size_t i, const std::vector<std::uint64_t>& s
   for (std::size_t k = 1; k < want.size(); ++k) row *= want[k];
   auto& slot = scratch_[key];
   auto* d = static_cast<Data<T>*>(slot.get());
-  if (!d || d->row_elems() != row || d->shape().size() != want.size()) {
+  if (!d || !std::equal(want.begin() + 1, want.end(), d->shape().begin() + 1,
+                        d->shape().end())) {
     slot = std::make_shared<Data<T>>(*comm_, want, 1.5);
     return *static_cast<Data<T>*>(slot.get());
   }

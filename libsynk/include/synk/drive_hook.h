@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace synk {
 struct RowSelection;
@@ -63,6 +64,15 @@ class DriveHook {
 struct DriveLink {
   DriveHook* hook = nullptr;
   std::string name;
+  DriveLink() = default;
+  // A copy of a registered object is not registered: it runs its calls as they are.
+  DriveLink(const DriveLink&) {}
+  DriveLink& operator=(const DriveLink&) { return *this; }
+  // Registers the object (Distributed::serve) or, with a null hook, unregisters it.
+  void set(DriveHook* h, std::string n) {
+    hook = h;
+    name = std::move(n);
+  }
   // Runs `here` on every rank: through the hook where one is set, else at once.
   void run(DrivenOp op, const DrivenArgs& args, const std::function<void()>& here,
            const DrivenRows* rows = nullptr) const {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "synk/agreement.h"
@@ -44,8 +45,16 @@ class Function {
   using Outputs = std::vector<std::vector<Out>>;
   using Body = std::function<Outputs(const SliceInputs<T, Out>&)>;
 
+  // weighted_avg needs Out float or double: value x rows overflows narrower types.
   Function(Communicator& comm, std::string name, std::vector<Collect> collect, Body body)
-      : comm_(&comm), name_(std::move(name)), collect_(std::move(collect)), body_(std::move(body)) {}
+      : comm_(&comm), name_(std::move(name)), collect_(std::move(collect)), body_(std::move(body)) {
+    constexpr bool wide = std::is_same_v<Out, float> || std::is_same_v<Out, double>;
+    if (!wide && std::find(collect_.begin(), collect_.end(), Collect::weighted_avg) != collect_.end()) {
+      throw Error(ErrorCode::InvalidArgument, "Function '" + name_ + "': weighted_avg needs float "
+                                              "or double outputs (value x rows would overflow "
+                                              "a narrower type)");
+    }
+  }
 
   const std::string& name() const { return name_; }
 

@@ -155,6 +155,8 @@ class Shared {
   // gives it), copied straight out of the node's segment: nothing travels between the ranks,
   // and each holds only its share. `data` must be registered too in master-driven mode.
   void scatter(const Data<T>& data, const Batch& batch = Batch::all()) {
+    const std::string e = shape_error("scatter", 0, data.shape(), true);
+    if (!e.empty()) throw Error(ErrorCode::InvalidArgument, e);  // the same on every rank
     const RowSelection sel = batch.select(data.rows());
     const detail::DrivenRows rows{&data, &sel};
     link_.run(detail::DrivenOp::shared_scatter_rows, {}, [&] { scatter_rows(data, sel); }, &rows);
@@ -200,9 +202,13 @@ class Shared {
     return {rows * ur / n, rows * (ur + 1) / n};
   }
   void scatter_here(int root) {
-    std::vector<std::uint64_t> dims = encode(shape_);
-    comm_->broadcast(dims.data(), dims.size(), DataType::uint64, root);
-    Shape s = decode(dims);
+    // value() may have been resized by hand: the counts come from the shape.
+    const std::string mismatch =
+        value_.size() == elems(shape_)
+            ? std::string()
+            : "Shared '" + name_ + "': scatter: the root's " + std::to_string(value_.size()) +
+                  " values do not fill its shape";
+    Shape s = root_shape(root, mismatch);
     if (s.empty()) s = {0};
     const std::size_t row = elems(Shape(s.begin() + 1, s.end()));
     std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()));
@@ -274,9 +280,9 @@ class Shared {
     }
     return e;
   }
-  // broadcast(root), where the root's value was rejected if `root_error` is not empty (on the
-  // root): then every rank throws, and no value changes.
-  void broadcast_checked(int root, const std::string& root_error) {
+  // The root's shape on every rank; where `root_error` is not empty on the root, every rank
+  // throws it instead (InvalidArgument), and no value changes.
+  Shape root_shape(int root, const std::string& root_error) {
     static constexpr std::uint64_t kRejected = ~std::uint64_t{0};
     std::vector<std::uint64_t> dims = encode(shape_);
     if (comm_->rank() == root && !root_error.empty()) dims[0] = kRejected;
@@ -286,18 +292,25 @@ class Shared {
       throw Error(ErrorCode::InvalidArgument,
                   comm_->rank() == root ? root_error : "rank " + std::to_string(root) + ": " + text);
     }
-    Shape s = decode(dims);
+    return decode(dims);
+  }
+  // broadcast(root), where the root's value was rejected if `root_error` is not empty (on the
+  // root): then every rank throws, and no value changes.
+  void broadcast_checked(int root, const std::string& root_error) {
+    Shape s = root_shape(root, root_error);
     value_.resize(elems(s));
     shape_ = std::move(s);
     comm_->broadcast(value_.data(), value_.size(), data_type_of<T>(), root);
   }
-  // Why n values cannot have shape s, or empty where they can.
-  std::string shape_error(const char* what, std::size_t n, const Shape& s) const {
+  // Why n values cannot have shape s, or empty where they can (dims_only: only its dimensions).
+  std::string shape_error(const char* what, std::size_t n, const Shape& s,
+                          bool dims_only = false) const {
     const std::string head = "Shared '" + name_ + "': " + what + ": ";
     if (s.size() > kMaxDims) {
       return head + "a shape of " + std::to_string(s.size()) + " dimensions (at most " +
              std::to_string(kMaxDims) + ")";
     }
+    if (dims_only) return {};
     if (elems(s) != n) return head + std::to_string(n) + " values do not fill the shape";
     return {};
   }

@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "core/mpi_tags.h"
 #include "core/poll_request.h"
 #include "core/validation.h"
 #include "synk/agreement.h"
@@ -25,9 +26,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Notices of arrival travel point to point on the communicator (the mpi backend's gatherv uses
-// tag 0x5e7 there, with named sources).
-constexpr int kArrivalTag = 0x5e8;
+// Notices of arrival travel point to point on the communicator, with a tag of their own
+// (mpi_tags.h).
 
 struct CallRecord {
   std::int32_t coll;

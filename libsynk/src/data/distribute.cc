@@ -1,5 +1,5 @@
-// The untyped part of Distributed<T> (synk/distribute.h): the request packet's broadcast, and
-// the watch on this node's ranks that lets its waits end in an error when a rank dies.
+// Master-driven mode's messages (synk/distribute.h): the request packet's sends and receive,
+// and the watch on this node's ranks that lets their waits end in an error when a rank dies.
 #include "data/request_packet.h"
 
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include "core/liveness.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "core/mpi_tags.h"
 #include "core/poll_request.h"
 #include "synk/error.h"
 
@@ -22,8 +23,8 @@ namespace synk::detail {
 
 namespace {
 
-// A packet whose broadcast was abandoned: the request is still pending (an MPI collective cannot
-// be cancelled), so MPI may yet read or write its memory. It is never freed.
+// A packet whose message was abandoned: the send or receive is still pending, so MPI may yet
+// read or write its memory. It is never freed (the job cannot be driven any more).
 void keep_forever(std::vector<unsigned char>&& packet) {
   static std::mutex mu;
   static auto* kept = new std::vector<std::vector<unsigned char>>;  // never destroyed, on purpose
@@ -65,17 +66,17 @@ std::string PeerWatch::deaths() const {
 
 namespace {
 
-constexpr int kPacketTag = 0x5ea;
-
 // Polls `req`, one of the packet's sends (the master) or its receive (a worker). A wait for a
 // killed rank was seen never to end: every 10 ms the wait looks for dead ranks itself. An idle
 // worker sleeps between tests (no yielding phase): it costs little CPU and is never timed out,
-// however long the master's serial part takes; the master gives up after SYNK_TIMEOUT.
+// however long the master's serial part takes; the master gives up at `limit`.
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point deadline() { return Clock::now() + wait_duration(settings().timeout_s); }
+
 void wait_packet(MPI_Request& req, const Communicator& comm, std::vector<unsigned char>& packet,
-                 const PeerWatch& watch) {
-  using Clock = std::chrono::steady_clock;
+                 const PeerWatch& watch, Clock::time_point limit) {
   const bool master = comm.rank() == 0;
-  const auto limit = Clock::now() + wait_duration(settings().timeout_s);
   poll_request(
       req, master ? "MPI_Test(the request packet's MPI_Isend)"
                   : "MPI_Test(the request packet's MPI_Irecv)",
@@ -103,11 +104,17 @@ void wait_packet(MPI_Request& req, const Communicator& comm, std::vector<unsigne
 void packet_send(const Communicator& comm, std::vector<unsigned char>& packet, std::size_t bytes,
                  const PeerWatch& watch) {
   std::vector<MPI_Request> sends(static_cast<std::size_t>(comm.size() - 1), MPI_REQUEST_NULL);
-  for (int r = 1; r < comm.size(); ++r) {
-    SYNK_CHECK_MPI(MPI_Isend(packet.data(), static_cast<int>(bytes), MPI_BYTE, r, kPacketTag,
-                             comm.mpi_comm(), &sends[static_cast<std::size_t>(r - 1)]));
+  try {
+    for (int r = 1; r < comm.size(); ++r) {
+      SYNK_CHECK_MPI(MPI_Isend(packet.data(), static_cast<int>(bytes), MPI_BYTE, r, kPacketTag,
+                               comm.mpi_comm(), &sends[static_cast<std::size_t>(r - 1)]));
+    }
+  } catch (...) {
+    keep_forever(std::move(packet));  // the sends started are still pending
+    throw;
   }
-  for (MPI_Request& req : sends) wait_packet(req, comm, packet, watch);
+  const auto limit = deadline();  // one SYNK_TIMEOUT for all of them
+  for (MPI_Request& req : sends) wait_packet(req, comm, packet, watch, limit);
 }
 
 void packet_receive(const Communicator& comm, std::vector<unsigned char>& packet,
@@ -115,7 +122,7 @@ void packet_receive(const Communicator& comm, std::vector<unsigned char>& packet
   MPI_Request req = MPI_REQUEST_NULL;
   SYNK_CHECK_MPI(MPI_Irecv(packet.data(), static_cast<int>(packet.size()), MPI_BYTE, 0, kPacketTag,
                            comm.mpi_comm(), &req));
-  wait_packet(req, comm, packet, watch);
+  wait_packet(req, comm, packet, watch, deadline());
 }
 
 }  // namespace synk::detail

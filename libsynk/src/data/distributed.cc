@@ -67,8 +67,9 @@ const char* driven_op_name(DrivenOp op) {
 }  // namespace detail
 
 Distributed::~Distributed() {
+  if (!is_master() || state_ != State::serving) return;
   link_objects(nullptr);
-  if (comm_->rank() != 0 || state_ != State::serving || !failure_.empty() || in_request_) return;
+  if (!failure_.empty()) return;
   try {
     close();
   } catch (...) {
@@ -95,15 +96,17 @@ bool Distributed::serve() {
     try {
       execute(m);
     } catch (const Error& e) {
-      // A body that threw: the master got the error too (every rank fails a call together),
-      // so keep serving. A rank that died: nobody can finish a call any more.
+      // A body that threw, a bad argument: the master got the error too (a request's checks and
+      // collectives fail on every rank alike), so keep serving. A rank that died: nobody can
+      // finish a call any more.
       throw_if_peer_died(e);
     }
   }
 }
 
 void Distributed::close() {
-  if (!is_master()) check_driving("close");  // throws: workers leave serve() by themselves
+  // A worker's serve() has returned by then: its close() does nothing (before serve() an error).
+  if (!is_master() && state_ != State::closed) check_driving("close");
   if (!failure_.empty() || state_ == State::closed) return;  // a second close does nothing
   check_driving("close");
   Message m;
@@ -138,12 +141,28 @@ void Distributed::drive(detail::DrivenOp op, const std::string& name,
     return;
   }
   check_driving(detail::driven_op_name(op));
+  if (op >= detail::DrivenOp::data_set_value) check_data_request(name);
   Message m = object_request(op, name, args);
   if (rows) {
     m.data = {name_of_data(rows->data)};
     m.selection = *rows->selection;
   }
   drive_request(m, here);
+}
+
+// A Data request may be refused on the master before it is sent. Its collectives wait in MPI
+// without a deadline, so a worker that died while the master was busy is looked for first.
+void Distributed::check_data_request(const std::string& name) {
+  if (find(data_, name, "Data").read_only) {
+    throw Error(ErrorCode::InvalidUsage, "distribute: Data '" + name +
+                                             "' was added read only (const): the master cannot "
+                                             "change it after serve()");
+  }
+  std::string deaths = watch_.deaths();
+  if (deaths.empty()) return;
+  failure_ = std::move(deaths);
+  throw Error(ErrorCode::Remote, "distribute: " + failure_ + "; rank 0 cannot change Data '" +
+                                     name + "'");
 }
 
 // What the Data at `data` was added as (its rows travel by name).
@@ -180,6 +199,12 @@ void Distributed::check_driving(const char* what) const {
     why = "comes after serve() (which every rank calls, the master included)";
   } else if (state_ == State::closed) {
     why = "comes before close(): the workers have left serve()";
+  } else if (driving_) {
+    why = "is made inside another request (a Function body on the master): the workers are in "
+          "that request, and this one would reach them only after it";
+  } else if (!unfinished_.empty()) {
+    why = "cannot follow a request that failed on the master alone (" + unfinished_ +
+          "): the workers may still be inside it";
   }
   if (!why.empty()) throw Error(ErrorCode::InvalidUsage, std::string("distribute: ") + what + " " + why);
 }
@@ -223,11 +248,10 @@ void Distributed::drive_request(const Message& m, const std::function<void()>& h
     throw Error(ErrorCode::InvalidUsage,
                 "distribute: " + failure_ + " earlier; this job's ranks cannot be driven any more");
   }
-  // Every rank fails a request's collectives together (a body that threw anywhere, a
+  // A request's collectives fail on every rank together (a body that threw anywhere, a
   // mismatch: the workers then keep serving, see serve()), except where this rank waited past
   // SYNK_TIMEOUT alone, or failed with something other than a synk::Error (no memory): then
-  // the request may still be under way on the workers.
-  in_request_ = true;
+  // the request may still be under way on the workers, and no other can follow it.
   driving_ = true;
   try {
     send(m);
@@ -235,14 +259,18 @@ void Distributed::drive_request(const Message& m, const std::function<void()>& h
   } catch (const Error& e) {
     driving_ = false;
     throw_if_peer_died(e);
-    if (e.code() != ErrorCode::Timeout) in_request_ = false;
+    if (e.code() == ErrorCode::Timeout) unfinished_ = e.what();
+    throw;
+  } catch (const std::exception& e) {
+    driving_ = false;
+    unfinished_ = e.what();
     throw;
   } catch (...) {
     driving_ = false;
+    unfinished_ = "an exception that is not a std::exception";
     throw;
   }
   driving_ = false;
-  in_request_ = false;
 }
 
 // After `e`: when a watched rank has died, remembers it and throws Error(Remote) naming it (a

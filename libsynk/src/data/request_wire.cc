@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "data/request_packet.h"
@@ -16,6 +17,8 @@ namespace synk::detail {
 namespace {
 
 constexpr std::size_t kPacketBytes = 2048;
+// DrivenArgs travels as its bytes.
+static_assert(std::is_trivially_copyable_v<DrivenArgs> && sizeof(DrivenArgs) == 24);
 
 struct Writer {
   std::vector<unsigned char> b;

@@ -11,14 +11,13 @@
 #include "core/byte_offset.h"
 #include "core/env.h"
 #include "core/mpi_check.h"
+#include "core/mpi_tags.h"
 #include "core/mpi_watchdog.h"
 
 namespace synk::detail {
 
 namespace {
 
-constexpr int kGathervTag = 0x5e7;
-constexpr int kScattervTag = 0x5e8;
 
 bool is_16bit_float(DataType t) { return t == DataType::float16 || t == DataType::bfloat16; }
 
