@@ -164,6 +164,10 @@ TEST(Distribute, TheMasterDrivesEveryKindOfRequestAlone) {
   EXPECT_THAT(s.value(), ElementsAre(static_cast<float>(n)));
 }
 
+struct Pixel {
+  std::uint8_t r, g, b;
+};
+
 // Types are part of a name: a Data of another element type on one rank fails serve() on every
 // rank, and a Function that reads a Data of another type fails its call before any request.
 TEST(Distribute, TypesAreCheckedAtServeAndAtCall) {
@@ -188,13 +192,18 @@ TEST(Distribute, TypesAreCheckedAtServeAndAtCall) {
                                         "lacks Data 'x' (float32)"));
     }
   }
+  Data<Pixel> pixels(comm, {2, 1});
   Distributed dist(comm);
   dist.add(f);
   dist.add("y", y);
+  dist.add("pixels", pixels);
   if (dist.serve()) {
     const auto e = caught([&] { dist.call(f, {"y"}); });
     EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
     EXPECT_THAT(message(e), HasSubstr("Function 'f' reads float32 rows, but Data 'y' is (float64)"));
+    const auto odd = caught([&] { dist.call(f, {"pixels"}); });
+    EXPECT_SYNK_ERROR(odd, ErrorCode::InvalidArgument);
+    EXPECT_THAT(message(odd), HasSubstr("but Data 'pixels' is (synk::(anonymous namespace)::Pixel)"));
     EXPECT_THAT(dist.call(f)[0], ElementsAre(static_cast<float>(comm.size())));
     dist.close();
   }

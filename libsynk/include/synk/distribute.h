@@ -87,13 +87,16 @@ struct DriveRequest {
 void send_request(Communicator& comm, const DriveRequest& request, const PeerWatch& watch);
 DriveRequest receive_request(Communicator& comm, const PeerWatch& watch);
 
+// The C++ name of a type, as written in the source ("Pixel", not its mangled "5Pixel").
+std::string readable_type_name(const std::type_info& t);
+
 // "float32" for synk's element types, the C++ name of any other.
 template <class T>
 std::string type_text() {
   if constexpr (requires { DataTypeOf<T>::value; }) {
     return to_string(data_type_of<T>());
   } else {
-    return typeid(T).name();
+    return readable_type_name(typeid(T));
   }
 }
 }  // namespace detail

@@ -1,7 +1,10 @@
 // Distributed (synk/distribute.h): the untyped part of master-driven mode. Registration and the
 // calls' typed glue are templates in the header; the serving loop, the names check, the
 // driving of a request and its failures are here.
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +44,14 @@ std::string names_differ(const std::vector<std::string>& theirs,
 }  // namespace
 
 namespace detail {
+
+std::string readable_type_name(const std::type_info& t) {
+  int status = 0;
+  char* name = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
+  std::string text = status == 0 && name ? name : t.name();
+  std::free(name);
+  return text;
+}
 
 const char* driven_op_name(DrivenOp op) {
   switch (op) {
