@@ -184,8 +184,8 @@ class Distributed final : private detail::DriveHook {
   std::string name_of_data(const void* data) const;
   void check_driving(const char* what) const;
   void check_data_request(const std::string& name);
-  template <class Map>
-  void check_can_add(const Map& map, const std::string& name, const char* what) const;
+  void check_can_add(const std::map<std::string, Entry>& map, const std::string& name,
+                     const char* what) const;
   void check_same_names();
   std::string names() const;
   void link_objects(detail::DriveHook* hook);
@@ -206,7 +206,8 @@ class Distributed final : private detail::DriveHook {
   Data<T>& scratch(std::size_t i, const std::vector<std::uint64_t>& shape);
   template <class T, class Out>
   typename Function<T, Out>::Outputs run_call(Function<T, Out>& f, const Message& m,
-                                              const std::vector<Rows<T>>& arrays);
+                                              const std::vector<Rows<T>>& arrays,
+                                              const std::vector<std::vector<Out>>* inputs);
 
   enum class State { setup, serving, closed };
   State state_ = State::setup;
@@ -221,19 +222,6 @@ class Distributed final : private detail::DriveHook {
 
 // ---- templates ----
 
-// Registration comes before serve() (a later one would never reach the workers), once a name.
-template <class Map>
-void Distributed::check_can_add(const Map& map, const std::string& name, const char* what) const {
-  if (state_ != State::setup) {
-    throw Error(ErrorCode::InvalidUsage, std::string("distribute: add() of ") + what + " '" + name +
-                                             "' comes before serve()");
-  }
-  if (map.count(name)) {
-    throw Error(ErrorCode::InvalidArgument,
-                std::string("distribute: a ") + what + " named '" + name + "' was added already");
-  }
-}
-
 template <class T, class Out>
 void Distributed::add(Function<T, Out>& f) {
   check_can_add(functions_, f.name(), "Function");
@@ -241,7 +229,7 @@ void Distributed::add(Function<T, Out>& f) {
   e.line = "Function '" + f.name() + "' (" + detail::type_text<T>() + " -> " +
            detail::type_text<Out>() + ")";
   e.object = &f;
-  e.serve = [this, &f](const Message& m) { run_call(f, m, {}); };
+  e.serve = [this, &f](const Message& m) { run_call<T, Out>(f, m, {}, nullptr); };
   functions_[f.name()] = std::move(e);
 }
 
@@ -343,8 +331,6 @@ template <class T>
 Data<T>& Distributed::scratch(std::size_t i, const std::vector<std::uint64_t>& shape) {
   const std::string key = std::string(typeid(T).name()) + "#" + std::to_string(i);
   std::vector<std::size_t> want(shape.begin(), shape.end());
-  std::size_t row = 1;
-  for (std::size_t k = 1; k < want.size(); ++k) row *= want[k];
   auto& slot = scratch_[key];
   auto* d = static_cast<Data<T>*>(slot.get());
   if (!d || !std::equal(want.begin() + 1, want.end(), d->shape().begin() + 1,
@@ -395,15 +381,17 @@ typename Function<T, Out>::Outputs Distributed::call(Function<T, Out>& f,
   }
   m.selection = c.batch.select(rows);
   typename Function<T, Out>::Outputs out;
-  drive_request(m, [&] { out = run_call(f, m, c.arrays); });
+  drive_request(m, [&] { out = run_call(f, m, c.arrays, &c.inputs); });
   return out;
 }
 
 // Every rank runs a call: the named Data, then the fresh arrays (through the scratch Data,
-// filled from the master's values), with the master's inputs and selection.
+// filled from the master's values), with the master's inputs (`inputs` on the master, decoded
+// from the request elsewhere) and selection.
 template <class T, class Out>
-typename Function<T, Out>::Outputs Distributed::run_call(Function<T, Out>& f, const Message& m,
-                                                         const std::vector<Rows<T>>& arrays) {
+typename Function<T, Out>::Outputs Distributed::run_call(
+    Function<T, Out>& f, const Message& m, const std::vector<Rows<T>>& arrays,
+    const std::vector<std::vector<Out>>* inputs) {
   const std::string who = "Function '" + f.name() + "'";
   std::vector<const Data<T>*> ds;
   for (const std::string& name : m.data) ds.push_back(&data_named<T>(name, who));
@@ -412,15 +400,19 @@ typename Function<T, Out>::Outputs Distributed::run_call(Function<T, Out>& f, co
     d.set_value(i < arrays.size() ? arrays[i].values : std::span<const T>());
     ds.push_back(&d);
   }
-  std::vector<std::vector<Out>> inputs(m.inputs.size());
-  for (std::size_t i = 0; i < m.inputs.size(); ++i) {
-    inputs[i].resize(m.inputs[i].size() / sizeof(Out));
-    if (!inputs[i].empty()) std::memcpy(inputs[i].data(), m.inputs[i].data(), m.inputs[i].size());
+  std::vector<std::vector<Out>> decoded;
+  if (!inputs) {
+    decoded.resize(m.inputs.size());
+    for (std::size_t i = 0; i < m.inputs.size(); ++i) {
+      decoded[i].resize(m.inputs[i].size() / sizeof(Out));
+      if (!decoded[i].empty()) std::memcpy(decoded[i].data(), m.inputs[i].data(), m.inputs[i].size());
+    }
+    inputs = &decoded;
   }
   CallOptions o;
   o.batch = Batch::of(m.selection);
   o.num_slices = m.num_slices;
-  return f(ds, inputs, o);
+  return f(ds, *inputs, o);
 }
 
 }  // namespace synk

@@ -47,9 +47,14 @@ class Function {
 
   // weighted_avg needs Out float or double: value x rows overflows narrower types.
   Function(Communicator& comm, std::string name, std::vector<Collect> collect, Body body)
-      : comm_(&comm), name_(std::move(name)), collect_(std::move(collect)), body_(std::move(body)) {
+      : comm_(&comm),
+        name_(std::move(name)),
+        collect_(std::move(collect)),
+        body_(std::move(body)),
+        weighted_(std::find(collect_.begin(), collect_.end(), Collect::weighted_avg) !=
+                  collect_.end()) {
     constexpr bool wide = std::is_same_v<Out, float> || std::is_same_v<Out, double>;
-    if (!wide && std::find(collect_.begin(), collect_.end(), Collect::weighted_avg) != collect_.end()) {
+    if (!wide && weighted_) {
       throw Error(ErrorCode::InvalidArgument, "Function '" + name_ + "': weighted_avg needs float "
                                               "or double outputs (value x rows would overflow "
                                               "a narrower type)");
@@ -72,9 +77,8 @@ class Function {
     try {
       const std::size_t rows = rows_of(data);
       const RowSelection mine = o.batch.for_rank(rows, comm_->rank(), comm_->size());
-      if (std::find(collect_.begin(), collect_.end(), Collect::weighted_avg) != collect_.end()) {
-        batch_rows = o.batch.select(rows).size();  // an index batch's select copies it
-      }
+      // Only for weighted_avg: an index batch's select copies it.
+      if (weighted_) batch_rows = o.batch.select(rows).size();
       my_rows = mine.size();
       acc = run_slices(data, inputs, mine, o.num_slices);
     } catch (const Error& e) {
@@ -163,13 +167,13 @@ class Function {
   // A weighted_avg output accumulates value x rows until divide_weighted(); a slice of no rows
   // adds zeros (its value may be the NaN of an empty mean).
   void weigh_by_rows(Outputs& out, std::size_t rows) const {
-    for (std::size_t j = 0; j < out.size(); ++j) {
+    for (std::size_t j = 0; weighted_ && j < out.size(); ++j) {
       if (collect_[j] != Collect::weighted_avg) continue;
       for (Out& x : out[j]) x = rows ? static_cast<Out>(x * static_cast<Out>(rows)) : Out{};
     }
   }
   void divide_weighted(Outputs& acc, std::size_t rows) const {
-    if (rows == 0) return;
+    if (!weighted_ || rows == 0) return;
     for (std::size_t j = 0; j < acc.size(); ++j) {
       if (collect_[j] != Collect::weighted_avg) continue;
       for (Out& x : acc[j]) x = static_cast<Out>(x / static_cast<Out>(rows));
@@ -286,6 +290,7 @@ class Function {
   std::string name_;
   std::vector<Collect> collect_;
   Body body_;
+  bool weighted_;  // an output is weighted_avg
 };
 
 }  // namespace synk

@@ -176,6 +176,19 @@ void Distributed::check_data_request(const std::string& name) {
                                      name + "'");
 }
 
+// Registration comes before serve() (a later one would never reach the workers), once a name.
+void Distributed::check_can_add(const std::map<std::string, Entry>& map, const std::string& name,
+                                const char* what) const {
+  if (state_ != State::setup) {
+    throw Error(ErrorCode::InvalidUsage, std::string("distribute: add() of ") + what + " '" + name +
+                                             "' comes before serve()");
+  }
+  if (map.count(name)) {
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("distribute: a ") + what + " named '" + name + "' was added already");
+  }
+}
+
 // What the Data at `data` was added as (its rows travel by name).
 std::string Distributed::name_of_data(const void* data) const {
   for (const auto& entry : data_) {
