@@ -249,8 +249,9 @@ Options parse_options(int argc, char** argv) {
       ->type_name("single|multiple")
       ->capture_default_str();
   app.add_option("--backend", backend_text,
-                 "synk backend: mpi, shm, nccl, or all (every backend that can run here, one "
-                 "row each; the others get a '# backend ...: not available' note). nccl's calls "
+                 "synk backend: mpi, shm, hier, nccl, or all (every backend that can run here, "
+                 "one row each; the others get a '# backend ...: not available' note). hier "
+                 "needs ranks on several nodes (-H, or SYNK_SIMULATE_NODES). nccl's calls "
                  "take device buffers on the communicator's GPU, filled and checked through "
                  "host copies outside the timing; its MPI column is the MPI call on host "
                  "buffers")
@@ -335,12 +336,14 @@ Options parse_options(int argc, char** argv) {
                      ": BYTES must be a multiple of 8 from 0 to 4095");
   }
   if (backend_text == "all") {
-    o.backends = {"mpi", "shm", "nccl"};
+    o.backends = {"mpi", "shm", "hier", "nccl"};
     o.backend_all = true;
-  } else if (backend_text == "mpi" || backend_text == "shm" || backend_text == "nccl") {
+  } else if (backend_text == "mpi" || backend_text == "shm" || backend_text == "hier" ||
+             backend_text == "nccl") {
     o.backends = {backend_text};
   } else {
-    throw UsageError("unknown backend '" + backend_text + "' (expected mpi, shm, nccl or all)");
+    throw UsageError("unknown backend '" + backend_text +
+                     "' (expected mpi, shm, hier, nccl or all)");
   }
   if (o.baseline != "mpi" && o.baseline != "nccl") {
     throw UsageError("unknown baseline '" + o.baseline + "' (expected mpi or nccl)");

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -146,6 +147,13 @@ bool is_this_host(const std::string& written) {
     if (name == self || name == short_name(self) || short_name(name) == self) return true;
   }
   return is_interface_address(name);
+}
+
+bool resolves(const std::string& name) {
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(without_user(name).c_str(), nullptr, nullptr, &found);
+  if (found != nullptr) freeaddrinfo(found);
+  return rc == 0;
 }
 
 }  // namespace synk::launch

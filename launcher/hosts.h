@@ -39,6 +39,9 @@ std::string parse_hostfile(const std::string& text, long long default_slots,
 // host's name (short or full) or one of its interface addresses.
 bool is_this_host(const std::string& name);
 
+// Whether `name` (possibly user@host) resolves to an address here (getaddrinfo).
+bool resolves(const std::string& name);
+
 // How many of `np` ranks (all slots when unset) mpirun's by-slot mapping places on the hosts
 // that is_local says are this one: it fills each host's slots in order.
 template <typename IsLocal>

@@ -35,6 +35,10 @@ constexpr double kKillGraceSeconds = 3.0;
 // one seen still up 19 minutes later (its ranks zombies) is killed, with its group, after this.
 // A second such signal kills at once, as a second Ctrl-C does to mpirun.
 constexpr double kSignalGraceSeconds = 10.0;
+// After mpirun reports the job failed it ends its ranks and exits, within a second or two; one
+// still up this much later waits for a daemon it cannot reach (a host off the network), and
+// would wait for TCP to give up, minutes or hours: synkrun stops it.
+constexpr double kFailureGraceSeconds = 10.0;
 
 class Fd {
  public:
@@ -99,12 +103,34 @@ int status_to_code(int status) {
 
 }  // namespace
 
+void FailureParser::feed_job_line(const std::string& line) {
+  static const std::regex host_line(R"(^\s*(Local|Remote) host:\s*(\S+))");
+  std::smatch m;
+  if (line.find("ORTE was unable to reliably start one or more daemons") != std::string::npos ||
+      line.find("ORTE has lost communication with a remote daemon") != std::string::npos ||
+      line.find("An ORTE daemon has unexpectedly failed") != std::string::npos) {
+    daemons_failed_ = failing_ = true;
+  } else if (line.find("Per user-direction, the job has been aborted.") != std::string::npos) {
+    failing_ = true;
+  } else if (line.find("unable to complete a TCP connection") != std::string::npos) {
+    in_tcp_message_ = true;
+  } else if (in_tcp_message_ && std::regex_search(line, m, host_line)) {
+    if (m[1] == "Local") {
+      tcp_local_ = m[2];
+    } else if (connection_failure_.empty()) {
+      connection_failure_ = tcp_local_ + " could not connect to " + std::string(m[2]);
+      in_tcp_message_ = false;
+    }
+  }
+}
+
 void FailureParser::feed_line(const std::string& line) {
+  feed_job_line(line);
   if (rank_) return;  // the first failure only
   static const std::regex name(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
   static const std::regex code(R"(Exit code:\s*(-?\d+))");
   static const std::regex noticed(
-      R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
+      R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+))");
   // Only MPI_COMM_WORLD's numbers are the job's ranks (in a split communicator they are not).
   static const std::regex abort_rank(
       R"(MPI_ABORT was invoked on rank (\d+) in communicator MPI_COMM_WORLD)");
@@ -123,13 +149,15 @@ void FailureParser::feed_line(const std::string& line) {
     code_ = std::stoi(m[1]);
   } else if (std::regex_search(line, m, noticed)) {
     rank_ = std::stoi(m[1]);
-    signal_ = std::stoi(m[2]);
+    node_ = m[2];
+    signal_ = std::stoi(m[3]);
   }
 }
 
 std::string FailureParser::describe() const {
   if (!rank_) return "";
   std::string out = "rank " + std::to_string(*rank_);
+  if (!node_.empty()) out += " on " + node_;
   if (code_) out += (aborted_ ? " (MPI_Abort, error code " : " (exit code ") +
                    std::to_string(*code_) + ")";
   if (signal_) {
@@ -191,10 +219,19 @@ class JobSupervisor {
     if (!line_.empty()) result_.failure.feed_line(line_);
     if (!child_done_) waitpid(child_, &status_, 0);
     result_.exit_code = result_.timed_out ? 124 : status_to_code(status_);
+    if (result_.stopped_after_failure) result_.exit_code = failing_rank_code();
     return result_;
   }
 
  private:
+  // The failing rank's exit code (128 + its signal), else 1: what mpirun would have returned.
+  int failing_rank_code() const {
+    const FailureParser& f = result_.failure;
+    if (f.signal()) return 128 + *f.signal();
+    if (f.exit_code() && *f.exit_code() > 0 && *f.exit_code() < 256) return *f.exit_code();
+    return 1;
+  }
+
   // Until the nearest deadline (the timeout, a pending kill, the end of the drain), or -1.
   int wait_ms() const {
     int wait = -1;
@@ -209,6 +246,9 @@ class JobSupervisor {
     if (timeout_s_ > 0 && !result_.timed_out) limit_to(deadline_);
     if (kill_pending_) limit_to(kill_at_);
     if (draining_) limit_to(drain_until_);
+    if (failure_seen_ && !result_.stopped_after_failure && !child_done_ && !kill_pending_) {
+      limit_to(stop_at_);
+    }
     return wait;
   }
 
@@ -254,6 +294,10 @@ class JobSupervisor {
       if (buf[i] == '\n') {
         result_.failure.feed_line(line_);
         line_.clear();
+        if (result_.failure.job_failing() && !failure_seen_) {
+          failure_seen_ = true;
+          stop_at_ = Clock::now() + seconds(kFailureGraceSeconds);
+        }
       } else if (line_.size() < 4096) {
         line_ += buf[i];
       }
@@ -276,6 +320,17 @@ class JobSupervisor {
       std::fprintf(stderr, "synkrun: timeout after %g s: stopping every rank\n", timeout_s_);
       kill(-child_, SIGTERM);
       kill_later(seconds(kKillGraceSeconds), "");  // the timeout's own message said it
+    }
+    if (failure_seen_ && !result_.stopped_after_failure && !child_done_ && !kill_pending_ &&
+        now >= stop_at_) {
+      result_.stopped_after_failure = true;
+      // SIGKILL: an mpirun that is aborting ends its ranks and then hangs; a SIGTERM there
+      // crashed it in PMIx_Finalize (Open MPI 4.1) with a page of backtrace.
+      std::fprintf(stderr,
+                   "synkrun: mpirun has not ended %g s after it reported the failure (waiting for "
+                   "a host it cannot reach?): killing the job (SIGKILL)\n",
+                   kFailureGraceSeconds);
+      kill(-child_, SIGKILL);
     }
     if (kill_pending_ && !child_done_ && now >= kill_at_) {
       if (!kill_reason_.empty()) {
@@ -307,6 +362,8 @@ class JobSupervisor {
   bool kill_pending_ = false;  // SIGKILL to the job at kill_at_
   Clock::time_point kill_at_{};
   std::string kill_reason_;
+  bool failure_seen_ = false;  // mpirun reported the job failing; it must end by stop_at_
+  Clock::time_point stop_at_{};
 };
 
 }  // namespace

@@ -13,23 +13,34 @@ namespace synk::launch {
 //   "mpirun noticed that process rank 1 with PID 42 on node vm exited on signal 11 (...)"
 //   "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD" then "with errorcode 7."
 //   (Open MPI 4.1 prints this one only now and then: it may kill the job first.)
+// and for the job failing as a whole: a daemon that could not start or was lost, or the job
+// aborted before any rank was named ("Per user-direction, the job has been aborted.").
 class FailureParser {
  public:
   void feed_line(const std::string& line);
   std::optional<int> rank() const { return rank_; }
   std::optional<int> exit_code() const { return code_; }
   std::optional<int> signal() const { return signal_; }
-  std::string describe() const;  // "rank 1 (exit code 3)", or "" when none was seen
+  std::string describe() const;  // "rank 1 on hostB (exit code 3)", or "" when none was seen
+  bool job_failing() const { return failing_ || rank_.has_value(); }
+  bool daemons_failed() const { return daemons_failed_; }
+  // "hostB could not connect to hostA", from Open MPI's TCP message, or "".
+  const std::string& connection_failure() const { return connection_failure_; }
 
  private:
+  void feed_job_line(const std::string& line);
   std::optional<int> pending_rank_, pending_abort_rank_;
   std::optional<int> rank_, code_, signal_;
+  std::string node_;  // the failing rank's host, where mpirun named it
   bool aborted_ = false;  // the rank called MPI_Abort; code_ is its error code
+  bool failing_ = false, daemons_failed_ = false, in_tcp_message_ = false;
+  std::string tcp_local_, connection_failure_;
 };
 
 struct JobResult {
   int exit_code = 0;
   bool timed_out = false;
+  bool stopped_after_failure = false;  // mpirun hung on after it reported the failure
   std::optional<int> forwarded_signal;  // the first signal synkrun forwarded (SIGINT...)
   FailureParser failure;
 };

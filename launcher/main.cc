@@ -250,8 +250,29 @@ int print_dry_run(const Options& o, const NodeTopology& topo, const NodePlan& no
   return 0;
 }
 
+// mpirun could not start, or lost, a daemon on some host: one line on what to check, naming
+// the hosts that do not resolve here and the connection Open MPI reported failing.
+void report_daemon_failure(const Options& o, const FailureParser& failure, int exit_code) {
+  std::vector<HostSlots> hosts;
+  const std::string err = o.hostfile.empty() ? parse_host_list(o.hosts, hosts)
+                                             : read_hostfile(o, 1, hosts);
+  std::string unknown;
+  for (const HostSlots& h : hosts) {
+    if (err.empty() && !resolves(h.name)) unknown += (unknown.empty() ? "" : ", ") + h.name;
+  }
+  std::string found;
+  if (!unknown.empty()) found += "; no address here for " + unknown;
+  if (!failure.connection_failure().empty()) found += "; " + failure.connection_failure();
+  std::fprintf(stderr,
+               "synkrun: error: mpirun could not start or lost its daemon on a host%s. Check the "
+               "host names, that the hosts reach each other on the network Open MPI uses "
+               "(OMPI_MCA_oob_tcp_if_include), and that Open MPI and the program are at the same "
+               "paths there; exit code %d\n",
+               found.c_str(), exit_code);
+}
+
 // Runs the job and says how it ended; returns synkrun's exit code.
-int run_and_report(const std::vector<std::string>& cmd, double timeout_s) {
+int run_and_report(const Options& o, const std::vector<std::string>& cmd, double timeout_s) {
   JobResult r;
   try {
     r = run_job(cmd, timeout_s);
@@ -272,6 +293,8 @@ int run_and_report(const std::vector<std::string>& cmd, double timeout_s) {
     r.exit_code = 128 + *r.forwarded_signal;
     std::fprintf(stderr, "synkrun: stopped by signal %d; exit code %d\n", *r.forwarded_signal,
                  r.exit_code);
+  } else if (r.exit_code != 0 && r.failure.daemons_failed() && !r.failure.rank()) {
+    report_daemon_failure(o, r.failure, r.exit_code);
   } else if (r.exit_code != 0) {
     const std::string who = r.failure.describe();
     if (who.empty()) {
@@ -283,10 +306,28 @@ int run_and_report(const std::vector<std::string>& cmd, double timeout_s) {
   return r.exit_code;
 }
 
+// -np beyond the slots of a hostfile that gives every host's: mpirun refuses it too, in 20
+// lines that name synkrun as the program. A host without slots= has its cores, unknown here.
+std::string hostfile_slots_error(const Options& o) {
+  if (o.hostfile.empty() || !o.np) return "";
+  std::vector<HostSlots> hosts;
+  if (!read_hostfile(o, 0, hosts).empty()) return "";  // the ranks-per-core check says why
+  long long slots = 0;
+  for (const HostSlots& h : hosts) {
+    if (h.slots == 0) return "";
+    slots += h.slots;
+  }
+  if (*o.np <= slots) return "";
+  return "-np " + std::to_string(*o.np) + " but hostfile " + o.hostfile +
+         (o.hosts.empty() ? "" : " (hosts " + o.hosts + ")") + " offers " +
+         std::to_string(slots) + (slots == 1 ? " slot" : " slots");
+}
+
 // synkrun's main path: discover the machine, plan this node, build the mpirun command, then
 // print it (dry run) or run it and report.
 int launch(Options& o, const char* argv0) {
   if (const std::string err = check_files(o); !err.empty()) return usage_error(err);
+  if (const std::string err = hostfile_slots_error(o); !err.empty()) return usage_error(err);
   if (!o.topology.empty()) o.topology = std::filesystem::absolute(o.topology).string();
   NodeTopology topo;
   TopologyExport exported;  // lives until the job ends: the ranks on this host read it
@@ -309,7 +350,7 @@ int launch(Options& o, const char* argv0) {
 
   if (o.dry_run) return print_dry_run(o, topo, node, notes, cmd);
   for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
-  return run_and_report(cmd, o.timeout_s);
+  return run_and_report(o, cmd, o.timeout_s);
 }
 
 }  // namespace

@@ -67,8 +67,10 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
       ->type_name("SECONDS");
   app.set_version_flag("--version", "synkrun (synk " SYNK_VERSION_TEXT ")",
                        "print synkrun's version and exit");
-  app.add_flag("--rank-step", o.rank_step, "internal: the step synkrun runs on each rank")
-      ->group("");
+  app.add_flag("--rank-step", o.rank_step,
+               "be the step synkrun runs on each rank, under another launcher (srun --mpi=pmix "
+               "synkrun --rank-step PROGRAM): bind the rank from its node's plan, export SYNK_*, "
+               "exec PROGRAM");
   app.add_option("--node-topology", o.node_topology, "internal: HOST=FILE.xml")->group("");
   app.footer(
       "Each rank gets SYNK_RANK, SYNK_WORLD_SIZE, SYNK_LOCAL_RANK, SYNK_LOCAL_SIZE,\n"

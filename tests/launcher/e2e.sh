@@ -84,6 +84,14 @@ rank_step_mpirun)
   check_probe_lines 2
   grep -q 'args=a1$' "$work/out" || fail "PROGRAM's arguments lost"
   ;;
+rank_step_slurm)
+  # The rank step as srun would start it (srun --mpi=pmix synkrun --rank-step PROGRAM): the
+  # contract from Slurm's variables, rank 3 of 4, the second of 2 on node 1.
+  SLURM_PROCID=3 SLURM_LOCALID=1 SLURM_NTASKS=4 SLURM_NODEID=1 SLURM_STEP_TASKS_PER_NODE='2(x2)' \
+    "$SYNKRUN" --rank-step -- "$PROBE" s1 >"$work/out" 2>"$work/err" || fail "rank step exit $?"
+  grep -q '^probe rank=3 world=4 local=1 lsize=2 node=1 .*args=s1$' "$work/out" ||
+    fail "the contract from Slurm's variables: $(cat "$work/out" "$work/err")"
+  ;;
 env_and_binding)
   PROBE_EXPORTED=yes "$SYNKRUN" -np 2 -x FOO=bar -x PROBE_EXPORTED "$PROBE" -np 7 --x >"$work/out" \
     2>"$work/err" || fail "synkrun exit $?"
@@ -112,7 +120,7 @@ failing_rank)
   PROBE_FAIL_RANK=0 PROBE_FAIL_SIGNAL=SEGV PROBE_SLEEP=30 "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err"
   rc=$?
   [ "$rc" = 139 ] || fail "exit code $rc after a segfault, expected 139"
-  tail -n 1 "$work/err" | grep -q '^synkrun: rank 0 (signal 11' || fail "segfault of rank 0 not named"
+  tail -n 1 "$work/err" | grep -q '^synkrun: rank 0 on [^ ]* (signal 11' || fail "segfault of rank 0 not named"
   "$SYNKRUN" -np 2 /nonexistent/program >"$work/out" 2>"$work/err"
   rc=$?
   [ "$rc" = 127 ] || fail "exit code $rc for a missing program, expected 127"

@@ -127,10 +127,11 @@ TEST(Options, HelpListsEveryOption) {
   ASSERT_EQ(r.status, ParseResult::Status::help);
   for (const char* opt :
        {"--np", "-H", "--hostfile", "--bind", "--gpus", "--gpus-per-rank", "--report-bindings",
-        "--dry-run", "--json", "--topology", "-x", "--timeout", "--version", "PROGRAM"}) {
+        "--dry-run", "--json", "--topology", "-x", "--timeout", "--version", "--rank-step",
+        "PROGRAM"}) {
     EXPECT_NE(r.text.find(opt), std::string::npos) << opt;
   }
-  EXPECT_EQ(r.text.find("--rank-step"), std::string::npos);  // internal
+  EXPECT_EQ(r.text.find("--node-topology"), std::string::npos);  // internal
   EXPECT_EQ(parse({"-np", "2", "-h"}).status, ParseResult::Status::help);
   const ParseResult v = parse({"--version"});
   EXPECT_EQ(v.status, ParseResult::Status::help);  // printed, exit 0
@@ -261,6 +262,8 @@ TEST(FailureParser, OpenMpiMessages) {
       "(Segmentation fault).");
   EXPECT_EQ(sig.rank(), 12);
   EXPECT_EQ(sig.signal(), 11);
+  EXPECT_EQ(sig.describe(), "rank 12 on vm (signal 11, Segmentation fault)");
+  EXPECT_TRUE(sig.job_failing());
 
   FailureParser aborted;
   for (const char* l : {"MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
@@ -277,6 +280,27 @@ TEST(FailureParser, OpenMpiMessages) {
   nothing.feed_line("hello from rank 1");
   EXPECT_FALSE(nothing.rank());
   EXPECT_EQ(nothing.describe(), "");
+  EXPECT_FALSE(nothing.job_failing());
+}
+
+// A host mpirun could not reach (multi-host test bed): no rank is named, the daemons failed,
+// and Open MPI's TCP message says who could not connect to whom.
+TEST(FailureParser, DaemonsThatFailed) {
+  FailureParser unreachable;
+  for (const char* l : {"A process or daemon was unable to complete a TCP connection",
+                        "to another process:", "  Local host:    hostB", "  Remote host:   hostA",
+                        "ORTE was unable to reliably start one or more daemons."}) {
+    unreachable.feed_line(l);
+  }
+  EXPECT_FALSE(unreachable.rank());
+  EXPECT_TRUE(unreachable.daemons_failed());
+  EXPECT_TRUE(unreachable.job_failing());
+  EXPECT_EQ(unreachable.connection_failure(), "hostB could not connect to hostA");
+
+  FailureParser aborted;
+  aborted.feed_line("a non-zero exit code. Per user-direction, the job has been aborted.");
+  EXPECT_TRUE(aborted.job_failing());
+  EXPECT_FALSE(aborted.daemons_failed());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backends/shm/algo_chooser.h"
 #include "backends/shm/store_tuner.h"
@@ -38,6 +39,13 @@ struct GroupConfig {
   // SYNK_SIMULATE_NODES splits a machine into groups): with fewer CPUs than these, the ranks
   // share CPUs whatever this group's affinity masks say. 0: `size`.
   int machine_ranks = 0;
+  // The job's rank of each group rank, for messages: under the hier backend a group is one
+  // node's ranks, and "rank 0 died" would name another rank of the job. Empty: the same.
+  std::vector<int> job_ranks;
+  int job_rank(int group_rank) const {
+    const auto r = static_cast<std::size_t>(group_rank);
+    return r < job_ranks.size() ? job_ranks[r] : group_rank;
+  }
 };
 
 }  // namespace synk::shm

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backends/shm/segment_share.h"
 #include "backends/shm/shm_settings.h"
@@ -25,6 +26,25 @@ shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what) {
   }
   return std::move(s.segment);
 }
+
+namespace {
+
+// The rank in `job` of each rank of `comm`.
+std::vector<int> job_ranks_of(MPI_Comm comm, MPI_Comm job) {
+  MPI_Group mine = MPI_GROUP_NULL, theirs = MPI_GROUP_NULL;
+  SYNK_CHECK_MPI(MPI_Comm_group(comm, &mine));
+  SYNK_CHECK_MPI(MPI_Comm_group(job, &theirs));
+  int size = 0;
+  SYNK_CHECK_MPI(MPI_Group_size(mine, &size));
+  std::vector<int> in_comm(static_cast<std::size_t>(size)), in_job(in_comm.size());
+  for (int r = 0; r < size; ++r) in_comm[static_cast<std::size_t>(r)] = r;
+  SYNK_CHECK_MPI(MPI_Group_translate_ranks(mine, size, in_comm.data(), theirs, in_job.data()));
+  MPI_Group_free(&mine);
+  MPI_Group_free(&theirs);
+  return in_job;
+}
+
+}  // namespace
 
 ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   int rank = 0, size = 1;
@@ -52,6 +72,7 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   }
   cfg.machine_ranks = machine_ranks;
   cfg.store_mode = s.store_mode;
+  cfg.job_ranks = job_ranks_of(comm, job);
   const std::size_t bytes = shm::Group::segment_bytes(size, cfg.slot_bytes);
   ShmNode node;
   node.segment = share_segment(comm, bytes, "shared segment");

@@ -310,25 +310,26 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, s
       if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) {
         mark_broken();
         throw Error(ErrorCode::Remote,
-                    std::string(op_name_) + ": rank " + std::to_string(peer) + " (pid " +
-                        std::to_string(block_at(blocks_, peer).pid.load()) + ") died; rank " +
-                        std::to_string(cfg_.rank) + " was waiting for it");
+                    std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
+                        " (pid " + std::to_string(block_at(blocks_, peer).pid.load()) +
+                        ") died; rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
+                        " was waiting for it");
       }
     }
     if (warn_pending && now >= warn_at) {
       warn_pending = false;
-      SYNK_LOG_AT(warn, op_name_ << ": rank " << cfg_.rank << " has waited "
+      SYNK_LOG_AT(warn, op_name_ << ": rank " << cfg_.job_rank(cfg_.rank) << " has waited "
                                  << detail::seconds_text(cfg_.stall_warn_s)
-                                 << " (SYNK_STALL_WARN) for rank " << peer
+                                 << " (SYNK_STALL_WARN) for rank " << cfg_.job_rank(peer)
                                  << ", which has not reached this call; it fails after "
                                  << detail::seconds_text(cfg_.timeout_s) << " (SYNK_TIMEOUT)");
     }
     if (now >= deadline) {
       mark_broken();
       throw Error(ErrorCode::Timeout,
-                  std::string(op_name_) + ": rank " + std::to_string(cfg_.rank) + " waited " +
-                      detail::seconds_text(cfg_.timeout_s) + " (SYNK_TIMEOUT) for rank " +
-                      std::to_string(peer) +
+                  std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
+                      " waited " + detail::seconds_text(cfg_.timeout_s) +
+                      " (SYNK_TIMEOUT) for rank " + std::to_string(cfg_.job_rank(peer)) +
                       ", which has not reached this call (" + what + " " +
                       std::to_string(target) + ")");
     }

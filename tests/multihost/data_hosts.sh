@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Data across hosts: one segment per host, mapped by every rank of that host and by no other,
+# the same rows on every rank; checked from outside through each rank's /proc/PID/maps while
+# the ranks hold it (a segment's name leaves /dev/shm once every rank of its node has mapped
+# it). With SYNK_SHM_SEGMENTS=named the segment must be a file of that host's own /dev/shm
+# (its tmpfs's device). Then Shared and master-driven Distributed across hosts: the Synkhronos
+# walkthrough (examples/shared_variables) on 2 hosts x 1 rank prints what it prints on one.
+# Usage: data_hosts.sh BIN_DIR SOURCE_DIR
+source "$(dirname "$0")/case_lib.sh"
+SOURCE=$2
+bed_up hostA hostB
+PROBE=$BIN/host_probe
+
+# segments_of HOST: "inode device path" of every synk segment a host_probe rank on HOST maps.
+segments_of() {
+  local p
+  for p in $(program_pids "$1" host_probe); do
+    awk -v pid="$p" '/synk-/ { print pid, $5, $4, $6 }' "/proc/$p/maps" | sort -u -k2,2
+  done
+}
+
+# One Data run in segment mode $1 (auto or named).
+data_run() {
+  local mode=$1 go="$WORK/go-$1" h dev
+  echo "Data held across hostA:2,hostB:2 (SYNK_SHM_SEGMENTS=$mode)"
+  on_host hostA timeout -s KILL 60 "$SYNKRUN" -H hostA:2,hostB:2 -x SYNK_SHM_SEGMENTS="$mode" \
+    "$PROBE" data "$go" > "$WORK/data-$mode.out" 2>&1 &
+  local job=$!
+  wait_for "$WORK/data-$mode.out" "data held" 30 || { kill -9 $job; return; }
+  for h in hostA hostB; do
+    dev=$(on_host "$h" stat -c '%d' /dev/shm)
+    echo "  $h: /dev/shm (tmpfs, device $dev) holds:"
+    on_host "$h" ls -l /dev/shm | sed 's/^/    /'
+    echo "  $h: synk segments its ranks map (pid, inode, device major:minor, path):"
+    segments_of "$h" | sed 's/^/    /' | tee "$WORK/maps-$mode-$h"
+  done
+  touch "$go"
+  wait $job
+  RC=$?
+  LAST_NAME=data-$mode
+  expect_rc 0 "Data ($mode)"
+  local name_a name_b
+  name_a=$(sed -n 's/^data rank=[01] host=hostA segment=\(\S*\) wrong=0$/\1/p' "$WORK/data-$mode.out" | sort -u)
+  name_b=$(sed -n 's/^data rank=[23] host=hostB segment=\(\S*\) wrong=0$/\1/p' "$WORK/data-$mode.out" | sort -u)
+  [ "$(wc -w <<< "$name_a")" = 1 ] && [ "$(wc -w <<< "$name_b")" = 1 ] ||
+    fail "Data ($mode): one segment per host with every row right, got hostA '$name_a', hostB '$name_b'"
+  [ "$name_a" != "$name_b" ] || fail "Data ($mode): hostA and hostB share segment $name_a"
+  local base_a=${name_a#*:} base_b=${name_b#*:}
+  base_a=${base_a#/}
+  base_b=${base_b#/}
+  # Each host's two ranks map its segment (one inode), and no rank maps the other host's.
+  [ "$(grep -- "$base_a" "$WORK/maps-$mode-hostA" | awk '{print $1}' | sort -u | wc -l)" = 2 ] ||
+    fail "Data ($mode): hostA's ranks do not both map $name_a"
+  [ "$(grep -- "$base_a" "$WORK/maps-$mode-hostA" | awk '{print $2}' | sort -u | wc -l)" = 1 ] ||
+    fail "Data ($mode): hostA's ranks map different files named $name_a"
+  [ "$(grep -- "$base_b" "$WORK/maps-$mode-hostB" | awk '{print $1}' | sort -u | wc -l)" = 2 ] ||
+    fail "Data ($mode): hostB's ranks do not both map $name_b"
+  ! grep -q -- "$base_b" "$WORK/maps-$mode-hostA" || fail "Data ($mode): hostA maps hostB's segment"
+  ! grep -q -- "$base_a" "$WORK/maps-$mode-hostB" || fail "Data ($mode): hostB maps hostA's segment"
+  if [ "$mode" = named ]; then
+    for h in hostA hostB; do
+      dev=$(on_host "$h" stat -c '%d' /dev/shm)
+      local name=$([ $h = hostA ] && echo "$base_a" || echo "$base_b")
+      # maps gives the device as hex major:minor; stat's %d is major*256+minor here.
+      grep -- "/dev/shm/$name" "$WORK/maps-$mode-$h" | awk '{print $3}' | sort -u | while read -r mm; do
+        [ $(( 0x${mm%:*} * 256 + 0x${mm#*:} )) = "$dev" ] ||
+          echo "FAIL: Data (named): $h's segment is on device $mm, not its /dev/shm ($dev)"
+      done | tee -a "$WORK/dev-failures"
+    done
+    [ ! -s "$WORK/dev-failures" ] || FAILED=1
+  fi
+}
+
+data_run auto
+data_run named
+expect_hosts_clean host_probe "after the Data runs"
+
+echo "the Synkhronos walkthrough (Shared, Function, master-driven Distributed) on 2 hosts"
+printf '#!/bin/sh\nexec %s -H hostA:1,hostB:1 "$@"\n' "$SYNKRUN" > "$WORK/synkrun_2hosts"
+chmod +x "$WORK/synkrun_2hosts"
+run_job walkthrough 60 "$SOURCE/tests/data/check_shared_variables.sh" "$WORK/synkrun_2hosts" \
+  "$BIN/shared_variables"
+expect_rc 0 "the walkthrough across hosts"
+expect_in "$WORK/walkthrough.out" "^walkthrough output as expected$" "the walkthrough's values"
+expect_hosts_clean shared_variables "after the walkthrough"
+case_end

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Faults across hosts, with SYNK_TIMEOUT=10:
+# - a rank SIGKILLed on hostB: synkrun names the rank and host, exits non-zero, well within
+#   SYNK_TIMEOUT;
+# - hostB's link cut in the middle of a large all_reduce: every rank on every host ends with an
+#   error within SYNK_TIMEOUT + 6 s, and synkrun (whose mpirun waits for hostB's daemon) within
+#   SYNK_TIMEOUT + 20 s;
+# and after each, no rank on any host and nothing in any host's /dev/shm.
+# Usage: faults_hosts.sh BIN_DIR
+source "$(dirname "$0")/case_lib.sh"
+PROBE=$BIN/host_probe
+export SYNK_TIMEOUT=10
+
+# start_all_reduce NAME COUNT: a 2 x 2 job all-reducing COUNT floats until it fails.
+start_all_reduce() {
+  on_host hostA timeout -s KILL 90 "$SYNKRUN" -H hostA:2,hostB:2 -x SYNK_TIMEOUT "$PROBE" \
+    allreduce "$2" > "$WORK/$1.out" 2>&1 &
+  JOB=$!
+  LAST_NAME=$1
+  wait_for "$WORK/$1.out" "all_reduce running" 30
+}
+
+# Seconds since $1 (date +%s.%N).
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+bed_up hostA hostB
+echo "a rank SIGKILLed on hostB"
+start_all_reduce killed 100000
+victim=$(program_pids hostB host_probe | head -1)
+start=$(date +%s.%N)
+kill -9 "$victim"
+wait $JOB
+RC=$?
+echo "  synkrun: exit $RC in $(since "$start") s"
+[ "$RC" != 0 ] || fail "a killed rank: synkrun exit 0"
+# Named with its host by mpirun, whose line synkrun repeats when it is the first failure it
+# reads (a busy machine may let the other rank of hostB, which saw it die, report first).
+expect_in "$WORK/killed.out" "process rank [23] with PID $victim on node hostB exited on signal 9" \
+  "mpirun names the killed rank and its host"
+expect_in "$WORK/killed.out" "^synkrun: rank [23] on hostB \(signal 9, Killed\) failed first; exit code 137$|^synkrun: rank [0-3] \(exit code [0-9]+\) failed first" \
+  "synkrun names the first failing rank"
+awk -v t="$(since "$start")" 'BEGIN { exit !(t < 10) }' || fail "a killed rank: the job took $(since "$start") s"
+expect_hosts_clean host_probe "after the killed rank"
+bed_down
+
+bed_up hostA hostB
+echo "hostB's link down in the middle of an all_reduce of 4M floats"
+start_all_reduce cut 4000000
+sleep 0.3
+start=$(date +%s.%N)
+link_down hostB
+ranks_gone=""
+while kill -0 $JOB 2>/dev/null; do
+  if [ -z "$ranks_gone" ] && [ -z "$(program_pids hostA host_probe; program_pids hostB host_probe)" ]; then
+    ranks_gone=$(since "$start")
+  fi
+  sleep 0.1
+done
+wait $JOB
+RC=$?
+[ -n "$ranks_gone" ] || ranks_gone=$(since "$start")
+echo "  every rank gone after $ranks_gone s; synkrun: exit $RC after $(since "$start") s"
+[ "$RC" != 0 ] && [ "$RC" != 137 ] || fail "a cut link: synkrun exit $RC"
+awk -v t="$ranks_gone" 'BEGIN { exit !(t < 16) }' || fail "a cut link: ranks ran $ranks_gone s"
+awk -v t="$(since "$start")" 'BEGIN { exit !(t < 30) }' || fail "a cut link: synkrun took $(since "$start") s"
+# (In the all-reduce itself, or in the comparison of the calls before it: each a Timeout.)
+# (mpirun may end the second rank of hostA before it says so.)
+expect_in "$WORK/cut.out" "synk Timeout: .*all_reduce\(count 4000000, float32, sum\)" \
+  "a rank of hostA says its all_reduce timed out"
+expect_in "$WORK/cut.out" "^synkrun: mpirun has not ended 10 s after it reported the failure" \
+  "synkrun stops the mpirun that waits for hostB"
+expect_hosts_clean host_probe "after the cut link"
+echo "  what is left on hostB: $(for p in $(host_pids hostB); do cat /proc/$p/comm; done | tr '\n' ' ')"
+case_end

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# synkrun across the bed's hosts: -H and --hostfile start ranks on every host, each host plans
+# its own binding, the layout variables and comm.node() are right, auto picks hier; a mistyped
+# host, a host with fewer slots than asked and an unreachable host each end in one clear error.
+# Usage: synkrun_hosts.sh BIN_DIR
+source "$(dirname "$0")/case_lib.sh"
+bed_up hostA hostB hostC
+PROBE=$BIN/host_probe
+
+echo "-H hostA:2,hostB:2"
+run_job h2x2 60 "$SYNKRUN" -H hostA:2,hostB:2 --report-bindings -x SYNK_LOG=info \
+  "$PROBE" layout
+expect_rc 0 "-H hostA:2,hostB:2"
+for r in 0 1 2 3; do
+  host=$([ $r -lt 2 ] && echo hostA || echo hostB)
+  node=$((r / 2))
+  expect_in "$WORK/h2x2.out" \
+    "^layout host=$host rank=$r size=4 SYNK_NODE_RANK=$node node=$node nodes=2 local=$((r % 2))/2 SYNK_LOCAL_RANK=$((r % 2)) backend=hier$" \
+    "rank $r's layout"
+  expect_in "$WORK/h2x2.out" "^synkrun: host $host rank $r local rank $((r % 2)): gpu -, cpus " \
+    "rank $r's binding line (--report-bindings, planned on $host)"
+done
+expect_in "$WORK/h2x2.out" "\[synk hostB:[0-9]+ r3\] info: backend hier \(auto\) for 4 ranks on 2 nodes" \
+  "SYNK_LOG=info on hostB names hier"
+
+echo "--hostfile with uneven slots (hostA 1, hostB 2, hostC 1)"
+printf 'hostA slots=1\nhostB slots=2\n# the third host\nhostC slots=1\n' > "$WORK/hostfile"
+run_job hostfile 60 "$SYNKRUN" --hostfile "$WORK/hostfile" "$PROBE" layout
+expect_rc 0 "--hostfile"
+for spec in "0 hostA 0 0/1" "1 hostB 1 0/2" "2 hostB 1 1/2" "3 hostC 2 0/1"; do
+  set -- $spec
+  expect_in "$WORK/hostfile.out" "^layout host=$2 rank=$1 size=4 .* node=$3 nodes=3 local=$4 .*backend=hier$" \
+    "rank $1 from the hostfile"
+done
+
+echo "a mistyped host"
+run_job typo 30 "$SYNKRUN" -H hostA:1,hostX:1 "$PROBE" layout
+expect_rc 255 "a mistyped host"
+expect_in "$WORK/typo.out" "^synkrun: error: mpirun could not start or lost its daemon on a host; no address here for hostX\." \
+  "the mistyped host's error"
+[ "${SECONDS_TAKEN%.*}" -lt 20 ] || fail "a mistyped host took $SECONDS_TAKEN s"
+
+echo "a host with fewer slots than asked"
+run_job slots 30 "$SYNKRUN" -H hostA:1,hostB:1 -np 3 "$PROBE" layout
+expect_rc 2 "fewer slots than ranks"
+expect_in "$WORK/slots.out" "^synkrun: error: -np 3 but -H hostA:1,hostB:1 offers 2 slots" \
+  "the slots error"
+printf 'hostA slots=1\nhostB slots=1\n' > "$WORK/small_hostfile"
+run_job slots_file 30 "$SYNKRUN" --hostfile "$WORK/small_hostfile" -np 3 "$PROBE" layout
+expect_rc 2 "fewer slots than ranks (hostfile)"
+expect_in "$WORK/slots_file.out" "^synkrun: error: .*offers 2 slots" "the hostfile's slots error"
+
+echo "an unreachable host (hostC's link down)"
+link_down hostC
+run_job unreachable 60 "$SYNKRUN" -H hostA:1,hostC:1 "$PROBE" layout
+[ "$RC" != 0 ] && [ "$RC" -lt 128 ] || fail "an unreachable host: exit $RC"
+expect_in "$WORK/unreachable.out" "^synkrun: error: mpirun could not start or lost its daemon on a host" \
+  "the unreachable host's error"
+[ "${SECONDS_TAKEN%.*}" -lt 30 ] || fail "an unreachable host took $SECONDS_TAKEN s"
+expect_hosts_clean host_probe "after the failed starts"
+case_end
