@@ -156,4 +156,20 @@ bool resolves(const std::string& name) {
   return rc == 0;
 }
 
+std::optional<int> node_of_rank(const std::vector<HostSlots>& ordered, int rank, int world,
+                                int local_size) {
+  long long first = 0;
+  int node = 0;
+  for (const HostSlots& h : ordered) {
+    const long long take = std::min<long long>(h.slots, world - first);
+    if (take <= 0) break;
+    if (rank < first + take) {
+      return take == local_size ? std::optional<int>(node) : std::nullopt;
+    }
+    first += take;
+    ++node;
+  }
+  return std::nullopt;
+}
+
 }  // namespace synk::launch

@@ -42,18 +42,47 @@ bool is_this_host(const std::string& name);
 // Whether `name` (possibly user@host) resolves to an address here (getaddrinfo).
 bool resolves(const std::string& name);
 
+// The hosts in the order mpirun's by-slot mapping fills them: those is_local says are the one
+// mpirun runs on first (Open MPI puts its own node first), then the others as listed. A name
+// listed twice is one host with the slots of both.
+template <typename IsLocal>
+std::vector<HostSlots> mapping_order(const std::vector<HostSlots>& hosts, IsLocal is_local) {
+  std::vector<HostSlots> out;
+  auto add = [&](const HostSlots& h) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const HostSlots& o) { return o.name == h.name; });
+    if (same == out.end()) {
+      out.push_back(h);
+    } else {
+      same->slots += h.slots;
+    }
+  };
+  for (const HostSlots& h : hosts) {
+    if (is_local(h.name)) add(h);
+  }
+  for (const HostSlots& h : hosts) {
+    if (!is_local(h.name)) add(h);
+  }
+  return out;
+}
+
 // How many of `np` ranks (all slots when unset) mpirun's by-slot mapping places on the hosts
-// that is_local says are this one: it fills each host's slots in order.
+// that is_local says are this one: it fills each host's slots in mapping_order.
 template <typename IsLocal>
 long long ranks_on_this_host(const std::vector<HostSlots>& hosts, std::optional<long long> np,
                              IsLocal is_local) {
   long long left = np ? *np : -1, here = 0;
-  for (const HostSlots& h : hosts) {
+  for (const HostSlots& h : mapping_order(hosts, is_local)) {
     const long long take = left < 0 ? h.slots : std::min(left, h.slots);
     if (is_local(h.name)) here += take;
     if (left >= 0) left -= take;
   }
   return here;
 }
+
+// The index of the node (among those that get ranks) that holds `rank` when `world` ranks fill
+// `ordered` (mapping_order's) slot by slot; nullopt where that node would not hold
+// `local_size` ranks, which says the job was not mapped so.
+std::optional<int> node_of_rank(const std::vector<HostSlots>& ordered, int rank, int world,
+                                int local_size);
 
 }  // namespace synk::launch

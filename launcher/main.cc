@@ -323,6 +323,22 @@ std::string hostfile_slots_error(const Options& o) {
          std::to_string(slots) + (slots == 1 ? " slot" : " slots");
 }
 
+// The job's hosts in mpirun's mapping order as "host:slots,...", for the rank steps to number
+// the nodes (SYNK_NODE_RANK); "" where a host's slots are unknown (a hostfile line without
+// slots= has the host's cores).
+std::string node_slots_text(const Options& o) {
+  std::vector<HostSlots> hosts;
+  const std::string err = o.hostfile.empty() ? parse_host_list(o.hosts, hosts)
+                                             : read_hostfile(o, 0, hosts);
+  std::string out;
+  if (!err.empty()) return out;
+  for (const HostSlots& h : mapping_order(hosts, is_this_host)) {
+    if (h.slots <= 0) return "";
+    out += (out.empty() ? "" : ",") + h.name + ":" + std::to_string(h.slots);
+  }
+  return out;
+}
+
 // synkrun's main path: discover the machine, plan this node, build the mpirun command, then
 // print it (dry run) or run it and report.
 int launch(Options& o, const char* argv0) {
@@ -337,6 +353,7 @@ int launch(Options& o, const char* argv0) {
   NodePlan node;
   node.multi_node = !o.hosts.empty() || !o.hostfile.empty();
   if (const auto code = check_program(o, node.multi_node)) return *code;
+  if (node.multi_node) o.node_slots = node_slots_text(o);
   if (const std::string err = plan_node(o, topo, node); !err.empty()) return usage_error(err);
 
   MpirunContext ctx;

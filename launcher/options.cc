@@ -72,6 +72,8 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
                "synkrun --rank-step PROGRAM): bind the rank from its node's plan, export SYNK_*, "
                "exec PROGRAM");
   app.add_option("--node-topology", o.node_topology, "internal: HOST=FILE.xml")->group("");
+  app.add_option("--node-slots", o.node_slots, "internal: host:slots,... as mpirun maps them")
+      ->group("");
   app.footer(
       "Each rank gets SYNK_RANK, SYNK_WORLD_SIZE, SYNK_LOCAL_RANK, SYNK_LOCAL_SIZE,\n"
       "SYNK_NODE_RANK, SYNK_GPU, SYNK_CPUS, CUDA_DEVICE_ORDER=PCI_BUS_ID and\n"
@@ -305,6 +307,7 @@ std::vector<std::string> rank_step_args(const Options& o) {
   }
   if (!o.topology.empty()) a.insert(a.end(), {"--topology", o.topology});
   if (!o.node_topology.empty()) a.insert(a.end(), {"--node-topology", o.node_topology});
+  if (!o.node_slots.empty()) a.insert(a.end(), {"--node-slots", o.node_slots});
   if (o.report_bindings) a.push_back("--report-bindings");
   a.push_back("--");
   a.insert(a.end(), o.program.begin(), o.program.end());

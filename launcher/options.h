@@ -25,6 +25,8 @@ struct Options {
   bool rank_step = false;            // internal: run as the rank step on each rank
   std::string node_topology;         // internal: "HOST=FILE.xml", this machine's topology
                                      // as the launching synkrun saw it, for ranks on HOST
+  std::string node_slots;            // internal: "host:slots,..." in mpirun's mapping order,
+                                     // for each rank's SYNK_NODE_RANK (hosts.h)
   std::vector<std::string> program;  // PROGRAM and its arguments
 };
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "hosts.h"
 #include "topology.h"
 #include "topology_plan.h"
 
@@ -137,6 +138,17 @@ RankEnv read_rank_env(const GetEnv& get) {
 
 namespace {
 
+// SYNK_NODE_RANK under mpirun with hosts: where synkrun knew every host's slots, the node that
+// mpirun's by-slot mapping gives this rank (exact for nodes of different sizes too); else
+// read_rank_env's, exact when every node runs as many ranks.
+void number_node(const Options& o, RankEnv& env) {
+  if (env.source != "openmpi" || o.node_slots.empty()) return;
+  std::vector<HostSlots> ordered;
+  if (!parse_host_list(o.node_slots, ordered).empty()) return;
+  const auto node = node_of_rank(ordered, env.rank, env.world_size, env.local_size);
+  if (node) env.node_rank = *node;
+}
+
 // The machine this rank plans on: the XML given with --topology, else the launcher's export of
 // this host (it spares the PCI scan), else this machine discovered afresh.
 TopologySource rank_topology_source(const Options& o) {
@@ -216,6 +228,7 @@ int run_rank_step(const Options& o) {
     std::fprintf(stderr, "synkrun: rank step: %s\n", ex.what());
     return 2;
   }
+  number_node(o, env);
   const std::string who = "synkrun: rank " + std::to_string(env.rank) + " on " + host_name();
   if (o.program.empty()) {
     std::fprintf(stderr, "%s: missing PROGRAM\n", who.c_str());

@@ -90,14 +90,41 @@ TEST(Hosts, ThisHostByItsNames) {
   EXPECT_FALSE(is_this_host("no-such-host.invalid"));
 }
 
+// Open MPI fills its own node first (-H hostB:2,hostA:1,hostC:1 run on hostA put rank 0 on
+// hostA, in the multi-host test bed), then the others as listed; a host listed twice is one.
+TEST(Hosts, MappingOrderPutsMpirunsHostFirst) {
+  const auto local = [](const std::string& n) { return n == "me"; };
+  const auto ordered = mapping_order(list("a:2,me:3,b:4,me:1,a:1"), local);
+  ASSERT_EQ(ordered.size(), 3u);
+  EXPECT_EQ(ordered[0].name, "me");
+  EXPECT_EQ(ordered[0].slots, 4);
+  EXPECT_EQ(ordered[1].name, "a");
+  EXPECT_EQ(ordered[1].slots, 3);
+  EXPECT_EQ(ordered[2].name, "b");
+}
+
 TEST(Hosts, RanksOnThisHostFollowBySlotMapping) {
   const auto local = [](const std::string& n) { return n == "me"; };
   const auto h = list("a:2,me:3,b:4,me:1");
   EXPECT_EQ(ranks_on_this_host(h, std::nullopt, local), 4);  // every slot
-  EXPECT_EQ(ranks_on_this_host(h, 2, local), 0);             // a takes both
-  EXPECT_EQ(ranks_on_this_host(h, 4, local), 2);
-  EXPECT_EQ(ranks_on_this_host(h, 9, local), 3);
-  EXPECT_EQ(ranks_on_this_host(h, 10, local), 4);
+  EXPECT_EQ(ranks_on_this_host(h, 2, local), 2);             // this host's slots come first
+  EXPECT_EQ(ranks_on_this_host(h, 9, local), 4);
+  const auto elsewhere = [](const std::string&) { return false; };
+  EXPECT_EQ(ranks_on_this_host(h, 9, elsewhere), 0);  // mpirun on a host without ranks
+}
+
+TEST(Hosts, NodeOfRankNumbersTheNodesThatGetRanks) {
+  const auto ordered = list("me:4,a:2,b:4,c:1");
+  // 7 ranks: me 0-3, a 4-5, b 6; c gets none.
+  EXPECT_EQ(node_of_rank(ordered, 0, 7, 4), 0);
+  EXPECT_EQ(node_of_rank(ordered, 5, 7, 2), 1);
+  EXPECT_EQ(node_of_rank(ordered, 6, 7, 1), 2);
+  EXPECT_EQ(node_of_rank(ordered, 6, 7, 4), std::nullopt);  // not mapped so
+  EXPECT_EQ(node_of_rank(ordered, 7, 7, 1), std::nullopt);
+  // Uneven hosts of the test bed's hostfile: 1, 2 and 1 slots.
+  const auto bed = list("hostA:1,hostB:2,hostC:1");
+  EXPECT_EQ(node_of_rank(bed, 2, 4, 2), 1);
+  EXPECT_EQ(node_of_rank(bed, 3, 4, 1), 2);
 }
 
 }  // namespace

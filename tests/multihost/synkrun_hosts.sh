@@ -29,8 +29,17 @@ run_job hostfile 60 "$SYNKRUN" --hostfile "$WORK/hostfile" "$PROBE" layout
 expect_rc 0 "--hostfile"
 for spec in "0 hostA 0 0/1" "1 hostB 1 0/2" "2 hostB 1 1/2" "3 hostC 2 0/1"; do
   set -- $spec
-  expect_in "$WORK/hostfile.out" "^layout host=$2 rank=$1 size=4 .* node=$3 nodes=3 local=$4 .*backend=hier$" \
+  expect_in "$WORK/hostfile.out" "^layout host=$2 rank=$1 size=4 SYNK_NODE_RANK=$3 node=$3 nodes=3 local=$4 .*backend=hier$" \
     "rank $1 from the hostfile"
+done
+
+echo "-H hostB:2,hostA:1,hostC:1 from hostA (mpirun maps its own host first)"
+run_job order 60 "$SYNKRUN" -H hostB:2,hostA:1,hostC:1 "$PROBE" layout
+expect_rc 0 "-H with the launching host not first"
+for spec in "0 hostA 0 0/1" "1 hostB 1 0/2" "2 hostB 1 1/2" "3 hostC 2 0/1"; do
+  set -- $spec
+  expect_in "$WORK/order.out" "^layout host=$2 rank=$1 size=4 SYNK_NODE_RANK=$3 node=$3 nodes=3 local=$4 .*backend=hier$" \
+    "rank $1 with the launching host listed second"
 done
 
 echo "a mistyped host"
