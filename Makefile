@@ -8,7 +8,8 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 PACKAGES   := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libhwloc-dev \
               libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libeigen3-dev zlib1g-dev \
-              dataset-fashion-mnist python3
+              dataset-fashion-mnist python3 python3-dev pybind11-dev python3-numpy \
+              python3-mpi4py python3-pytest
 # Open MPI refuses to start as root unless told; CI and containers run as root.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1

@@ -1,0 +1,76 @@
+// See arrays.h.
+#include "arrays.h"
+
+#include "synk/error.h"
+
+namespace synk::python {
+namespace {
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(ErrorCode::InvalidArgument, message);
+}
+
+// The synk type of a NumPy dtype: by kind and size, so that every platform name of a type
+// (intc, int_, longlong...) maps where its bits belong.
+DataType type_of(const py::dtype& dt, const char* what) {
+  const char kind = dt.kind();
+  const auto bytes = dt.itemsize();
+  if (kind == 'i' && bytes == 1) return DataType::int8;
+  if (kind == 'u' && bytes == 1) return DataType::uint8;
+  if (kind == 'i' && bytes == 4) return DataType::int32;
+  if (kind == 'u' && bytes == 4) return DataType::uint32;
+  if (kind == 'i' && bytes == 8) return DataType::int64;
+  if (kind == 'u' && bytes == 8) return DataType::uint64;
+  if (kind == 'f' && bytes == 2) return DataType::float16;
+  if (kind == 'f' && bytes == 4) return DataType::float32;
+  if (kind == 'f' && bytes == 8) return DataType::float64;
+  invalid(std::string(what) + " has dtype " + py::str(static_cast<py::object>(dt)).cast<std::string>() +
+          ", which synk has no type for (int8, uint8, int32, uint32, int64, uint64, float16, "
+          "float32, float64; bfloat16 as a uint16 array with dtype=\"bfloat16\")");
+}
+
+}  // namespace
+
+Buffer as_buffer(const py::array& a, const char* what, bool writable,
+                 const std::string& dtype_name) {
+  if (!(a.flags() & py::array::c_style)) {
+    invalid(std::string(what) + " is not C-contiguous (a strided view?): synk reads and writes "
+                                "the array's own memory; pass numpy.ascontiguousarray(" +
+            what + ") and use what it returns");
+  }
+  if (writable && !a.writeable()) {
+    invalid(std::string(what) + " is read-only, and synk writes the result into it");
+  }
+  Buffer b;
+  if (dtype_name.empty()) {
+    b.dtype = type_of(a.dtype(), what);
+  } else if (dtype_name == "bfloat16") {
+    if (a.dtype().kind() != 'u' || a.dtype().itemsize() != 2) {
+      invalid(std::string(what) + ": dtype=\"bfloat16\" reads a uint16 array's bits as bfloat16; "
+                                  "this array is not uint16");
+    }
+    b.dtype = DataType::bfloat16;
+  } else {
+    invalid("dtype=\"" + dtype_name + "\": the only override is \"bfloat16\" (of a uint16 array)");
+  }
+  // Both are the array's own memory; mutable_data() only checks the flag tested above.
+  b.data = writable ? py::array(a).mutable_data() : const_cast<void*>(a.data());
+  b.count = static_cast<std::size_t>(a.size());
+  b.shape.assign(a.shape(), a.shape() + a.ndim());
+  return b;
+}
+
+py::array new_array(const py::array& like, const std::vector<py::ssize_t>& shape) {
+  return py::array(like.dtype(), shape);
+}
+
+ReduceOp reduce_op(const std::string& name) {
+  if (name == "sum") return ReduceOp::sum;
+  if (name == "prod") return ReduceOp::prod;
+  if (name == "min") return ReduceOp::min;
+  if (name == "max") return ReduceOp::max;
+  if (name == "avg" || name == "mean") return ReduceOp::avg;
+  invalid("op=\"" + name + "\" is not one of sum, prod, min, max, avg");
+}
+
+}  // namespace synk::python

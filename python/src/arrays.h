@@ -1,0 +1,38 @@
+// NumPy arrays as synk buffers, without a copy: the dtype a synk DataType, the memory the
+// array's own (C-contiguous, writable where synk writes). Anything else is a synk
+// InvalidArgument naming the argument, never a silent copy.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "synk/types.h"
+
+namespace synk::python {
+
+namespace py = pybind11;
+
+// An array's memory as synk sees it.
+struct Buffer {
+  void* data = nullptr;
+  std::size_t count = 0;  // elements
+  DataType dtype = DataType::float32;
+  std::vector<py::ssize_t> shape;
+};
+
+// `dtype_name` "" takes the array's own dtype; "bfloat16" reads a uint16 array as bfloat16.
+// `what` names the argument in messages ("a", "out"). `writable`: synk writes into it.
+Buffer as_buffer(const py::array& a, const char* what, bool writable,
+                 const std::string& dtype_name = "");
+
+// A new C-contiguous array of `shape` in the dtype of `like` (a uint16 array for bfloat16).
+py::array new_array(const py::array& like, const std::vector<py::ssize_t>& shape);
+
+// The reduction named "sum", "prod", "min", "max", "avg" (or "mean").
+ReduceOp reduce_op(const std::string& name);
+
+}  // namespace synk::python

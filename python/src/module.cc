@@ -1,0 +1,12 @@
+// The extension module synk._synk, which the package synk (python/synk/__init__.py) re-exports.
+#include <pybind11/pybind11.h>
+
+#include "communicator_bindings.h"
+#include "errors.h"
+
+PYBIND11_MODULE(_synk, m) {
+  m.doc() = "synk's collectives on NumPy arrays (the C++ library libsynk, bound with pybind11)";
+  m.attr("__version__") = SYNK_VERSION_TEXT;
+  synk::python::add_errors(m);
+  synk::python::add_communicator(m);
+}

@@ -1,0 +1,118 @@
+"""Every collective of synk.Communicator on NumPy arrays against NumPy's own result."""
+import numpy as np
+import pytest
+
+import synk
+from conftest import DTYPES, rank_values
+
+COUNTS = [0, 1, 7, 4097]
+REDUCE = {"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max}
+
+
+def all_inputs(comm, count, dtype):
+    return np.stack([rank_values(r, count, dtype) for r in range(comm.size)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["sum", "prod", "min", "max"])
+@pytest.mark.parametrize("count", COUNTS)
+def test_all_reduce_in_place(comm, dtype, op, count):
+    a = rank_values(comm.rank, count, dtype)
+    address = a.__array_interface__["data"][0]
+    result = comm.all_reduce(a, op=op)
+    assert result is a  # in place: the caller's own array, the same memory
+    assert a.__array_interface__["data"][0] == address
+    expected = REDUCE[op](all_inputs(comm, count, dtype), axis=0).astype(dtype)
+    np.testing.assert_array_equal(a, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_all_reduce_avg_into_out(comm, dtype):
+    a = rank_values(comm.rank, 100, dtype)
+    out = np.empty_like(a)
+    assert comm.all_reduce(a, op="avg", out=out) is out
+    np.testing.assert_array_equal(a, rank_values(comm.rank, 100, dtype))  # input untouched
+    expected = all_inputs(comm, 100, np.float64).mean(axis=0)
+    np.testing.assert_allclose(out, expected, rtol=1e-3 if dtype == np.float16 else 1e-6)
+
+
+def test_bfloat16_as_uint16(comm):
+    # bfloat16 bits of 1.0 (0x3F80); summed over the ranks: size() exactly.
+    a = np.full(8, 0x3F80, dtype=np.uint16)
+    comm.all_reduce(a, dtype="bfloat16")
+    as_float = (a.astype(np.uint32) << 16).view(np.float32)
+    np.testing.assert_array_equal(as_float, np.full(8, comm.size, dtype=np.float32))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_reduce_every_root(comm, dtype, count):
+    for root in range(comm.size):
+        a = rank_values(comm.rank, count, dtype)
+        result = comm.reduce(a, op="sum", root=root)
+        if comm.rank == root:
+            assert result is a
+            np.testing.assert_array_equal(a, all_inputs(comm, count, dtype).sum(axis=0).astype(dtype))
+        else:
+            assert result is None
+            np.testing.assert_array_equal(a, rank_values(comm.rank, count, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_broadcast_every_root(comm, dtype, count):
+    for root in range(comm.size):
+        a = rank_values(comm.rank, count, dtype)
+        assert comm.broadcast(a, root=root) is a
+        np.testing.assert_array_equal(a, rank_values(root, count, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0,), (3,), (2, 5)])
+def test_all_gather_new_array(comm, dtype, shape):
+    a = np.full(shape, comm.rank + 1, dtype=dtype)
+    g = comm.all_gather(a)
+    assert g.shape == (comm.size,) + shape and g.dtype == a.dtype
+    for r in range(comm.size):
+        np.testing.assert_array_equal(g[r], np.full(shape, r + 1, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float64])
+def test_gather_every_root(comm, dtype):
+    for root in range(comm.size):
+        g = comm.gather(np.full(4, comm.rank, dtype=dtype), root=root)
+        if comm.rank == root:
+            np.testing.assert_array_equal(g, np.repeat(np.arange(comm.size), 4).reshape(comm.size, 4))
+        else:
+            assert g is None
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int64, np.float16, np.float64])
+def test_scatter_every_root(comm, dtype):
+    for root in range(comm.size):
+        send = np.arange(comm.size * 6, dtype=dtype).reshape(comm.size, 2, 3)
+        if comm.rank != root:
+            send = np.zeros_like(send)  # only its shape and dtype count off the root
+        block = comm.scatter(send, root=root)
+        np.testing.assert_array_equal(block, np.arange(6, dtype=dtype).reshape(2, 3) + comm.rank * 6)
+        out = np.empty((2, 3), dtype=dtype)
+        assert comm.scatter(send if comm.rank == root else None, root=root, out=out) is out
+        np.testing.assert_array_equal(out, block)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_scatter(comm, dtype):
+    a = np.stack([rank_values(comm.rank, 5, dtype)] * comm.size)  # size() blocks of 5
+    block = comm.reduce_scatter(a, op="max")
+    assert block.shape == (1, 5)
+    np.testing.assert_array_equal(block[0], rank_values(comm.size - 1, 5, dtype))
+
+
+def test_split(comm):
+    half = comm.split(comm.rank % 2, key=-comm.rank)
+    assert half.size == (comm.size + 1 - comm.rank % 2) // 2
+    members = half.all_gather(np.array([comm.rank], dtype=np.int32))[:, 0]
+    assert list(members) == sorted([r for r in range(comm.size) if r % 2 == comm.rank % 2],
+                                   reverse=True)
+    assert comm.local_rank == comm.rank and comm.node == 0 and comm.num_nodes == 1
+    assert comm.backend in ("shm", "mpi", "hier")
