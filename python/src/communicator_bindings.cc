@@ -4,6 +4,7 @@
 #include "communicator_bindings.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "arrays.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
+#include "synk/request.h"
 
 namespace synk::python {
 namespace {
@@ -75,96 +77,100 @@ void check_same_shape(const Buffer& a, const Buffer& out, const char* op) {
   }
 }
 
-py::array all_reduce(Communicator& c, py::array a, const std::string& op, const Array& out,
-                     const std::string& dtype) {
+// A collective with its arguments checked: what it returns, the arrays synk uses until it
+// ends, and the call itself, blocking or started.
+struct Call {
+  py::object result;
+  std::vector<py::object> keep;
+  std::function<void()> run;
+  std::function<Request()> start;
+};
+
+Call all_reduce(Communicator& c, const py::array& a, const std::string& op, const Array& out,
+                const std::string& dtype) {
   const ReduceOp rop = reduce_op(op);
   const Buffer in = as_buffer(a, "a", !out, dtype);
-  py::array target = out ? *out : a;
   const Buffer res = out ? as_buffer(*out, "out", true, dtype) : in;
   check_same_shape(in, res, "all_reduce");
-  Gil gil;
-  c.all_reduce(in.data, res.data, in.count, in.dtype, rop);
-  return target;
+  return {out ? *out : a, {a},
+          [&c, in, res, rop] { c.all_reduce(in.data, res.data, in.count, in.dtype, rop); },
+          [&c, in, res, rop] { return c.iall_reduce(in.data, res.data, in.count, in.dtype, rop); }};
 }
 
-py::object reduce(Communicator& c, py::array a, const std::string& op, int root,
-                  const Array& out, const std::string& dtype) {
+Call reduce(Communicator& c, const py::array& a, const std::string& op, int root,
+            const Array& out, const std::string& dtype) {
   const ReduceOp rop = reduce_op(op);
   const bool here = c.rank() == root;
   const Buffer in = as_buffer(a, "a", here && !out, dtype);
   const Buffer res = out && here ? as_buffer(*out, "out", true, dtype) : in;
   check_same_shape(in, res, "reduce");
-  {
-    Gil gil;
-    c.reduce(in.data, here ? res.data : nullptr, in.count, in.dtype, rop, root);
-  }
-  if (!here) return py::none();
-  return out ? *out : a;
+  void* recv = here ? res.data : nullptr;
+  return {here ? py::object(out ? *out : a) : py::none(), {a},
+          [&c, in, recv, rop, root] { c.reduce(in.data, recv, in.count, in.dtype, rop, root); },
+          [&c, in, recv, rop, root] {
+            return c.ireduce(in.data, recv, in.count, in.dtype, rop, root);
+          }};
 }
 
-py::array broadcast(Communicator& c, py::array a, int root, const std::string& dtype) {
+Call broadcast(Communicator& c, const py::array& a, int root, const std::string& dtype) {
   const Buffer b = as_buffer(a, "a", c.rank() != root, dtype);
-  Gil gil;
-  c.broadcast(b.data, b.count, b.dtype, root);
-  return a;
+  return {a, {a}, [&c, b, root] { c.broadcast(b.data, b.count, b.dtype, root); },
+          [&c, b, root] { return c.ibroadcast(b.data, b.count, b.dtype, root); }};
 }
 
-py::array all_gather(Communicator& c, const py::array& a, const Array& out,
-                     const std::string& dtype) {
+Call all_gather(Communicator& c, const py::array& a, const Array& out, const std::string& dtype) {
   const Buffer in = as_buffer(a, "a", false, dtype);
   py::array r = result_array(out, a, with_leading(c.size(), in.shape), "all_gather");
   const Buffer res = as_buffer(r, "out", true, dtype);
-  Gil gil;
-  c.all_gather(in.data, res.data, in.count, in.dtype);
-  return r;
+  return {r, {a}, [&c, in, res] { c.all_gather(in.data, res.data, in.count, in.dtype); },
+          [&c, in, res] { return c.iall_gather(in.data, res.data, in.count, in.dtype); }};
 }
 
-py::object gather(Communicator& c, const py::array& a, int root, const Array& out,
-                  const std::string& dtype) {
+Call gather(Communicator& c, const py::array& a, int root, const Array& out,
+            const std::string& dtype) {
   const Buffer in = as_buffer(a, "a", false, dtype);
-  std::optional<py::array> r;
+  py::object r = py::none();
   void* recv = nullptr;
   if (c.rank() == root) {
-    r = result_array(out, a, with_leading(c.size(), in.shape), "gather");
-    recv = as_buffer(*r, "out", true, dtype).data;
+    py::array arr = result_array(out, a, with_leading(c.size(), in.shape), "gather");
+    recv = as_buffer(arr, "out", true, dtype).data;
+    r = arr;
   }
-  {
-    Gil gil;
-    c.gather(in.data, recv, in.count, in.dtype, root);
-  }
-  if (!r) return py::none();
-  return *r;
+  return {r, {a}, [&c, in, recv, root] { c.gather(in.data, recv, in.count, in.dtype, root); },
+          [&c, in, recv, root] { return c.igather(in.data, recv, in.count, in.dtype, root); }};
 }
 
 // The root's a holds size() blocks along its first axis; every rank gets its block. Off the
 // root a gives only the shape and dtype (or out does, with a None).
-py::array scatter(Communicator& c, const std::optional<py::array>& a, int root, const Array& out,
-                  const std::string& dtype) {
+Call scatter(Communicator& c, const std::optional<py::array>& a, int root, const Array& out,
+             const std::string& dtype) {
   const bool here = c.rank() == root;
   if (!a && (here || !out)) {
     invalid(here ? "scatter: the root must give a" : "scatter: give a (for its shape) or out");
   }
-  if (!a) {
-    const Buffer res = as_buffer(*out, "out", true, dtype);
-    Gil gil;
-    c.scatter(nullptr, res.data, res.count, res.dtype, root);
-    return *out;
+  const void* send = nullptr;
+  py::array r;
+  if (a) {
+    const Buffer in = as_buffer(*a, "a", false, dtype);
+    if (in.shape.empty() || in.shape[0] != c.size()) {
+      invalid("scatter: a's first axis must have one block per rank (" +
+              std::to_string(c.size()) + ")");
+    }
+    const std::vector<py::ssize_t> block(in.shape.begin() + 1, in.shape.end());
+    r = result_array(out, *a, block, "scatter");
+    if (here) send = in.data;
+  } else {
+    r = *out;
   }
-  const Buffer in = as_buffer(*a, "a", false, dtype);
-  if (in.shape.empty() || in.shape[0] != c.size()) {
-    invalid("scatter: a's first axis must have one block per rank (" +
-            std::to_string(c.size()) + ")");
-  }
-  const std::vector<py::ssize_t> block(in.shape.begin() + 1, in.shape.end());
-  py::array r = result_array(out, *a, block, "scatter");
   const Buffer res = as_buffer(r, "out", true, dtype);
-  Gil gil;
-  c.scatter(here ? in.data : nullptr, res.data, res.count, in.dtype, root);
-  return r;
+  py::object keep = a ? py::object(*a) : py::none();
+  return {r, {keep},
+          [&c, send, res, root] { c.scatter(send, res.data, res.count, res.dtype, root); },
+          [&c, send, res, root] { return c.iscatter(send, res.data, res.count, res.dtype, root); }};
 }
 
-py::array reduce_scatter(Communicator& c, const py::array& a, const std::string& op,
-                         const Array& out, const std::string& dtype) {
+Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, const Array& out,
+                    const std::string& dtype) {
   const ReduceOp rop = reduce_op(op);
   const Buffer in = as_buffer(a, "a", false, dtype);
   if (in.shape.empty() || in.shape[0] % c.size() != 0) {
@@ -175,15 +181,80 @@ py::array reduce_scatter(Communicator& c, const py::array& a, const std::string&
   block[0] /= c.size();
   py::array r = result_array(out, a, block, "reduce_scatter");
   const Buffer res = as_buffer(r, "out", true, dtype);
-  Gil gil;
-  c.reduce_scatter(in.data, res.data, res.count, in.dtype, rop);
-  return r;
+  return {r, {a},
+          [&c, in, res, rop] { c.reduce_scatter(in.data, res.data, res.count, in.dtype, rop); },
+          [&c, in, res, rop] {
+            return c.ireduce_scatter(in.data, res.data, res.count, in.dtype, rop);
+          }};
+}
+
+// A started call: the C++ Request, and the arrays it uses, kept alive until it has ended.
+class PyRequest {
+ public:
+  PyRequest(Request r, Call call)
+      : request_(std::move(r)), keep_(std::move(call.keep)), result_(std::move(call.result)) {
+    keep_.push_back(result_);
+  }
+  PyRequest(PyRequest&&) = default;
+  // A request dropped before its call ended waits for it (the arrays must outlive the call),
+  // without the GIL, as wait() does.
+  ~PyRequest() {
+    py::gil_scoped_release gil;
+    Request done = std::move(request_);
+  }
+  py::object wait() {
+    {
+      Gil gil;
+      request_.wait();
+    }
+    return result_;
+  }
+  bool test() { return request_.test(); }
+
+ private:
+  Request request_;
+  std::vector<py::object> keep_;
+  py::object result_;
+};
+
+py::object run(const Call& call) {
+  {
+    Gil gil;
+    call.run();
+  }
+  return call.result;
+}
+
+PyRequest start(Call call) {
+  Request r;
+  {
+    Gil gil;
+    r = call.start();
+  }
+  return PyRequest(std::move(r), std::move(call));
+}
+
+// Binds `prepare` as NAME (blocking: returns the result) and iNAME (returns a synk.Request
+// whose wait() returns it), with the same arguments.
+template <typename... A, typename... Extra>
+void bind_call(py::class_<Communicator>& cls, const std::string& name,
+               Call (*prepare)(Communicator&, A...), const Extra&... extra) {
+  cls.def(name.c_str(), [prepare](Communicator& c, A... a) { return run(prepare(c, a...)); },
+          extra...);
+  cls.def(("i" + name).c_str(),
+          [prepare](Communicator& c, A... a) {
+            Call call = prepare(c, a...);
+            call.keep.push_back(py::cast(&c));  // the communicator too outlives the call
+            return start(std::move(call));
+          },
+          extra...);
 }
 
 }  // namespace
 
 void add_communicator(py::module_& m) {
-  py::class_<Communicator>(m, "Communicator", "A group of ranks and the collectives they run.")
+  py::class_<Communicator> cls(m, "Communicator", "A group of ranks and the collectives they run.");
+  cls
       .def(py::init(&make_communicator), py::arg("comm") = py::none(), py::arg("backend") = "",
            "Communicator(comm=None, backend=''): all ranks (comm None), or an mpi4py "
            "communicator adopted (synk works on its own duplicate). backend: auto, mpi, shm or "
@@ -202,21 +273,24 @@ void add_communicator(py::module_& m) {
       .def("barrier", [](Communicator& c) {
              Gil gil;
              c.barrier();
-           })
-      .def("all_reduce", &all_reduce, py::arg("a").noconvert(), py::arg("op") = "sum", py::kw_only(),
-           py::arg("out") = py::none(), py::arg("dtype") = "")
-      .def("reduce", &reduce, py::arg("a").noconvert(), py::arg("op") = "sum", py::arg("root") = 0,
-           py::kw_only(), py::arg("out") = py::none(), py::arg("dtype") = "")
-      .def("broadcast", &broadcast, py::arg("a").noconvert(), py::arg("root") = 0, py::kw_only(),
-           py::arg("dtype") = "")
-      .def("all_gather", &all_gather, py::arg("a").noconvert(), py::kw_only(), py::arg("out") = py::none(),
-           py::arg("dtype") = "")
-      .def("gather", &gather, py::arg("a").noconvert(), py::arg("root") = 0, py::kw_only(),
-           py::arg("out") = py::none(), py::arg("dtype") = "")
-      .def("scatter", &scatter, py::arg("a").noconvert(), py::arg("root") = 0, py::kw_only(),
-           py::arg("out") = py::none(), py::arg("dtype") = "")
-      .def("reduce_scatter", &reduce_scatter, py::arg("a").noconvert(), py::arg("op") = "sum", py::kw_only(),
-           py::arg("out") = py::none(), py::arg("dtype") = "");
+           });
+  const auto a = py::arg("a").noconvert();
+  const auto out = py::arg("out") = py::none();
+  const auto dtype = py::arg("dtype") = "";
+  bind_call(cls, "all_reduce", &all_reduce, a, py::arg("op") = "sum", py::kw_only(), out, dtype);
+  bind_call(cls, "reduce", &reduce, a, py::arg("op") = "sum", py::arg("root") = 0,
+            py::kw_only(), out, dtype);
+  bind_call(cls, "broadcast", &broadcast, a, py::arg("root") = 0, py::kw_only(), dtype);
+  bind_call(cls, "all_gather", &all_gather, a, py::kw_only(), out, dtype);
+  bind_call(cls, "gather", &gather, a, py::arg("root") = 0, py::kw_only(), out, dtype);
+  bind_call(cls, "scatter", &scatter, a, py::arg("root") = 0, py::kw_only(), out, dtype);
+  bind_call(cls, "reduce_scatter", &reduce_scatter, a, py::arg("op") = "sum", py::kw_only(), out,
+            dtype);
+  py::class_<PyRequest>(m, "Request",
+                        "A started collective (comm.iall_reduce, ...): wait() returns its "
+                        "result; the arrays stay synk's until then.")
+      .def("wait", &PyRequest::wait, "Waits for the call (without the GIL); returns its result.")
+      .def("test", &PyRequest::test, "Whether the call has ended; never blocks.");
 }
 
 }  // namespace synk::python

@@ -10,6 +10,7 @@ Run under synkrun: build/bin/synkrun -np 2 python3 train.py
 from ._synk import (  # noqa: F401
     __version__,
     Communicator,
+    Request,
     Error,
     InvalidArgument,
     InvalidUsage,
@@ -22,6 +23,7 @@ from ._synk import (  # noqa: F401
 
 __all__ = [
     "Communicator",
+    "Request",
     "Error",
     "InvalidArgument",
     "InvalidUsage",
