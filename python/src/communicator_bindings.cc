@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -84,6 +85,7 @@ struct Call {
   std::vector<py::object> keep;
   std::function<void()> run;
   std::function<Request()> start;
+  std::shared_ptr<const void> hold = nullptr;  // C++ arguments the started call reads (counts)
 };
 
 Call all_reduce(Communicator& c, const py::array& a, const std::string& op, const Array& out,
@@ -188,11 +190,139 @@ Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, 
           }};
 }
 
+// The elements in one row of a (all of a 0-d or 1-d array's first axis counts as rows of 1).
+std::size_t row_elems(const Buffer& b) {
+  std::size_t n = 1;
+  for (std::size_t i = 1; i < b.shape.size(); ++i) n *= static_cast<std::size_t>(b.shape[i]);
+  return n;
+}
+
+// Every rank's rows and row size, by an all_gather (so every rank can check them alike).
+std::vector<std::int64_t> rows_of_all(Communicator& c, std::int64_t rows, std::int64_t row) {
+  const std::int64_t mine[2] = {rows, row};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(c.size()));
+  Gil gil;
+  c.all_gather(mine, all.data(), 2, DataType::int64);
+  return all;
+}
+
+// Each rank's a holds rows of the same trailing shape, as many as it likes; the root gets them
+// all, in rank order, along the first axis. (The row counts go first, by an all_gather.)
+Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
+             const std::string& dtype) {
+  const Buffer in = as_buffer(a, "a", false, dtype);
+  if (in.shape.empty()) invalid("gatherv: a needs a first axis (its rows)");
+  const std::size_t row = row_elems(in);
+  const std::vector<std::int64_t> all = rows_of_all(c, in.shape[0], static_cast<std::int64_t>(row));
+  auto counts = std::make_shared<std::vector<std::size_t>>();
+  py::ssize_t total_rows = 0;
+  for (int r = 0; r < c.size(); ++r) {
+    if (all[2 * r + 1] != static_cast<std::int64_t>(row)) {
+      invalid("gatherv: rank " + std::to_string(r) + "'s rows have " +
+              std::to_string(all[2 * r + 1]) + " elements, this rank's " + std::to_string(row));
+    }
+    counts->push_back(static_cast<std::size_t>(all[2 * r]) * row);
+    total_rows += all[2 * r];
+  }
+  py::object r = py::none();
+  void* recv = nullptr;
+  if (c.rank() == root) {
+    std::vector<py::ssize_t> shape = in.shape;
+    shape[0] = total_rows;
+    py::array arr = result_array(out, a, shape, "gatherv");
+    recv = as_buffer(arr, "out", true, dtype).data;
+    r = arr;
+  }
+  return {r, {a},
+          [&c, in, recv, counts, root] {
+            c.gatherv(in.data, in.count, recv, *counts, in.dtype, root);
+          },
+          [&c, in, recv, counts, root] {
+            return c.igatherv(in.data, in.count, recv, *counts, in.dtype, root);
+          },
+          counts};
+}
+
+// What the ranks agree on before a scatterv: every rank's row size, and the root's counts and
+// whether its a holds them, all_gathered so that every rank refuses what is wrong alike.
+struct ScattervPlan {
+  std::vector<std::int64_t> rows;  // the root's counts
+  std::vector<std::int64_t> row_elems;
+  std::string root_error;
+};
+
+ScattervPlan agree_on_scatterv(Communicator& c, const Buffer& in, int root,
+                               const std::optional<std::vector<std::int64_t>>& counts) {
+  const auto n = static_cast<std::size_t>(c.size());
+  std::vector<std::int64_t> mine(n + 2, 0);
+  mine[0] = static_cast<std::int64_t>(row_elems(in));
+  if (c.rank() == root) {
+    std::int64_t sum = 0;
+    const bool fits = counts && counts->size() == n;
+    for (std::size_t r = 0; fits && r < n; ++r) {
+      mine[r + 2] = (*counts)[r];
+      sum += (*counts)[r] < 0 ? -(1LL << 62) : (*counts)[r];
+    }
+    mine[1] = fits && sum == in.shape[0] ? 1 : 0;
+  }
+  std::vector<std::int64_t> all(n * (n + 2));
+  {
+    Gil gil;
+    c.all_gather(mine.data(), all.data(), n + 2, DataType::int64);
+  }
+  ScattervPlan plan;
+  const std::int64_t* at_root = all.data() + static_cast<std::size_t>(root) * (n + 2);
+  plan.rows.assign(at_root + 2, at_root + 2 + n);
+  for (std::size_t r = 0; r < n; ++r) plan.row_elems.push_back(all[r * (n + 2)]);
+  if (at_root[1] == 0) {
+    plan.root_error = "scatterv: the root's counts must give each of the " + std::to_string(n) +
+                      " ranks its rows (none negative), summing to the rows of its a";
+  }
+  return plan;
+}
+
+// The root's a holds every rank's rows, counts[r] for rank r, one after another; each rank gets
+// its rows. Off the root a gives only the dtype and the trailing shape.
+Call scatterv(Communicator& c, const py::array& a,
+              const std::optional<std::vector<std::int64_t>>& counts, int root, const Array& out,
+              const std::string& dtype) {
+  const Buffer in = as_buffer(a, "a", false, dtype);
+  if (in.shape.empty()) invalid("scatterv: a needs a first axis (its rows)");
+  if (root < 0 || root >= c.size()) invalid("scatterv: root " + std::to_string(root) + " is not a rank");
+  const ScattervPlan plan = agree_on_scatterv(c, in, root, counts);
+  if (!plan.root_error.empty()) invalid(plan.root_error);
+  for (int r = 0; r < c.size(); ++r) {
+    if (plan.row_elems[r] != plan.row_elems[root]) {
+      invalid("scatterv: rank " + std::to_string(r) + "'s a has rows of " +
+              std::to_string(plan.row_elems[r]) + " elements, the root's " +
+              std::to_string(plan.row_elems[root]));
+    }
+  }
+  auto send_counts = std::make_shared<std::vector<std::size_t>>();
+  for (std::int64_t rows : plan.rows) {
+    send_counts->push_back(static_cast<std::size_t>(rows) * row_elems(in));
+  }
+  std::vector<py::ssize_t> shape = in.shape;
+  shape[0] = plan.rows[static_cast<std::size_t>(c.rank())];
+  py::array r = result_array(out, a, shape, "scatterv");
+  const Buffer res = as_buffer(r, "out", true, dtype);
+  const void* send = c.rank() == root ? in.data : nullptr;
+  return {r, {a},
+          [&c, send, send_counts, res, root] {
+            c.scatterv(send, *send_counts, res.data, res.count, res.dtype, root);
+          },
+          [&c, send, send_counts, res, root] {
+            return c.iscatterv(send, *send_counts, res.data, res.count, res.dtype, root);
+          },
+          send_counts};
+}
+
 // A started call: the C++ Request, and the arrays it uses, kept alive until it has ended.
 class PyRequest {
  public:
   PyRequest(Request r, Call call)
-      : request_(std::move(r)), keep_(std::move(call.keep)), result_(std::move(call.result)) {
+      : request_(std::move(r)), keep_(std::move(call.keep)), result_(std::move(call.result)),
+        hold_(std::move(call.hold)) {
     keep_.push_back(result_);
   }
   PyRequest(PyRequest&&) = default;
@@ -215,6 +345,7 @@ class PyRequest {
   Request request_;
   std::vector<py::object> keep_;
   py::object result_;
+  std::shared_ptr<const void> hold_;
 };
 
 py::object run(const Call& call) {
@@ -284,6 +415,9 @@ void add_communicator(py::module_& m) {
   bind_call(cls, "all_gather", &all_gather, a, py::kw_only(), out, dtype);
   bind_call(cls, "gather", &gather, a, py::arg("root") = 0, py::kw_only(), out, dtype);
   bind_call(cls, "scatter", &scatter, a, py::arg("root") = 0, py::kw_only(), out, dtype);
+  bind_call(cls, "gatherv", &gatherv, a, py::arg("root") = 0, py::kw_only(), out, dtype);
+  bind_call(cls, "scatterv", &scatterv, a, py::arg("counts") = py::none(), py::arg("root") = 0,
+            py::kw_only(), out, dtype);
   bind_call(cls, "reduce_scatter", &reduce_scatter, a, py::arg("op") = "sum", py::kw_only(), out,
             dtype);
   py::class_<PyRequest>(m, "Request",

@@ -11,11 +11,15 @@ SOURCE=$2
 bed_up hostA hostB
 PROBE=$BIN/host_probe
 
-# segments_of HOST: "inode device path" of every synk segment a host_probe rank on HOST maps.
+# segments_of HOST: "pid inode device path bytes" of every synk segment a host_probe rank on
+# HOST maps (bytes: the mapping's size).
 segments_of() {
-  local p
+  local p range inode dev path
   for p in $(program_pids "$1" host_probe); do
-    awk -v pid="$p" '/synk-/ { print pid, $5, $4, $6 }' "/proc/$p/maps" | sort -u -k2,2
+    awk '/synk-/ { print $1, $5, $4, $6 }' "/proc/$p/maps" | sort -u -k2,2 |
+      while read -r range inode dev path; do
+        echo "$p $inode $dev $path $(( 0x${range#*-} - 0x${range%-*} ))"
+      done
   done
 }
 
@@ -31,7 +35,7 @@ data_run() {
     dev=$(on_host "$h" stat -c '%d' /dev/shm)
     echo "  $h: /dev/shm (tmpfs, device $dev) holds:"
     on_host "$h" ls -l /dev/shm | sed 's/^/    /'
-    echo "  $h: synk segments its ranks map (pid, inode, device major:minor, path):"
+    echo "  $h: synk segments its ranks map (pid, inode, device major:minor, path, bytes):"
     segments_of "$h" | sed 's/^/    /' | tee "$WORK/maps-$mode-$h"
   done
   touch "$go"
