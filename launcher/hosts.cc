@@ -113,6 +113,14 @@ std::string parse_host_list(const std::string& text, std::vector<HostSlots>& out
   return "";
 }
 
+std::string host_list_text(const std::vector<HostSlots>& hosts) {
+  std::string out;
+  for (const HostSlots& h : hosts) {
+    out += (out.empty() ? "" : ",") + h.name + ":" + std::to_string(h.slots);
+  }
+  return out;
+}
+
 std::string parse_hostfile(const std::string& text, long long default_slots,
                            std::vector<HostSlots>& out) {
   out.clear();

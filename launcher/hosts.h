@@ -30,6 +30,9 @@ std::string host_name_error(const std::string& name);
 // -H's list. Returns an error (without "synkrun: ") or "".
 std::string parse_host_list(const std::string& text, std::vector<HostSlots>& out);
 
+// The list as -H writes it, "host:slots,..." (parse_host_list's inverse).
+std::string host_list_text(const std::vector<HostSlots>& hosts);
+
 // A hostfile's text: one host a line, "slots=N" (or count=, cpu=) after it, "#" comments.
 // A host without slots gets `default_slots` (Open MPI: the host's cores, unknown here).
 std::string parse_hostfile(const std::string& text, long long default_slots,
@@ -41,6 +44,17 @@ bool is_this_host(const std::string& name);
 
 // Whether `name` (possibly user@host) resolves to an address here (getaddrinfo).
 bool resolves(const std::string& name);
+
+// The slots of all the hosts; nullopt where a host's are unknown (0: a hostfile line without
+// slots= has the host's cores).
+inline std::optional<long long> total_slots(const std::vector<HostSlots>& hosts) {
+  long long slots = 0;
+  for (const HostSlots& h : hosts) {
+    if (h.slots <= 0) return std::nullopt;
+    slots += h.slots;
+  }
+  return slots;
+}
 
 // The hosts in the order mpirun's by-slot mapping fills them: those is_local says are the one
 // mpirun runs on first (Open MPI puts its own node first), then the others as listed. A name

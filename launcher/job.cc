@@ -232,6 +232,12 @@ class JobSupervisor {
     return 1;
   }
 
+  // mpirun reported the failure and is still up, with no kill already on its way: it must end
+  // by stop_at_.
+  bool stop_pending() const {
+    return failure_seen_ && !result_.stopped_after_failure && !child_done_ && !kill_pending_;
+  }
+
   // Until the nearest deadline (the timeout, a pending kill, the end of the drain), or -1.
   int wait_ms() const {
     int wait = -1;
@@ -246,9 +252,7 @@ class JobSupervisor {
     if (timeout_s_ > 0 && !result_.timed_out) limit_to(deadline_);
     if (kill_pending_) limit_to(kill_at_);
     if (draining_) limit_to(drain_until_);
-    if (failure_seen_ && !result_.stopped_after_failure && !child_done_ && !kill_pending_) {
-      limit_to(stop_at_);
-    }
+    if (stop_pending()) limit_to(stop_at_);
     return wait;
   }
 
@@ -321,8 +325,7 @@ class JobSupervisor {
       kill(-child_, SIGTERM);
       kill_later(seconds(kKillGraceSeconds), "");  // the timeout's own message said it
     }
-    if (failure_seen_ && !result_.stopped_after_failure && !child_done_ && !kill_pending_ &&
-        now >= stop_at_) {
+    if (stop_pending() && now >= stop_at_) {
       result_.stopped_after_failure = true;
       // SIGKILL: an mpirun that is aborting ends its ranks and then hangs; a SIGTERM there
       // crashed it in PMIx_Finalize (Open MPI 4.1) with a page of backtrace.

@@ -118,9 +118,7 @@ std::string ranks_per_core_error(const Options& o, const NodeTopology& topo, int
   std::string how = "-np " + std::to_string(nranks);
   if (with_hosts) {
     std::vector<HostSlots> hosts;
-    std::string err = o.hostfile.empty() ? parse_host_list(o.hosts, hosts)
-                                         : read_hostfile(o, cores, hosts);
-    if (!err.empty()) return err;
+    if (std::string err = read_job_hosts(o, cores, hosts); !err.empty()) return err;
     const std::optional<long long> np = o.np ? std::optional<long long>(*o.np) : std::nullopt;
     here = ranks_on_this_host(hosts, np, is_this_host);
     how = (o.hostfile.empty() ? "-H " + o.hosts : "hostfile " + o.hostfile) + " puts " +
@@ -254,11 +252,10 @@ int print_dry_run(const Options& o, const NodeTopology& topo, const NodePlan& no
 // the hosts that do not resolve here and the connection Open MPI reported failing.
 void report_daemon_failure(const Options& o, const FailureParser& failure, int exit_code) {
   std::vector<HostSlots> hosts;
-  const std::string err = o.hostfile.empty() ? parse_host_list(o.hosts, hosts)
-                                             : read_hostfile(o, 1, hosts);
+  if (!read_job_hosts(o, 1, hosts).empty()) hosts.clear();
   std::string unknown;
   for (const HostSlots& h : hosts) {
-    if (err.empty() && !resolves(h.name)) unknown += (unknown.empty() ? "" : ", ") + h.name;
+    if (!resolves(h.name)) unknown += (unknown.empty() ? "" : ", ") + h.name;
   }
   std::string found;
   if (!unknown.empty()) found += "; no address here for " + unknown;
@@ -306,44 +303,34 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
   return r.exit_code;
 }
 
-// -np beyond the slots of a hostfile that gives every host's: mpirun refuses it too, in 20
-// lines that name synkrun as the program. A host without slots= has its cores, unknown here.
-std::string hostfile_slots_error(const Options& o) {
-  if (o.hostfile.empty() || !o.np) return "";
-  std::vector<HostSlots> hosts;
-  if (!read_hostfile(o, 0, hosts).empty()) return "";  // the ranks-per-core check says why
-  long long slots = 0;
-  for (const HostSlots& h : hosts) {
-    if (h.slots == 0) return "";
-    slots += h.slots;
-  }
-  if (*o.np <= slots) return "";
+// -np beyond the slots of a hostfile that gives every host's (`hosts`, read with unknown slots
+// 0): mpirun refuses it too, in 20 lines that name synkrun as the program. (-H's is refused
+// when the options are parsed.)
+std::string hostfile_slots_error(const Options& o, const std::vector<HostSlots>& hosts) {
+  const std::optional<long long> slots = total_slots(hosts);
+  if (o.hostfile.empty() || !o.np || !slots || *o.np <= *slots) return "";
   return "-np " + std::to_string(*o.np) + " but hostfile " + o.hostfile +
          (o.hosts.empty() ? "" : " (hosts " + o.hosts + ")") + " offers " +
-         std::to_string(slots) + (slots == 1 ? " slot" : " slots");
+         std::to_string(*slots) + (*slots == 1 ? " slot" : " slots");
 }
 
 // The job's hosts in mpirun's mapping order as "host:slots,...", for the rank steps to number
-// the nodes (SYNK_NODE_RANK); "" where a host's slots are unknown (a hostfile line without
-// slots= has the host's cores).
-std::string node_slots_text(const Options& o) {
-  std::vector<HostSlots> hosts;
-  const std::string err = o.hostfile.empty() ? parse_host_list(o.hosts, hosts)
-                                             : read_hostfile(o, 0, hosts);
-  std::string out;
-  if (!err.empty()) return out;
-  for (const HostSlots& h : mapping_order(hosts, is_this_host)) {
-    if (h.slots <= 0) return "";
-    out += (out.empty() ? "" : ",") + h.name + ":" + std::to_string(h.slots);
-  }
-  return out;
+// the nodes (SYNK_NODE_RANK); "" where a host's slots are unknown.
+std::string node_slots_text(const std::vector<HostSlots>& hosts) {
+  return total_slots(hosts) ? host_list_text(mapping_order(hosts, is_this_host)) : "";
 }
 
 // synkrun's main path: discover the machine, plan this node, build the mpirun command, then
 // print it (dry run) or run it and report.
 int launch(Options& o, const char* argv0) {
   if (const std::string err = check_files(o); !err.empty()) return usage_error(err);
-  if (const std::string err = hostfile_slots_error(o); !err.empty()) return usage_error(err);
+  // The hosts with their slots where known; a bad hostfile line leaves them unread here, and
+  // the ranks-per-core check says why.
+  std::vector<HostSlots> hosts;
+  const bool hosts_read = read_job_hosts(o, 0, hosts).empty();
+  if (const std::string err = hosts_read ? hostfile_slots_error(o, hosts) : ""; !err.empty()) {
+    return usage_error(err);
+  }
   if (!o.topology.empty()) o.topology = std::filesystem::absolute(o.topology).string();
   NodeTopology topo;
   TopologyExport exported;  // lives until the job ends: the ranks on this host read it
@@ -353,7 +340,7 @@ int launch(Options& o, const char* argv0) {
   NodePlan node;
   node.multi_node = !o.hosts.empty() || !o.hostfile.empty();
   if (const auto code = check_program(o, node.multi_node)) return *code;
-  if (node.multi_node) o.node_slots = node_slots_text(o);
+  if (node.multi_node && hosts_read) o.node_slots = node_slots_text(hosts);
   if (const std::string err = plan_node(o, topo, node); !err.empty()) return usage_error(err);
 
   MpirunContext ctx;

@@ -156,8 +156,7 @@ std::string finish(Options& o, const Raw& raw) {
   if (!o.hosts.empty()) {
     std::vector<HostSlots> hosts;
     if (std::string err = parse_host_list(o.hosts, hosts); !err.empty()) return err;
-    long long slots = 0;
-    for (const HostSlots& h : hosts) slots += h.slots;
+    const long long slots = total_slots(hosts).value_or(0);  // -H's slots are all known
     // mpirun refuses this too, in 20 lines that name synkrun as the program.
     if (o.np && *o.np > slots && o.hostfile.empty()) {  // with a hostfile, -H only picks hosts
       return "-np " + std::to_string(*o.np) + " but -H " + o.hosts + " offers " +
@@ -287,6 +286,11 @@ std::string read_hostfile(const Options& o, long long default_slots,
                         [&](const HostSlots& p) { return p.name == h.name; });
   });
   return "";
+}
+
+std::string read_job_hosts(const Options& o, long long default_slots,
+                           std::vector<HostSlots>& out) {
+  return o.hostfile.empty() ? parse_host_list(o.hosts, out) : read_hostfile(o, default_slots, out);
 }
 
 std::vector<std::string> rank_step_args(const Options& o) {

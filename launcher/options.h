@@ -49,6 +49,10 @@ std::string check_files(const Options& options);
 std::string read_hostfile(const Options& options, long long default_slots,
                           std::vector<HostSlots>& out);
 
+// The job's hosts: -H's list, or the hostfile's (as read_hostfile reads it); "" or the error.
+std::string read_job_hosts(const Options& options, long long default_slots,
+                           std::vector<HostSlots>& out);
+
 // The rank-step arguments that carry the plan options to every rank:
 // {"--rank-step", "--bind", "gpu", ..., "--", PROGRAM, ARGS...}.
 std::vector<std::string> rank_step_args(const Options& options);

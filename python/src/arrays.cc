@@ -4,11 +4,10 @@
 #include "synk/error.h"
 
 namespace synk::python {
-namespace {
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, message);
-}
+void invalid(const std::string& message) { throw Error(ErrorCode::InvalidArgument, message); }
+
+namespace {
 
 // The synk type of a NumPy dtype: by kind and size, so that every platform name of a type
 // (intc, int_, longlong...) maps where its bits belong.
@@ -60,16 +59,8 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
   return b;
 }
 
-py::array new_array(const py::array& like, const std::vector<py::ssize_t>& shape) {
-  return py::array(like.dtype(), shape);
-}
-
 ReduceOp reduce_op(const std::string& name) {
-  if (name == "sum") return ReduceOp::sum;
-  if (name == "prod") return ReduceOp::prod;
-  if (name == "min") return ReduceOp::min;
-  if (name == "max") return ReduceOp::max;
-  if (name == "avg" || name == "mean") return ReduceOp::avg;
+  if (const auto op = parse_reduce_op(name)) return *op;
   invalid("op=\"" + name + "\" is not one of sum, prod, min, max, avg");
 }
 

@@ -29,10 +29,11 @@ struct Buffer {
 Buffer as_buffer(const py::array& a, const char* what, bool writable,
                  const std::string& dtype_name = "");
 
-// A new C-contiguous array of `shape` in the dtype of `like` (a uint16 array for bfloat16).
-py::array new_array(const py::array& like, const std::vector<py::ssize_t>& shape);
+// Throws synk's InvalidArgument with `message` (raised in Python as synk.InvalidArgument).
+[[noreturn]] void invalid(const std::string& message);
 
-// The reduction named "sum", "prod", "min", "max", "avg" (or "mean").
+// The reduction named "sum", "prod", "min", "max", "avg" (or "mean"), as parse_reduce_op
+// reads it; another name is an InvalidArgument.
 ReduceOp reduce_op(const std::string& name);
 
 }  // namespace synk::python

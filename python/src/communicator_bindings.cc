@@ -22,10 +22,6 @@ namespace {
 using Array = std::optional<py::array>;
 using Gil = py::gil_scoped_release;
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, message);
-}
-
 // MPI_Comm of an mpi4py communicator (Open MPI's is a pointer; mpi4py gives it as an int).
 MPI_Comm handle_of(const py::object& mpi4py_comm) {
   const py::module_ mpi = py::module_::import("mpi4py.MPI");
@@ -50,10 +46,11 @@ Communicator make_communicator(const py::object& comm, const std::string& backen
   return Communicator(handle, options);
 }
 
-// `out` checked against the shape and dtype the result has, or a new array of them.
+// `out` checked against the shape and dtype the result has, or a new C-contiguous array of
+// them (the dtype of `like`: a uint16 array for bfloat16).
 py::array result_array(const Array& out, const py::array& like,
                        const std::vector<py::ssize_t>& shape, const char* op) {
-  if (!out) return new_array(like, shape);
+  if (!out) return py::array(like.dtype(), shape);
   if (!out->dtype().is(like.dtype())) {
     invalid(std::string(op) + ": out has dtype " + py::str(out->dtype()).cast<std::string>() +
             " but the input has " + py::str(like.dtype()).cast<std::string>());

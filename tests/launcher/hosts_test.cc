@@ -94,13 +94,8 @@ TEST(Hosts, ThisHostByItsNames) {
 // hostA, in the multi-host test bed), then the others as listed; a host listed twice is one.
 TEST(Hosts, MappingOrderPutsMpirunsHostFirst) {
   const auto local = [](const std::string& n) { return n == "me"; };
-  const auto ordered = mapping_order(list("a:2,me:3,b:4,me:1,a:1"), local);
-  ASSERT_EQ(ordered.size(), 3u);
-  EXPECT_EQ(ordered[0].name, "me");
-  EXPECT_EQ(ordered[0].slots, 4);
-  EXPECT_EQ(ordered[1].name, "a");
-  EXPECT_EQ(ordered[1].slots, 3);
-  EXPECT_EQ(ordered[2].name, "b");
+  EXPECT_EQ(host_list_text(mapping_order(list("a:2,me:3,b:4,me:1,a:1"), local)),
+            "me:4,a:3,b:4");
 }
 
 TEST(Hosts, RanksOnThisHostFollowBySlotMapping) {

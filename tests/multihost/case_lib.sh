@@ -31,6 +31,9 @@ expect_not_in() {
   fi
 }
 
+# Seconds since $1 (a date +%s.%N), to a tenth.
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
 # run_job NAME LIMIT CMD...: CMD on the first host, its output in $WORK/NAME.out, its exit
 # code in $RC and its seconds in $SECONDS_TAKEN; LIMIT seconds at most (then it is killed).
 run_job() {
@@ -40,7 +43,7 @@ run_job() {
   start=$(date +%s.%N)
   on_host "${BED_HOSTS[0]}" timeout -s KILL "$limit" "$@" > "$WORK/$name.out" 2>&1
   RC=$?
-  SECONDS_TAKEN=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  SECONDS_TAKEN=$(since "$start")
   echo "  $name: exit $RC in $SECONDS_TAKEN s"
 }
 

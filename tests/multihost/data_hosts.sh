@@ -44,35 +44,39 @@ data_run() {
   LAST_NAME=data-$mode
   expect_rc 0 "Data ($mode)"
   local name_a name_b
-  name_a=$(sed -n 's/^data rank=[01] host=hostA segment=\(\S*\) wrong=0$/\1/p' "$WORK/data-$mode.out" | sort -u)
-  name_b=$(sed -n 's/^data rank=[23] host=hostB segment=\(\S*\) wrong=0$/\1/p' "$WORK/data-$mode.out" | sort -u)
+  name_a=$(data_segment "$mode" hostA "[01]")
+  name_b=$(data_segment "$mode" hostB "[23]")
   [ "$(wc -w <<< "$name_a")" = 1 ] && [ "$(wc -w <<< "$name_b")" = 1 ] ||
     fail "Data ($mode): one segment per host with every row right, got hostA '$name_a', hostB '$name_b'"
   [ "$name_a" != "$name_b" ] || fail "Data ($mode): hostA and hostB share segment $name_a"
-  local base_a=${name_a#*:} base_b=${name_b#*:}
-  base_a=${base_a#/}
-  base_b=${base_b#/}
-  # Each host's two ranks map its segment (one inode), and no rank maps the other host's.
-  [ "$(grep -- "$base_a" "$WORK/maps-$mode-hostA" | awk '{print $1}' | sort -u | wc -l)" = 2 ] ||
-    fail "Data ($mode): hostA's ranks do not both map $name_a"
-  [ "$(grep -- "$base_a" "$WORK/maps-$mode-hostA" | awk '{print $2}' | sort -u | wc -l)" = 1 ] ||
-    fail "Data ($mode): hostA's ranks map different files named $name_a"
-  [ "$(grep -- "$base_b" "$WORK/maps-$mode-hostB" | awk '{print $1}' | sort -u | wc -l)" = 2 ] ||
-    fail "Data ($mode): hostB's ranks do not both map $name_b"
-  ! grep -q -- "$base_b" "$WORK/maps-$mode-hostA" || fail "Data ($mode): hostA maps hostB's segment"
-  ! grep -q -- "$base_a" "$WORK/maps-$mode-hostB" || fail "Data ($mode): hostB maps hostA's segment"
-  if [ "$mode" = named ]; then
-    for h in hostA hostB; do
-      dev=$(on_host "$h" stat -c '%d' /dev/shm)
-      local name=$([ $h = hostA ] && echo "$base_a" || echo "$base_b")
-      # maps gives the device as hex major:minor; stat's %d is major*256+minor here.
-      grep -- "/dev/shm/$name" "$WORK/maps-$mode-$h" | awk '{print $3}' | sort -u | while read -r mm; do
-        [ $(( 0x${mm%:*} * 256 + 0x${mm#*:} )) = "$dev" ] ||
-          echo "FAIL: Data (named): $h's segment is on device $mm, not its /dev/shm ($dev)"
-      done | tee -a "$WORK/dev-failures"
-    done
-    [ ! -s "$WORK/dev-failures" ] || FAILED=1
-  fi
+  check_host_maps "$mode" hostA "$name_a" "$name_b"
+  check_host_maps "$mode" hostB "$name_b" "$name_a"
+}
+
+# data_segment MODE HOST RANKS: the segment the ranks RANKS (a bracket) on HOST report, each
+# with every row right.
+data_segment() {
+  sed -n "s/^data rank=$3 host=$2 segment=\(\S*\) wrong=0\$/\1/p" "$WORK/data-$1.out" | sort -u
+}
+
+# check_host_maps MODE HOST NAME OTHER: both of HOST's ranks map its segment NAME (one file),
+# none maps the other host's (OTHER); with named segments, NAME is in HOST's own /dev/shm.
+check_host_maps() {
+  local mode=$1 h=$2 maps="$WORK/maps-$1-$2" base=${3#*:} other=${4#*:} dev mm
+  base=${base#/}
+  other=${other#/}
+  [ "$(grep -- "$base" "$maps" | awk '{print $1}' | sort -u | wc -l)" = 2 ] ||
+    fail "Data ($mode): $h's ranks do not both map $3"
+  [ "$(grep -- "$base" "$maps" | awk '{print $2}' | sort -u | wc -l)" = 1 ] ||
+    fail "Data ($mode): $h's ranks map different files named $3"
+  ! grep -q -- "$other" "$maps" || fail "Data ($mode): $h maps the other host's segment $4"
+  [ "$mode" = named ] || return 0
+  dev=$(on_host "$h" stat -c '%d' /dev/shm)
+  # maps gives the device as hex major:minor; stat's %d is major*256+minor here.
+  for mm in $(grep -- "/dev/shm/$base" "$maps" | awk '{print $3}' | sort -u); do
+    [ $(( 0x${mm%:*} * 256 + 0x${mm#*:} )) = "$dev" ] ||
+      fail "Data (named): $h's segment is on device $mm, not its /dev/shm ($dev)"
+  done
 }
 
 data_run auto

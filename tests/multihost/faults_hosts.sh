@@ -20,9 +20,6 @@ start_all_reduce() {
   wait_for "$WORK/$1.out" "all_reduce running" 30
 }
 
-# Seconds since $1 (date +%s.%N).
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-
 bed_up hostA hostB
 echo "a rank SIGKILLed on hostB"
 start_all_reduce killed 100000
