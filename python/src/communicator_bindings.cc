@@ -381,7 +381,8 @@ void bind_call(py::class_<Communicator>& cls, const std::string& name,
 }  // namespace
 
 void add_communicator(py::module_& m) {
-  py::class_<Communicator> cls(m, "Communicator", "A group of ranks and the collectives they run.");
+  py::class_<Communicator> cls(m, "Communicator", "A group of ranks and the collectives they run.",
+                               py::dynamic_attr());
   cls
       .def(py::init(&make_communicator), py::arg("comm") = py::none(), py::arg("backend") = "",
            "Communicator(comm=None, backend=''): all ranks (comm None), or an mpi4py "

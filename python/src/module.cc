@@ -3,10 +3,12 @@
 
 #include "communicator_bindings.h"
 #include "errors.h"
+#include "model_bindings.h"
 
 PYBIND11_MODULE(_synk, m) {
   m.doc() = "synk's collectives on NumPy arrays (the C++ library libsynk, bound with pybind11)";
   m.attr("__version__") = SYNK_VERSION_TEXT;
   synk::python::add_errors(m);
   synk::python::add_communicator(m);
+  synk::python::add_model(m);
 }

@@ -20,9 +20,21 @@ from ._synk import (  # noqa: F401
     Timeout,
     Remote,
 )
+from ._model import world  # noqa: F401
+from .data import Data  # noqa: F401
+from .shared import Shared  # noqa: F401
+from .function import Function, COLLECT_MODES  # noqa: F401
+from .distribute import distribute, close  # noqa: F401
 
 __all__ = [
     "Communicator",
+    "world",
+    "Data",
+    "Shared",
+    "Function",
+    "COLLECT_MODES",
+    "distribute",
+    "close",
     "Request",
     "Error",
     "InvalidArgument",

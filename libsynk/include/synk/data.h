@@ -94,6 +94,9 @@ class DataStore {
   const unsigned char* bytes() const;
   unsigned char* writable_bytes();
   const std::string& segment_name() const;
+  // Keeps the current segment mapped while held, even past a resize() that moves the rows or
+  // a free(): for views of bytes() that may outlive them (the Python binding's arrays).
+  std::shared_ptr<const void> mapping() const;
 
  private:
   void allocate(std::size_t capacity_rows, const unsigned char* keep, std::size_t keep_bytes);

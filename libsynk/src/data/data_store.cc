@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -23,7 +24,9 @@ namespace synk::detail {
 
 struct DataStore::Impl {
   const CommContext* ctx = nullptr;
-  shm::Segment segment;
+  // Shared with mapping()'s holders, so that a view taken before a resize or free() stays
+  // readable (the old rows) instead of pointing at unmapped memory.
+  std::shared_ptr<shm::Segment> segment = std::make_shared<shm::Segment>();
 };
 
 namespace {
@@ -116,11 +119,13 @@ DataStore::DataStore(const Communicator& comm, std::vector<std::size_t> shape,
 DataStore::~DataStore() = default;
 
 const unsigned char* DataStore::bytes() const {
-  return static_cast<const unsigned char*>(impl_->segment.data());
+  return static_cast<const unsigned char*>(impl_->segment->data());
 }
-const std::string& DataStore::segment_name() const { return impl_->segment.name(); }
+const std::string& DataStore::segment_name() const { return impl_->segment->name(); }
 
-unsigned char* DataStore::writable_bytes() { return static_cast<unsigned char*>(impl_->segment.data()); }
+std::shared_ptr<const void> DataStore::mapping() const { return impl_->segment; }
+
+unsigned char* DataStore::writable_bytes() { return static_cast<unsigned char*>(impl_->segment->data()); }
 
 void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, std::size_t keep_bytes) {
   const CommContext& c = *impl_->ctx;
@@ -144,9 +149,9 @@ void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, s
   }
   agree(c, fresh.ok || error.empty(), "Data: shared segment of " + std::to_string(bytes) + " bytes",
         error);
-  impl_->segment = std::move(fresh.segment);
+  impl_->segment = std::make_shared<shm::Segment>(std::move(fresh.segment));
   capacity_rows_ = capacity_rows;
-  SYNK_LOG_AT(info, "Data: segment " << impl_->segment.name() << ", " << bytes << " bytes");
+  SYNK_LOG_AT(info, "Data: segment " << impl_->segment->name() << ", " << bytes << " bytes");
 }
 
 void DataStore::set_value(const void* values, std::size_t bytes) {
@@ -209,7 +214,7 @@ void DataStore::resize(std::size_t rows, double oversize) {
 }
 
 void DataStore::free() {
-  impl_->segment = shm::Segment();
+  impl_->segment = std::make_shared<shm::Segment>();
   shape_[0] = 0;
   capacity_rows_ = 0;
 }

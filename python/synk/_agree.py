@@ -1,0 +1,61 @@
+"""What the ranks agree on before they go on, so that an error on one rank is an error on all of
+them, and nobody is left waiting in a collective the others never reach."""
+import pickle
+
+import numpy as np
+
+from . import _synk
+
+
+def error(cls, message):
+    """An exception of synk's class `cls` whose text reads like libsynk's own."""
+    return cls("synk %s: %s" % (cls.__name__, message))
+
+
+class _Refused:
+    """What a root sends in place of an object it could not send: why."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+def bcast_object(comm, obj, root=0):
+    """The root's picklable `obj` on every rank (ignored elsewhere): its size, then its bytes.
+    Where the root cannot pickle it, every rank raises InvalidArgument."""
+    size = np.zeros(1, np.int64)
+    if comm.rank == root:
+        try:
+            payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:  # noqa: BLE001 - any pickling failure is refused alike
+            payload = pickle.dumps(_Refused("rank %d could not send %r: %s" % (root, obj, e)))
+        size[0] = len(payload)
+    comm.broadcast(size, root)
+    if comm.rank == root:
+        buf = np.frombuffer(payload, np.uint8).copy()
+    else:
+        buf = np.empty(int(size[0]), np.uint8)
+    comm.broadcast(buf, root)
+    got = pickle.loads(buf.tobytes())
+    if isinstance(got, _Refused):
+        raise error(_synk.InvalidArgument, got.text)
+    return got
+
+
+def first_failure(comm, failed, text=""):
+    """(rank, text) of the first rank where `failed` is true, its `text` reaching every rank;
+    None where no rank failed. One all_reduce, and a broadcast only after a failure."""
+    first = np.array([comm.rank if failed else comm.size], np.int64)
+    comm.all_reduce(first, op="min")
+    if first[0] == comm.size:
+        return None
+    rank = int(first[0])
+    return rank, bcast_object(comm, text, rank)
+
+
+def check_root(comm, who, root):
+    """InvalidArgument on every rank (the arguments are the same everywhere) unless root is a
+    rank of comm."""
+    if not isinstance(root, (int, np.integer)) or not 0 <= root < comm.size:
+        raise error(_synk.InvalidArgument,
+                    "%s: rank %r is out of range for %d ranks" % (who, root, comm.size))
+    return int(root)

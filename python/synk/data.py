@@ -1,0 +1,149 @@
+"""synk.Data, after Synkhronos's data: an array held once per node in shared memory (axis 0:
+the examples), which every rank of the node reads as a NumPy view, without a copy."""
+import numpy as np
+
+from . import _synk
+from . import _batch
+from ._agree import bcast_object, error
+from ._model import driven, registry
+
+
+class Data:
+    """Data(value=None, *, shape=None, dtype=None, comm=None, oversize=1.0, name=None)
+
+    Collective over comm (default: every rank). Rank 0 gives the value (every node gets it),
+    or the shape and dtype of zeros; the other ranks may give nothing. oversize in [1, 2]
+    reserves room for resize() to grow into without a new segment.
+    """
+
+    def __init__(self, value=None, *, shape=None, dtype=None, comm=None, oversize=1.0, name=None):
+        reg = registry(comm)
+        self._registry = reg
+        if reg.drives():
+            if value is not None and shape is None:
+                value = np.asarray(value, dtype=dtype)
+                shape, dtype = value.shape, value.dtype
+            sent = dict(shape=shape, dtype=None if dtype is None else np.dtype(dtype).str,
+                        oversize=oversize, name=name)
+            reg.driver.drive(("new", Data, sent),
+                             lambda: self._make(value, shape, dtype, oversize, name))
+        else:
+            self._make(value, shape, dtype, oversize, name)
+
+    def _make(self, value, shape, dtype, oversize, name):
+        comm = self._registry.comm
+        layout = None
+        if comm.rank == 0:
+            layout = _layout(value, shape, dtype)
+        layout = bcast_object(comm, layout, 0)
+        if isinstance(layout, str):
+            raise error(_synk.InvalidArgument, "Data: " + layout)
+        shape, dtype, filled = layout
+        self._dtype = np.dtype(dtype)
+        self._store = _synk._DataStore(comm, list(shape), self._dtype.itemsize, oversize)
+        self._id = self._registry.add(self)
+        self.name = name if name is not None else "data_%d" % self._id
+        if filled:
+            self._set(value)
+
+    def _describe(self):
+        return "'%s'" % self.name
+
+    # ---- reading ----
+
+    @property
+    def value(self):
+        """Every row, as a read-only view of the node's segment."""
+        return self._store.view(self._dtype)
+
+    def __getitem__(self, index):
+        return self.value[index]
+
+    def __len__(self):
+        return self._store.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.value, dtype=dtype)
+
+    @property
+    def shape(self):
+        return tuple(self._store.shape)
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def segment_name(self):
+        """The node segment's name ("memfd:synk-..." or "/synk-..."), for logs."""
+        return self._store.segment_name
+
+    def take(self, batch=None):
+        """This rank's share of the batch's rows: a view where they are contiguous (a slice),
+        else a copy (an index array)."""
+        comm = self._registry.comm
+        return _batch.rows_of(self.value, _batch.share(_batch.select(batch, len(self)),
+                                                       comm.rank, comm.size))
+
+    # ---- changes: collective (every rank SPMD; the master alone after distribute()) ----
+
+    @driven("value")
+    def set_value(self, value):
+        """Rank 0's value (its rows may differ in number: the data resizes) on every node."""
+        self._set(value)
+
+    def _set(self, value):
+        comm = self._registry.comm
+        rows = None
+        if comm.rank == 0:
+            try:
+                value = np.ascontiguousarray(value, dtype=self._dtype)
+                if value.shape[1:] != self.shape[1:]:
+                    rows = "rows of shape %s, the data's are %s" % (value.shape[1:], self.shape[1:])
+                else:
+                    rows = value.shape[0] if value.ndim else "a 0-d value"
+            except (TypeError, ValueError) as e:
+                rows = "%s" % e
+        rows = bcast_object(comm, rows, 0)
+        if isinstance(rows, str):
+            raise error(_synk.InvalidArgument, "Data '%s': set_value: rank 0 gave %s" % (self.name, rows))
+        if rows != len(self):
+            self._store.resize(rows, 1.0)
+        self._store.set_value(value if comm.rank == 0 else None)
+
+    @driven()
+    def load(self, loader):
+        """loader(array) fills the node's copy (a writable view of every row), once per node,
+        on its local rank 0. After distribute() the workers get the loader by reference: a
+        function defined at a module's top level."""
+        self._store.load(loader, self._dtype)
+
+    @driven()
+    def resize(self, rows, oversize=1.0):
+        """rows rows, the contents kept up to the smaller count. Views taken before keep the
+        rows they had."""
+        self._store.resize(int(rows), float(oversize))
+
+    @driven()
+    def free(self):
+        """Gives the node's memory back (views taken before keep theirs); 0 rows remain."""
+        self._store.free()
+
+
+def _layout(value, shape, dtype):
+    """Rank 0's (shape, dtype, whether it gave a value) for a Data, or why it has none."""
+    try:
+        if value is not None:
+            value = np.asarray(value, dtype=dtype)
+            shape, dtype = value.shape, value.dtype
+        if shape is None:
+            return "rank 0 gave neither a value nor a shape"
+        shape = tuple(int(d) for d in np.atleast_1d(shape))
+        dtype = np.dtype(np.float32 if dtype is None else dtype)
+    except (TypeError, ValueError) as e:
+        return "%s" % e
+    if dtype.hasobject or dtype.itemsize == 0:
+        return "dtype %s has no fixed size in memory" % dtype
+    if not shape or min(shape) < 0:
+        return "shape %s: needs a first axis (the rows), no negative dimension" % (shape,)
+    return shape, dtype.str if dtype.names is None else dtype.descr, value is not None

@@ -1,0 +1,195 @@
+"""Master-driven mode, the Synkhronos way: after distribute(), rank 0 runs the program alone and
+the other ranks serve it. Every Function call and every Data or Shared collective the master
+makes brings the workers into the same call, until close().
+
+    f = synk.Function(step, collect="avg")    # on every rank, before distribute()
+    if synk.distribute():                     # the workers serve here, then exit
+        x = synk.Data(images)                 # the master alone from here on
+        loss = f(x, batch=slice(0, 512))
+        synk.close()
+"""
+import atexit
+import io
+import pickle
+import sys
+
+from . import _synk
+from ._agree import bcast_object, error, first_failure
+from ._model import registry
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a request, naming the registry's objects by number."""
+
+    def __init__(self, file, reg):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.reg = reg
+
+    def persistent_id(self, obj):
+        if getattr(obj, "_registry", None) is self.reg and hasattr(obj, "_id"):
+            return obj._id
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, reg):
+        super().__init__(file)
+        self.reg = reg
+
+    def persistent_load(self, pid):
+        return self.reg.objects[pid]
+
+
+class Driver:
+    """The requests of one distribute(): sent by the master, served by the workers."""
+
+    def __init__(self, reg):
+        self.reg = reg
+        self.channel = _synk._RequestChannel(reg.comm)
+        self.is_master = reg.comm.rank == 0
+        self.driving = False  # the master is inside a request (its nested calls run as they are)
+        self.closed = False
+        self.failure = None  # why no request can follow
+
+    def drives(self):
+        return self.is_master and not self.closed and not self.driving
+
+    def drive(self, request, here):
+        """Sends `request` to the workers, then runs `here`, the master's part."""
+        if self.failure:
+            raise error(_synk.InvalidUsage, "distribute: %s earlier; this job's ranks cannot be "
+                                            "driven any more" % self.failure)
+        payload = self._encode(request)
+        self.driving = True
+        try:
+            self.channel.send(payload)
+            self._agree_read(None)
+            return here()
+        except (_synk.Timeout, KeyboardInterrupt) as e:
+            # The master alone: the workers may still be in the request.
+            self.failure = "a request failed on the master alone (%s)" % e
+            raise
+        except Exception as e:
+            self._raise_if_peer_died(e)
+            raise
+        finally:
+            self.driving = False
+
+    def serve(self):
+        """A worker's loop: runs the master's requests until close()."""
+        rank = self.reg.comm.rank
+        while True:
+            payload = self.channel.receive()
+            if payload is None:
+                self.closed = True
+                return
+            try:
+                try:
+                    request, why = self._decode(payload), None
+                except Exception as e:  # noqa: BLE001 - reported to every rank below
+                    request, why = None, "rank %d could not read it: %s: %s" % (
+                        rank, type(e).__name__, e)
+                self._agree_read(why)
+                self._execute(request)
+            except Exception as e:  # noqa: BLE001 - the master got the same error; serve on
+                self._raise_if_peer_died(e)
+
+    def _encode(self, request):
+        buf = io.BytesIO()
+        try:
+            _Pickler(buf, self.reg).dump(request)
+        except Exception as e:  # noqa: BLE001 - nothing was sent: refused here alone
+            raise error(_synk.InvalidArgument,
+                        "distribute: the workers cannot be sent this call's arguments (%s). "
+                        "Pass arrays, numbers and functions defined at a module's top level" % e)
+        return buf.getvalue()
+
+    def _decode(self, payload):
+        return _Unpickler(io.BytesIO(payload), self.reg).load()
+
+    def _agree_read(self, why):
+        """Every rank learns whether a worker failed to read the request, before any rank
+        starts it (a worker that cannot run it would leave the others in its collectives)."""
+        failed = first_failure(self.reg.comm, why is not None, why or "")
+        if failed:
+            raise error(_synk.InvalidUsage, "distribute: the master's request: %s" % failed[1])
+
+    def _execute(self, request):
+        kind = request[0]
+        if kind == "call":
+            _, number, method, args, kwargs = request
+            getattr(self.reg.objects[number], method)(*args, **kwargs)
+        elif kind == "new":
+            _, cls, kwargs = request
+            cls(comm=self.reg.comm, **kwargs)
+
+    def _raise_if_peer_died(self, e):
+        deaths = self.channel.deaths()
+        if not deaths:
+            return
+        self.failure = "%s died" % deaths
+        raise error(_synk.Remote, "distribute: %s (rank %d then failed: %s)"
+                    % (self.failure, self.reg.comm.rank, e)) from e
+
+
+def _check_same_objects(reg):
+    """Every rank made the same Data, Shared and Function objects, in the same order."""
+    mine = reg.describe()
+    masters = bcast_object(reg.comm, mine, 0)
+    failed = first_failure(reg.comm, mine != masters, mine)
+    if not failed:
+        return
+    rank, theirs = failed
+    ours, other = masters.splitlines(), theirs.splitlines()
+    at = next((i for i, (a, b) in enumerate(zip(ours, other)) if a != b), min(len(ours), len(other)))
+    def line(lines):
+        return lines[at] if at < len(lines) else "(nothing)"
+    raise error(_synk.InvalidUsage,
+                "distribute: every rank must make the same Data, Shared and Function objects in "
+                "the same order; object %d is %s on rank 0 but %s on rank %d"
+                % (at, line(ours), line(other), rank))
+
+
+def distribute(comm=None, *, exit_workers=True):
+    """From here rank 0 drives and the others serve (collective over comm, default the world).
+    Returns True on the master. A worker serves until the master's close(), then exits the
+    program (SystemExit(0)), or returns False with exit_workers=False."""
+    reg = registry(comm)
+    if reg.driver is not None:
+        raise error(_synk.InvalidUsage, "distribute: already distributed; close() first")
+    _check_same_objects(reg)
+    driver = Driver(reg)
+    reg.driver = driver
+    if driver.is_master:
+        atexit.register(_close_at_exit, driver)
+        return True
+    try:
+        driver.serve()
+    finally:
+        reg.driver = None
+    if exit_workers:
+        sys.exit(0)
+    return False
+
+
+def close(comm=None):
+    """On the master: the workers leave distribute(). Elsewhere, or a second time, nothing.
+    After a rank died, or a request that failed on the master alone, nothing is sent (the
+    workers cannot take it), and the job ends when the master does."""
+    reg = registry(comm)
+    driver = reg.driver
+    if driver is None or not driver.is_master:
+        return
+    reg.driver = None
+    driver.closed = True
+    if not driver.failure:
+        driver.channel.send(None)
+
+
+def _close_at_exit(driver):
+    # A master that ends without close() (an exception, say) still lets the workers go.
+    if driver.reg.driver is driver:
+        try:
+            close(driver.reg.comm)
+        except Exception:  # noqa: BLE001 - at exit nothing is left to tell
+            pass

@@ -1,0 +1,207 @@
+"""synk.Function, after Synkhronos's replicated functions: a Python callable made on every rank.
+A call splits a batch of synk.Data rows across the ranks, runs each rank's share in num_slices
+pieces, accumulates each output by its collect mode and collects it once, to the root (or to
+every rank)."""
+import numpy as np
+
+from . import _synk
+from . import _batch
+from ._agree import bcast_object, check_root, error
+from ._model import driven, registry
+
+# avg: the mean over slices, then over ranks. weighted_avg: each slice's value weighed by its
+# rows, so that a body returning a per-row mean gives the exact mean over the batch however it
+# splits. gather: slices and ranks joined along axis 0. none: this rank's slices joined.
+COLLECT_MODES = ("avg", "sum", "prod", "min", "max", "gather", "none", "weighted_avg")
+_REDUCE_OP = {"avg": "avg", "sum": "sum", "prod": "prod", "min": "min", "max": "max",
+              "weighted_avg": "sum"}
+_JOINED = ("gather", "none")
+
+
+class Function:
+    """Function(fn, collect="avg", *, comm=None, name=None)
+
+    fn(*args) gets, for each synk.Data argument, its rows of the slice (a NumPy array), and
+    every other argument as given (after distribute(), as the master gave it). It returns one
+    output per collect mode: `collect` a mode returns one output, a list of modes a list.
+    Made on every rank, in the same order, before distribute().
+    """
+
+    def __init__(self, fn, collect="avg", *, comm=None, name=None):
+        reg = registry(comm)
+        if reg.drives():
+            raise error(_synk.InvalidUsage, "Function: make Functions on every rank before "
+                                            "distribute() (the workers cannot be sent one)")
+        self._single = isinstance(collect, str)
+        self._collect = [collect] if self._single else list(collect)
+        for mode in self._collect:
+            if mode not in COLLECT_MODES:
+                raise error(_synk.InvalidArgument, "Function: collect mode %r is not one of %s"
+                            % (mode, ", ".join(COLLECT_MODES)))
+        self._fn = fn
+        self._registry = reg
+        self._id = reg.add(self)
+        self.name = name if name is not None else getattr(fn, "__name__", "function_%d" % self._id)
+
+    def _describe(self):
+        return "'%s' %s" % (self.name, ",".join(self._collect))
+
+    @driven()
+    def __call__(self, *args, batch=None, num_slices=1, to_all=False, root=0):
+        """Every rank runs its share of the batch (of the Data arguments' rows). Returns the
+        collected outputs at the root (on every rank with to_all); another rank gets its own
+        accumulated outputs. A body that raises on any rank raises on every rank: its own
+        exception where it raised, synk.Remote naming that rank elsewhere."""
+        comm = self._registry.comm
+        root = check_root(comm, "Function '%s'" % self.name, root)
+        acc, failure, batch_rows, my_rows = None, None, 0, 0
+        try:
+            selection = _batch.select(batch, self._rows(args))
+            mine = _batch.share(selection, comm.rank, comm.size)
+            batch_rows, my_rows = len(selection), len(mine)
+            acc = self._run_slices(args, mine, num_slices)
+        except Exception as e:  # noqa: BLE001 - every rank hears of it in _agree
+            failure = e
+        self._agree(failure, acc)
+        collected = [self._collect_one(j, v, to_all, root) for j, v in enumerate(acc)]
+        here = to_all or comm.rank == root
+        return self._result(self._divide_weighted(collected, batch_rows if here else my_rows))
+
+    def local(self, *args, batch=None, num_slices=1):
+        """This rank alone, over the whole batch; no collective."""
+        selection = _batch.select(batch, self._rows(args))
+        acc = self._run_slices(args, selection, num_slices)
+        return self._result(self._divide_weighted(acc, len(selection)))
+
+    # ---- running the slices ----
+
+    def _rows(self, args):
+        counts = {len(a) for a in args if _is_data(a)}
+        if len(counts) > 1:
+            raise error(_synk.InvalidArgument,
+                        "Function '%s': Data inputs have different row counts" % self.name)
+        return counts.pop() if counts else 0
+
+    def _run_slices(self, args, selection, num_slices):
+        if not isinstance(num_slices, (int, np.integer)) or num_slices < 1:
+            raise error(_synk.InvalidArgument,
+                        "Function '%s': num_slices %r (at least 1)" % (self.name, num_slices))
+        n, acc = len(selection), None
+        for k in range(num_slices):
+            part = _batch.part(selection, n * k // num_slices, n * (k + 1) // num_slices)
+            given = [_batch.rows_of(a.value, part) if _is_data(a) else a for a in args]
+            outputs = self._outputs(self._fn(*given))
+            outputs = [self._weigh(j, v, len(part)) for j, v in enumerate(outputs)]
+            acc = outputs if acc is None else [self._accumulate(j, a, v)
+                                               for j, (a, v) in enumerate(zip(acc, outputs))]
+        return [_array(a / num_slices) if mode == "avg" else a for mode, a in zip(self._collect, acc)]
+
+    def _outputs(self, returned):
+        if returned is None and not self._collect:
+            return []
+        outputs = [returned] if self._single else list(returned)
+        if len(outputs) != len(self._collect):
+            raise error(_synk.InvalidUsage, "Function '%s': the body returned %d outputs, %d "
+                                            "declared" % (self.name, len(outputs), len(self._collect)))
+        arrays = []
+        for mode, v in zip(self._collect, outputs):
+            v = np.array(v, order="C", copy=True)
+            if mode in ("avg", "weighted_avg") and v.dtype.kind not in "f":
+                v = v.astype(np.float64)
+            arrays.append(np.atleast_1d(v) if mode in _JOINED else v)
+        return arrays
+
+    def _weigh(self, j, v, rows):
+        # A slice of no rows adds nothing, even where its value is the NaN of an empty mean.
+        if self._collect[j] != "weighted_avg":
+            return v
+        return _array(v * rows) if rows else np.zeros_like(v)
+
+    def _accumulate(self, j, a, b):
+        mode = self._collect[j]
+        if mode in _JOINED:
+            return np.concatenate([a, b])
+        return _array(self._combine(j, mode, a, b))
+
+    def _combine(self, j, mode, a, b):
+        if a.shape != b.shape:
+            raise error(_synk.InvalidUsage, "Function '%s': output %d changed shape between "
+                                            "slices" % (self.name, j))
+        if mode == "prod":
+            return a * b
+        if mode == "min":
+            return np.minimum(a, b)
+        if mode == "max":
+            return np.maximum(a, b)
+        return a + b
+
+    # ---- collecting ----
+
+    def _agree(self, failure, acc):
+        """Every rank learns whether a body failed anywhere, and whether each output to collect
+        has one size and dtype on every rank (else each rank's collective would be another
+        call), in one all_reduce (min) of [failing rank, sizes and dtypes, negated]."""
+        comm, m = self._registry.comm, len(self._collect)
+        word = np.full(1 + 4 * m, np.iinfo(np.int64).max, np.int64)
+        word[0] = comm.rank if failure is not None else comm.size
+        for j, v in enumerate(acc if failure is None else []):
+            size = int(np.prod(v.shape[1:])) if self._collect[j] in _JOINED else v.size
+            word[1 + 4 * j:5 + 4 * j] = size, -size, _dtype_code(v), -_dtype_code(v)
+        comm.all_reduce(word, op="min")
+        if word[0] != comm.size:
+            first = int(word[0])
+            text = "" if failure is None else "%s: %s" % (type(failure).__name__, failure)
+            text = bcast_object(comm, text, first)
+            if failure is not None:
+                raise failure
+            raise error(_synk.Remote, "Function '%s': rank %d failed: %s" % (self.name, first, text))
+        for j, mode in enumerate(self._collect):
+            if word[1 + 4 * j] != -word[2 + 4 * j] and mode != "none":
+                raise error(_synk.InvalidUsage,
+                            "Function '%s': output %d has from %d to %d elements%s across the "
+                            "ranks; it must have the same on every rank"
+                            % (self.name, j, word[1 + 4 * j], -word[2 + 4 * j],
+                               " per row" if mode == "gather" else ""))
+            if word[3 + 4 * j] != -word[4 + 4 * j]:
+                raise error(_synk.InvalidUsage, "Function '%s': output %d differs in dtype "
+                                                "across the ranks" % (self.name, j))
+
+    def _collect_one(self, j, v, to_all, root):
+        comm, mode = self._registry.comm, self._collect[j]
+        if mode == "none":
+            return v
+        if mode == "gather":
+            if not to_all:
+                out = comm.gatherv(v, root)
+                return v if out is None else out
+            rows = comm.all_gather(np.array([len(v)], np.int64))
+            out = np.empty((int(rows.sum()),) + v.shape[1:], v.dtype)
+            comm.gatherv(v, root, out=out if comm.rank == root else None)
+            return comm.broadcast(out, root)
+        if to_all:
+            return comm.all_reduce(v, op=_REDUCE_OP[mode])
+        comm.reduce(v, op=_REDUCE_OP[mode], root=root)
+        return v
+
+    def _divide_weighted(self, acc, rows):
+        return [_array(a / rows) if mode == "weighted_avg" and rows else a
+                for mode, a in zip(self._collect, acc)]
+
+    def _result(self, acc):
+        acc = [a[()] if a.ndim == 0 else a for a in acc]
+        return acc[0] if self._single else acc
+
+
+def _array(v):
+    """NumPy's arithmetic on a 0-d array gives a scalar: an array again, for synk's calls."""
+    a = np.asarray(v)
+    return a if a.flags.writeable else a.copy()
+
+
+def _is_data(a):
+    from .data import Data
+    return isinstance(a, Data)
+
+
+def _dtype_code(v):
+    return ord(v.dtype.kind) * 1000 + v.dtype.itemsize

@@ -1,0 +1,209 @@
+"""synk.Shared, after Synkhronos's shared variables: an array on every rank (each rank holds its
+own value, of its own shape) with collectives over the ranks' values. Every collective is made
+by every rank, in the same order (after distribute(), by the master alone)."""
+import numpy as np
+
+from . import _synk
+from . import _batch
+from ._agree import bcast_object, check_root, error
+from ._model import driven, registry
+
+
+class Shared:
+    """Shared(value=None, *, dtype=None, comm=None, name=None): this rank's value (a copy of
+    `value`, C-contiguous; an empty float32 array where None)."""
+
+    def __init__(self, value=None, *, dtype=None, comm=None, name=None):
+        reg = registry(comm)
+        self._registry = reg
+        if reg.drives():  # made by the master alone: the workers make it with its value
+            reg.driver.drive(("new", Shared, dict(value=value, dtype=dtype, name=name)),
+                             lambda: self._make(value, dtype, name))
+        else:
+            self._make(value, dtype, name)
+
+    def _make(self, value, dtype, name):
+        self.set_local(np.zeros(0, np.float32) if value is None else value, dtype)
+        self._id = self._registry.add(self)
+        self.name = name if name is not None else "shared_%d" % self._id
+
+    def _describe(self):
+        return "'%s'" % self.name
+
+    @property
+    def _comm(self):
+        return self._registry.comm
+
+    def _who(self, op):
+        return "Shared '%s' %s" % (self.name, op)
+
+    # ---- this rank's value ----
+
+    @property
+    def value(self):
+        """This rank's value: its own array, which the collectives below change in place where
+        its shape and dtype stay."""
+        return self._value
+
+    @value.setter
+    def value(self, value):
+        self.set_local(value)
+
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    def set_local(self, value, dtype=None):
+        """This rank's value becomes a C-contiguous copy of `value`."""
+        self._value = np.array(value, dtype=dtype, order="C", copy=True)
+
+    # ---- collectives ----
+
+    @driven("value")
+    def broadcast(self, value=None, root=0):
+        """The root's value (and shape and dtype) on every rank; where `value` is given, the
+        root's value becomes it first."""
+        root = check_root(self._comm, self._who("broadcast"), root)
+        if value is not None and self._comm.rank == root:
+            self.set_local(value)
+        self._value = self._from_root(self._value, root)
+
+    @driven()
+    def all_reduce(self, op="avg"):
+        """Every rank's value becomes the reduction over the ranks (in place)."""
+        self._comm.all_reduce(self._value, op=op)
+
+    @driven()
+    def reduce(self, op="avg", root=0):
+        """The root's value becomes the reduction; the others keep theirs."""
+        root = check_root(self._comm, self._who("reduce"), root)
+        self._comm.reduce(self._value, op=op, root=root)
+
+    @driven()
+    def reduced(self, op="avg", root=0):
+        """The reduction, returned at the root (None elsewhere); no value changes."""
+        root = check_root(self._comm, self._who("reduced"), root)
+        out = np.empty_like(self._value) if self._comm.rank == root else None
+        return self._comm.reduce(self._value, op=op, root=root, out=out)
+
+    @driven()
+    def gather(self, nd_up=1, root=0):
+        """Every rank's value at the root (None elsewhere): nd_up=1 stacks them (shape
+        (size, ...), one shape on every rank); nd_up=0 joins them along axis 0."""
+        root = check_root(self._comm, self._who("gather"), root)
+        rows, shape = self._joined(nd_up)
+        out = self._comm.gatherv(rows, root)
+        return None if out is None else out.reshape(shape)
+
+    @driven()
+    def all_gather(self, nd_up=1):
+        """gather, on every rank."""
+        rows, shape = self._joined(nd_up)
+        out = self._comm.gatherv(rows, 0)
+        if out is None:
+            out = np.empty((shape[0],) + rows.shape[1:], rows.dtype)
+        return self._comm.broadcast(out, 0).reshape(shape)
+
+    @driven()
+    def scatter(self, root=0, *, data=None, batch=None):
+        """The root's value split along axis 0 at linspace boundaries: rank r's value becomes
+        rows [r*n/size, (r+1)*n/size). With data (a synk.Data), each rank's value becomes its
+        share of the batch's rows of data, read from the node's copy: nothing travels."""
+        if data is not None:
+            self._value = np.array(data.take(batch), order="C", copy=True)
+            return
+        root = check_root(self._comm, self._who("scatter"), root)
+        comm = self._comm
+        shape, dtype = self._root_layout(root, "scatter", need_rows=True)
+        n = shape[0]
+        counts = [n * (r + 1) // comm.size - n * r // comm.size for r in range(comm.size)]
+        send = self._value if comm.rank == root else np.empty((0,) + shape[1:], dtype)
+        self._value = comm.scatterv(send, counts, root)
+
+    @driven()
+    def get_value(self, rank):
+        """Rank `rank`'s value, returned on every rank (after distribute(), on the master)."""
+        rank = check_root(self._comm, self._who("get_value"), rank)
+        return self._from_root(self._value.copy() if self._comm.rank == rank else None, rank)
+
+    @driven("value")
+    def set_value(self, rank, value):
+        """Rank `rank`'s value becomes `value` as given on rank 0 (after distribute(), the
+        master)."""
+        rank = check_root(self._comm, self._who("set_value"), rank)
+        given = None
+        if self._comm.rank == 0:
+            given = np.array(value, order="C", copy=True)
+        got = self._from_root(given, 0)
+        if self._comm.rank == rank:
+            self._value = got
+
+    @driven()
+    def get_shapes(self):
+        """Every rank's shape, on every rank."""
+        return self._all_layouts()[0]
+
+    # ---- helpers ----
+
+    def _root_layout(self, root, op, need_rows=False):
+        """The root's (shape, dtype) on every rank; every rank raises where it has none."""
+        layout = None
+        if self._comm.rank == root:
+            v = self._value
+            if v.dtype.kind not in "iuf":
+                layout = "dtype %s, which synk has no type for" % v.dtype
+            elif need_rows and v.ndim == 0:
+                layout = "a 0-d value has no rows to split"
+            else:
+                layout = (v.shape, v.dtype.str)
+        layout = bcast_object(self._comm, layout, root)
+        if isinstance(layout, str):
+            raise error(_synk.InvalidArgument, "%s: rank %d's value: %s" % (self._who(op), root, layout))
+        return tuple(layout[0]), np.dtype(layout[1])
+
+    def _from_root(self, mine, root):
+        """The root's array `mine` (shape and dtype too) on every rank. Elsewhere it lands in
+        `mine` where that has them (in place), else in a new array (always, for None)."""
+        shape, dtype = self._root_layout(root, "broadcast")
+        fits = mine is not None and mine.shape == shape and mine.dtype == dtype
+        return self._comm.broadcast(mine if fits else np.empty(shape, dtype), root)
+
+    def _all_layouts(self):
+        """Every rank's shape, and whether every rank's dtype is rank 0's."""
+        comm, v = self._comm, self._value
+        if v.ndim > 8:
+            raise error(_synk.InvalidArgument, "%s: a value of %d dimensions (at most 8)"
+                        % (self._who("gather"), v.ndim))
+        mine = np.zeros(10, np.int64)
+        mine[0], mine[1:1 + v.ndim] = v.ndim, v.shape
+        mine[9] = _dtype_code(v.dtype)
+        every = comm.all_gather(mine)
+        shapes = [tuple(int(d) for d in row[1:1 + row[0]]) for row in every]
+        return shapes, bool((every[:, 9] == every[0, 9]).all())
+
+    def _joined(self, nd_up):
+        """This rank's value as rows for a gatherv, and the shape of the values joined."""
+        shapes, same_dtype = self._all_layouts()
+        who = self._who("gather")
+        if not same_dtype:
+            raise error(_synk.InvalidUsage, "%s: the ranks' values differ in dtype" % who)
+        if nd_up == 1:
+            if any(s != shapes[0] for s in shapes):
+                raise error(_synk.InvalidUsage, "%s: gather(nd_up=1) stacks values of one shape, "
+                                                "but the ranks' shapes differ: %s" % (who, shapes))
+            return self._value.reshape(1, -1), (len(shapes),) + shapes[0]
+        if nd_up != 0:
+            raise error(_synk.InvalidArgument, "%s: nd_up must be 0 or 1" % who)
+        if any(len(s) == 0 or s[1:] != shapes[0][1:] for s in shapes):
+            raise error(_synk.InvalidUsage, "%s: gather(nd_up=0) joins rows of one shape, but "
+                                            "the ranks' rows differ: %s" % (who, shapes))
+        return self._value, (sum(s[0] for s in shapes),) + shapes[0][1:]
+
+
+def _dtype_code(dtype):
+    """A number per dtype, the same on every rank."""
+    return ord(dtype.kind) * 1000 + dtype.itemsize
