@@ -1,11 +1,14 @@
-"""all_reduce from Python: synk's binding against mpi4py's comm.Allreduce on the same NumPy
-float32 arrays, in one run, in synk-bench's way (per size: warm-up and settle, then 9 rounds
-that time ITERS calls of each side back to back after a barrier; the median of the rounds).
+"""all_reduce from Python against the C++ call it wraps and against mpi4py, on the same NumPy
+float32 arrays in one process: synk's binding (comm.all_reduce(a, out=out)), the same C++ call
+in a C++ loop (synk._time_all_reduce, synk-bench's loop), and mpi4py's comm.Allreduce. Per
+size: a warm-up and synk-bench's settle, then 9 rounds that each time the three sides one after
+another, each side's calls after a synk barrier (2,000 calls up to 64 KiB, at least ITERS);
+the median of the rounds.
 
-    build/bin/synkrun -np 2 python3 benchmarks/bench_python.py [--iters 20]
-    build/bin/synkrun -np 2 build/bin/synk-bench allreduce -b 8 -e 64M   # the C++ call
+    PYTHONPATH=build/python build/bin/synkrun -np 2 python3 benchmarks/bench_python.py [--iters 20]
 
-Prints one row per size on rank 0: the median time per call of each side in us and their ratio.
+Prints one row per size on rank 0: the median time per call of each side in us, what the
+binding adds to the C++ call (us and ratio), and mpi4py over synk from Python.
 """
 import argparse
 import statistics
@@ -20,7 +23,7 @@ SIZES = [8, 64 * 1024, 64 * 1024 * 1024]
 
 
 def timed(comm, calls, call):
-    comm.Barrier()
+    comm.barrier()  # synk's, as the C++ loop's: the same skew at the start of every side
     start = time.perf_counter()
     for _ in range(calls):
         call()
@@ -36,11 +39,13 @@ def main():
     if world.rank == 0:
         print(f"# bench_python: {world.size} ranks, synk backend {comm.backend}, "
               f"numpy {np.__version__}, mpi4py {MPI.Get_library_version().splitlines()[0]}")
-        print(f"{'size(B)':>12} {'synk py(us)':>12} {'mpi4py(us)':>12} {'mpi4py/synk':>12}")
+        print(f"{'size(B)':>12} {'synk C++(us)':>13} {'synk py(us)':>12} {'py-C++(us)':>11} "
+              f"{'py/C++':>7} {'mpi4py(us)':>11} {'mpi4py/py':>10}")
     for size in SIZES:
         a = np.ones(size // 4, dtype=np.float32)
         out = np.empty_like(a)
-        calls = max(1, min(args.iters, int(2e8 // max(size, 1))))
+        # Enough calls that a round outlasts the barrier's skew (2,000 up to 64 KiB).
+        calls = max(args.iters, min(2000, int(2e8 // size)))
         # Warm-up, then synk-bench's settle: up to 155 more calls a side, as many as fit in
         # 0.25 s (the shm backend measures its ways of large calls in calls 65-128 of a size).
         for _ in range(5):
@@ -53,13 +58,17 @@ def main():
                 call()
                 if world.allreduce(time.perf_counter() > deadline, op=MPI.LOR):
                     break
-        synk_us, mpi_us = [], []
+        cpp_us, synk_us, mpi_us = [], [], []
         for _ in range(9):
-            synk_us.append(timed(world, calls, lambda: comm.all_reduce(a, out=out)))
-            mpi_us.append(timed(world, calls, lambda: world.Allreduce(a, out)))
-        s, m = statistics.median(synk_us), statistics.median(mpi_us)
+            for _ in range(min(calls, 200)):  # back from MPI's side: synk's memory warm again
+                comm.all_reduce(a, out=out)
+            cpp_us.append(synk._synk._time_all_reduce(comm, a, out, calls) * 1e6)
+            synk_us.append(timed(comm, calls, lambda: comm.all_reduce(a, out=out)))
+            mpi_us.append(timed(comm, calls, lambda: world.Allreduce(a, out)))
+        c, s, m = (statistics.median(v) for v in (cpp_us, synk_us, mpi_us))
         if world.rank == 0:
-            print(f"{size:>12} {s:>12.2f} {m:>12.2f} {m / s:>12.2f}")
+            print(f"{size:>12} {c:>13.2f} {s:>12.2f} {s - c:>11.2f} {s / c:>7.3f} {m:>11.2f} "
+                  f"{m / s:>10.2f}")
 
 
 if __name__ == "__main__":

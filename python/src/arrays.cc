@@ -55,7 +55,7 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
   // Both are the array's own memory; mutable_data() only checks the flag tested above.
   b.data = writable ? py::array(a).mutable_data() : const_cast<void*>(a.data());
   b.count = static_cast<std::size_t>(a.size());
-  b.shape.assign(a.shape(), a.shape() + a.ndim());
+  b.shape = {a.shape(), static_cast<std::size_t>(a.ndim())};
   return b;
 }
 

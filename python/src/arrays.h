@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ struct Buffer {
   void* data = nullptr;
   std::size_t count = 0;  // elements
   DataType dtype = DataType::float32;
-  std::vector<py::ssize_t> shape;
+  std::span<const py::ssize_t> shape;  // the array's own (valid while the array lives)
 };
 
 // `dtype_name` "" takes the array's own dtype; "bfloat16" reads a uint16 array as bfloat16.

@@ -4,13 +4,14 @@
 #include "communicator_bindings.h"
 
 #include <cstdint>
-#include <functional>
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include <pybind11/stl.h>
 
+#include "all_reduce_fast.h"
 #include "arrays.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
@@ -63,27 +64,66 @@ py::array result_array(const Array& out, const py::array& like,
   return *out;
 }
 
-std::vector<py::ssize_t> with_leading(py::ssize_t n, const std::vector<py::ssize_t>& shape) {
+std::vector<py::ssize_t> with_leading(py::ssize_t n, std::span<const py::ssize_t> shape) {
   std::vector<py::ssize_t> s{n};
   s.insert(s.end(), shape.begin(), shape.end());
   return s;
 }
 
 void check_same_shape(const Buffer& a, const Buffer& out, const char* op) {
-  if (a.shape != out.shape || a.dtype != out.dtype) {
+  if (!std::ranges::equal(a.shape, out.shape) || a.dtype != out.dtype) {
     invalid(std::string(op) + ": out must have the input's shape and dtype");
   }
 }
 
-// A collective with its arguments checked: what it returns, the arrays synk uses until it
-// ends, and the call itself, blocking or started.
+// A collective with its arguments checked: which one, its C++ arguments, what it returns, and
+// the array it reads, which a started call keeps alive until it ends. Plain data, so that a
+// blocking call costs no allocation beyond its result.
 struct Call {
-  py::object result;
-  std::vector<py::object> keep;
-  std::function<void()> run;
-  std::function<Request()> start;
-  std::shared_ptr<const void> hold = nullptr;  // C++ arguments the started call reads (counts)
+  enum class Kind { all_reduce, reduce, broadcast, all_gather, gather, scatter, reduce_scatter,
+                    gatherv, scatterv };
+  Kind kind = Kind::all_reduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;  // the send count; the receive count of scatter(v) and reduce_scatter
+  DataType dtype = DataType::float32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  std::shared_ptr<const std::vector<std::size_t>> counts{};  // gatherv's and scatterv's
+  py::object result{};
+  py::object input{};
 };
+
+void run_call(Communicator& c, const Call& k) {
+  using K = Call::Kind;
+  switch (k.kind) {
+    case K::all_reduce: return c.all_reduce(k.send, k.recv, k.count, k.dtype, k.op);
+    case K::reduce: return c.reduce(k.send, k.recv, k.count, k.dtype, k.op, k.root);
+    case K::broadcast: return c.broadcast(k.recv, k.count, k.dtype, k.root);
+    case K::all_gather: return c.all_gather(k.send, k.recv, k.count, k.dtype);
+    case K::gather: return c.gather(k.send, k.recv, k.count, k.dtype, k.root);
+    case K::scatter: return c.scatter(k.send, k.recv, k.count, k.dtype, k.root);
+    case K::reduce_scatter: return c.reduce_scatter(k.send, k.recv, k.count, k.dtype, k.op);
+    case K::gatherv: return c.gatherv(k.send, k.count, k.recv, *k.counts, k.dtype, k.root);
+    case K::scatterv: return c.scatterv(k.send, *k.counts, k.recv, k.count, k.dtype, k.root);
+  }
+}
+
+Request start_call(Communicator& c, const Call& k) {
+  using K = Call::Kind;
+  switch (k.kind) {
+    case K::all_reduce: return c.iall_reduce(k.send, k.recv, k.count, k.dtype, k.op);
+    case K::reduce: return c.ireduce(k.send, k.recv, k.count, k.dtype, k.op, k.root);
+    case K::broadcast: return c.ibroadcast(k.recv, k.count, k.dtype, k.root);
+    case K::all_gather: return c.iall_gather(k.send, k.recv, k.count, k.dtype);
+    case K::gather: return c.igather(k.send, k.recv, k.count, k.dtype, k.root);
+    case K::scatter: return c.iscatter(k.send, k.recv, k.count, k.dtype, k.root);
+    case K::reduce_scatter: return c.ireduce_scatter(k.send, k.recv, k.count, k.dtype, k.op);
+    case K::gatherv: return c.igatherv(k.send, k.count, k.recv, *k.counts, k.dtype, k.root);
+    case K::scatterv: return c.iscatterv(k.send, *k.counts, k.recv, k.count, k.dtype, k.root);
+  }
+  return {};
+}
 
 Call all_reduce(Communicator& c, const py::array& a, const std::string& op, const Array& out,
                 const std::string& dtype) {
@@ -91,9 +131,8 @@ Call all_reduce(Communicator& c, const py::array& a, const std::string& op, cons
   const Buffer in = as_buffer(a, "a", !out, dtype);
   const Buffer res = out ? as_buffer(*out, "out", true, dtype) : in;
   check_same_shape(in, res, "all_reduce");
-  return {out ? *out : a, {a},
-          [&c, in, res, rop] { c.all_reduce(in.data, res.data, in.count, in.dtype, rop); },
-          [&c, in, res, rop] { return c.iall_reduce(in.data, res.data, in.count, in.dtype, rop); }};
+  return {.kind = Call::Kind::all_reduce, .send = in.data, .recv = res.data, .count = in.count,
+          .dtype = in.dtype, .op = rop, .result = out ? *out : a, .input = a};
 }
 
 Call reduce(Communicator& c, const py::array& a, const std::string& op, int root,
@@ -104,25 +143,23 @@ Call reduce(Communicator& c, const py::array& a, const std::string& op, int root
   const Buffer res = out && here ? as_buffer(*out, "out", true, dtype) : in;
   check_same_shape(in, res, "reduce");
   void* recv = here ? res.data : nullptr;
-  return {here ? py::object(out ? *out : a) : py::none(), {a},
-          [&c, in, recv, rop, root] { c.reduce(in.data, recv, in.count, in.dtype, rop, root); },
-          [&c, in, recv, rop, root] {
-            return c.ireduce(in.data, recv, in.count, in.dtype, rop, root);
-          }};
+  return {.kind = Call::Kind::reduce, .send = in.data, .recv = recv, .count = in.count,
+          .dtype = in.dtype, .op = rop, .root = root,
+          .result = here ? py::object(out ? *out : a) : py::none(), .input = a};
 }
 
 Call broadcast(Communicator& c, const py::array& a, int root, const std::string& dtype) {
   const Buffer b = as_buffer(a, "a", c.rank() != root, dtype);
-  return {a, {a}, [&c, b, root] { c.broadcast(b.data, b.count, b.dtype, root); },
-          [&c, b, root] { return c.ibroadcast(b.data, b.count, b.dtype, root); }};
+  return {.kind = Call::Kind::broadcast, .recv = b.data, .count = b.count, .dtype = b.dtype,
+          .root = root, .result = a, .input = a};
 }
 
 Call all_gather(Communicator& c, const py::array& a, const Array& out, const std::string& dtype) {
   const Buffer in = as_buffer(a, "a", false, dtype);
   py::array r = result_array(out, a, with_leading(c.size(), in.shape), "all_gather");
   const Buffer res = as_buffer(r, "out", true, dtype);
-  return {r, {a}, [&c, in, res] { c.all_gather(in.data, res.data, in.count, in.dtype); },
-          [&c, in, res] { return c.iall_gather(in.data, res.data, in.count, in.dtype); }};
+  return {.kind = Call::Kind::all_gather, .send = in.data, .recv = res.data, .count = in.count,
+          .dtype = in.dtype, .result = r, .input = a};
 }
 
 Call gather(Communicator& c, const py::array& a, int root, const Array& out,
@@ -135,8 +172,8 @@ Call gather(Communicator& c, const py::array& a, int root, const Array& out,
     recv = as_buffer(arr, "out", true, dtype).data;
     r = arr;
   }
-  return {r, {a}, [&c, in, recv, root] { c.gather(in.data, recv, in.count, in.dtype, root); },
-          [&c, in, recv, root] { return c.igather(in.data, recv, in.count, in.dtype, root); }};
+  return {.kind = Call::Kind::gather, .send = in.data, .recv = recv, .count = in.count,
+          .dtype = in.dtype, .root = root, .result = r, .input = a};
 }
 
 // The root's a holds size() blocks along its first axis; every rank gets its block. Off the
@@ -162,10 +199,9 @@ Call scatter(Communicator& c, const std::optional<py::array>& a, int root, const
     r = *out;
   }
   const Buffer res = as_buffer(r, "out", true, dtype);
-  py::object keep = a ? py::object(*a) : py::none();
-  return {r, {keep},
-          [&c, send, res, root] { c.scatter(send, res.data, res.count, res.dtype, root); },
-          [&c, send, res, root] { return c.iscatter(send, res.data, res.count, res.dtype, root); }};
+  return {.kind = Call::Kind::scatter, .send = send, .recv = res.data, .count = res.count,
+          .dtype = res.dtype, .root = root, .result = r,
+          .input = a ? py::object(*a) : py::none()};
 }
 
 Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, const Array& out,
@@ -176,15 +212,12 @@ Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, 
     invalid("reduce_scatter: a's first axis must divide into one block per rank (" +
             std::to_string(c.size()) + ")");
   }
-  std::vector<py::ssize_t> block = in.shape;
+  std::vector<py::ssize_t> block(in.shape.begin(), in.shape.end());
   block[0] /= c.size();
   py::array r = result_array(out, a, block, "reduce_scatter");
   const Buffer res = as_buffer(r, "out", true, dtype);
-  return {r, {a},
-          [&c, in, res, rop] { c.reduce_scatter(in.data, res.data, res.count, in.dtype, rop); },
-          [&c, in, res, rop] {
-            return c.ireduce_scatter(in.data, res.data, res.count, in.dtype, rop);
-          }};
+  return {.kind = Call::Kind::reduce_scatter, .send = in.data, .recv = res.data,
+          .count = res.count, .dtype = in.dtype, .op = rop, .result = r, .input = a};
 }
 
 // The elements in one row of a (all of a 0-d or 1-d array's first axis counts as rows of 1).
@@ -224,20 +257,14 @@ Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
   py::object r = py::none();
   void* recv = nullptr;
   if (c.rank() == root) {
-    std::vector<py::ssize_t> shape = in.shape;
+    std::vector<py::ssize_t> shape(in.shape.begin(), in.shape.end());
     shape[0] = total_rows;
     py::array arr = result_array(out, a, shape, "gatherv");
     recv = as_buffer(arr, "out", true, dtype).data;
     r = arr;
   }
-  return {r, {a},
-          [&c, in, recv, counts, root] {
-            c.gatherv(in.data, in.count, recv, *counts, in.dtype, root);
-          },
-          [&c, in, recv, counts, root] {
-            return c.igatherv(in.data, in.count, recv, *counts, in.dtype, root);
-          },
-          counts};
+  return {.kind = Call::Kind::gatherv, .send = in.data, .recv = recv, .count = in.count,
+          .dtype = in.dtype, .root = root, .counts = counts, .result = r, .input = a};
 }
 
 // What the ranks agree on before a scatterv: every rank's row size, and the root's counts and
@@ -299,29 +326,21 @@ Call scatterv(Communicator& c, const py::array& a,
   for (std::int64_t rows : plan.rows) {
     send_counts->push_back(static_cast<std::size_t>(rows) * row_elems(in));
   }
-  std::vector<py::ssize_t> shape = in.shape;
+  std::vector<py::ssize_t> shape(in.shape.begin(), in.shape.end());
   shape[0] = plan.rows[static_cast<std::size_t>(c.rank())];
   py::array r = result_array(out, a, shape, "scatterv");
   const Buffer res = as_buffer(r, "out", true, dtype);
   const void* send = c.rank() == root ? in.data : nullptr;
-  return {r, {a},
-          [&c, send, send_counts, res, root] {
-            c.scatterv(send, *send_counts, res.data, res.count, res.dtype, root);
-          },
-          [&c, send, send_counts, res, root] {
-            return c.iscatterv(send, *send_counts, res.data, res.count, res.dtype, root);
-          },
-          send_counts};
+  return {.kind = Call::Kind::scatterv, .send = send, .recv = res.data, .count = res.count,
+          .dtype = res.dtype, .root = root, .counts = send_counts, .result = r, .input = a};
 }
 
-// A started call: the C++ Request, and the arrays it uses, kept alive until it has ended.
+// A started call: the C++ Request, and the arrays and counts it uses, kept alive (with the
+// communicator) until it has ended.
 class PyRequest {
  public:
-  PyRequest(Request r, Call call)
-      : request_(std::move(r)), keep_(std::move(call.keep)), result_(std::move(call.result)),
-        hold_(std::move(call.hold)) {
-    keep_.push_back(result_);
-  }
+  PyRequest(Request r, Call call, py::object comm)
+      : request_(std::move(r)), call_(std::move(call)), comm_(std::move(comm)) {}
   PyRequest(PyRequest&&) = default;
   // A request dropped before its call ended waits for it (the arrays must outlive the call),
   // without the GIL, as wait() does.
@@ -334,32 +353,31 @@ class PyRequest {
       Gil gil;
       request_.wait();
     }
-    return result_;
+    return call_.result;
   }
   bool test() { return request_.test(); }
 
  private:
   Request request_;
-  std::vector<py::object> keep_;
-  py::object result_;
-  std::shared_ptr<const void> hold_;
+  Call call_;
+  py::object comm_;
 };
 
-py::object run(const Call& call) {
+py::object run(Communicator& c, const Call& call) {
   {
     Gil gil;
-    call.run();
+    run_call(c, call);
   }
   return call.result;
 }
 
-PyRequest start(Call call) {
+PyRequest start(Communicator& c, Call call) {
   Request r;
   {
     Gil gil;
-    r = call.start();
+    r = start_call(c, call);
   }
-  return PyRequest(std::move(r), std::move(call));
+  return PyRequest(std::move(r), std::move(call), py::cast(&c));
 }
 
 // Binds `prepare` as NAME (blocking: returns the result) and iNAME (returns a synk.Request
@@ -367,15 +385,10 @@ PyRequest start(Call call) {
 template <typename... A, typename... Extra>
 void bind_call(py::class_<Communicator>& cls, const std::string& name,
                Call (*prepare)(Communicator&, A...), const Extra&... extra) {
-  cls.def(name.c_str(), [prepare](Communicator& c, A... a) { return run(prepare(c, a...)); },
+  cls.def(name.c_str(), [prepare](Communicator& c, A... a) { return run(c, prepare(c, a...)); },
           extra...);
   cls.def(("i" + name).c_str(),
-          [prepare](Communicator& c, A... a) {
-            Call call = prepare(c, a...);
-            call.keep.push_back(py::cast(&c));  // the communicator too outlives the call
-            return start(std::move(call));
-          },
-          extra...);
+          [prepare](Communicator& c, A... a) { return start(c, prepare(c, a...)); }, extra...);
 }
 
 }  // namespace
@@ -418,6 +431,7 @@ void add_communicator(py::module_& m) {
             py::kw_only(), out, dtype);
   bind_call(cls, "reduce_scatter", &reduce_scatter, a, py::arg("op") = "sum", py::kw_only(), out,
             dtype);
+  add_fast_all_reduce(cls);  // after bind_call, whose blocking all_reduce it replaces
   py::class_<PyRequest>(m, "Request",
                         "A started collective (comm.iall_reduce, ...): wait() returns its "
                         "result; the arrays stay synk's until then.")

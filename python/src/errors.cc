@@ -53,9 +53,11 @@ void add_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      PyErr_SetString(class_of(e.code()), e.what());
+      set_python_error(e);
     }
   });
 }
+
+void set_python_error(const Error& e) { PyErr_SetString(class_of(e.code()), e.what()); }
 
 }  // namespace synk::python

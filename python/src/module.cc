@@ -1,6 +1,7 @@
 // The extension module synk._synk, which the package synk (python/synk/__init__.py) re-exports.
 #include <pybind11/pybind11.h>
 
+#include "bench_bindings.h"
 #include "communicator_bindings.h"
 #include "errors.h"
 #include "model_bindings.h"
@@ -11,4 +12,5 @@ PYBIND11_MODULE(_synk, m) {
   synk::python::add_errors(m);
   synk::python::add_communicator(m);
   synk::python::add_model(m);
+  synk::python::add_bench(m);
 }
