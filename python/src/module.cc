@@ -4,6 +4,7 @@
 #include "bench_bindings.h"
 #include "communicator_bindings.h"
 #include "errors.h"
+#include "key_value_bindings.h"
 #include "model_bindings.h"
 
 PYBIND11_MODULE(_synk, m) {
@@ -12,5 +13,6 @@ PYBIND11_MODULE(_synk, m) {
   synk::python::add_errors(m);
   synk::python::add_communicator(m);
   synk::python::add_model(m);
+  synk::python::add_key_value(m);
   synk::python::add_bench(m);
 }

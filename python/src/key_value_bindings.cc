@@ -1,0 +1,208 @@
+// synk.KeyValue and synk.Updater: mshadow-ps's push and pull by key on NumPy arrays. A pushed
+// array and a pull's out array stay referenced until pull_wait; callbacks and Updater calls,
+// which run on the KeyValue's own thread, take the GIL for the Python part only, and every
+// KeyValue call releases it, so that thread never waits on a caller that holds it.
+#include "key_value_bindings.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <pybind11/numpy.h>
+
+#include "arrays.h"
+#include "synk/communicator.h"
+#include "synk/error.h"
+#include "synk/key_value.h"
+
+namespace synk::python {
+namespace {
+
+using Gil = py::gil_scoped_release;
+
+// The NumPy dtype of a synk type (bfloat16: its bits, as uint16).
+py::dtype numpy_dtype(DataType t) {
+  switch (t) {
+    case DataType::int8: return py::dtype("int8");
+    case DataType::uint8: return py::dtype("uint8");
+    case DataType::int32: return py::dtype("int32");
+    case DataType::uint32: return py::dtype("uint32");
+    case DataType::int64: return py::dtype("int64");
+    case DataType::uint64: return py::dtype("uint64");
+    case DataType::float16: return py::dtype("float16");
+    case DataType::bfloat16: return py::dtype("uint16");
+    case DataType::float32: return py::dtype("float32");
+    case DataType::float64: return py::dtype("float64");
+  }
+  return py::dtype("uint8");
+}
+
+// A key's array as NumPy sees it, in synk's memory (valid during the Updater's call).
+py::array view(const KeyArray& k) {
+  return py::array(numpy_dtype(k.dtype), {static_cast<py::ssize_t>(k.count)}, {}, k.data,
+                   py::none());
+}
+
+// What a Python exception raised in synk's thread becomes: a synk error naming `where`, made
+// while the GIL is held (the Python exception's objects are freed here).
+[[noreturn]] void rethrow_python(py::error_already_set& e, const std::string& where) {
+  throw Error(ErrorCode::InvalidUsage, where + " raised " + e.what());
+}
+
+// synk.Updater: subclass it and define update(key, grad, weights) (and init(key, weights)).
+class PyUpdater : public Updater {
+ public:
+  void init(int key, KeyArray weights) override {
+    py::gil_scoped_acquire hold;
+    try {
+      const py::function f = py::get_override(static_cast<const Updater*>(this), "init");
+      if (f) f(key, view(weights));
+    } catch (py::error_already_set& e) {
+      rethrow_python(e, "Updater.init of key " + std::to_string(key));
+    }
+  }
+  void update(int key, KeyArray grad, KeyArray weights) override {
+    py::gil_scoped_acquire hold;
+    try {
+      const py::function f = py::get_override(static_cast<const Updater*>(this), "update");
+      if (!f) throw Error(ErrorCode::InvalidUsage, "Updater: the subclass defines no update()");
+      f(key, view(grad), view(weights));
+    } catch (py::error_already_set& e) {
+      rethrow_python(e, "Updater.update of key " + std::to_string(key));
+    }
+  }
+};
+
+class PyKeyValue {
+ public:
+  PyKeyValue(Communicator& comm, const py::object& updater) : updater_(updater) {
+    KeyValueOptions options;
+    if (!updater.is_none()) options.updater = updater.cast<std::shared_ptr<Updater>>();
+    Gil gil;
+    kv_ = std::make_unique<KeyValue>(comm, options);
+  }
+  // Collective (it waits for every rank to close), so without the GIL.
+  ~PyKeyValue() {
+    Gil gil;
+    kv_.reset();
+  }
+
+  void init_key(int key, const py::array& weights, const std::string& op,
+                const std::string& dtype) {
+    const Buffer b = as_buffer(weights, "weights", false, dtype);
+    const ReduceOp rop = reduce_op(op);
+    Gil gil;
+    kv_->init_key(key, b.count, b.dtype, rop, b.data);
+  }
+  void push(int key, const py::array& a, int priority, const std::string& dtype) {
+    const Buffer b = checked(key, a, "a", false, dtype);
+    {
+      Gil gil;
+      kv_->push(key, b.data, priority);
+    }
+    pushed_[key] = a;  // synk's until this rank's pull of the key completes
+  }
+  void pull(int key, const py::array& out, int priority, const py::object& callback,
+            const std::string& dtype) {
+    const Buffer b = checked(key, out, "out", true, dtype);
+    pulled_[key] = out;
+    callbacks_[key] = callback;
+    std::function<void()> run;
+    if (!callback.is_none()) run = [this, key] { call_back(key); };
+    Gil gil;
+    kv_->pull(key, b.data, priority, std::move(run));
+  }
+  py::object pull_wait(int key) {
+    {
+      Gil gil;
+      kv_->pull_wait(key);
+    }
+    py::object out = pulled_[key];
+    pushed_.erase(key);
+    pulled_.erase(key);
+    callbacks_.erase(key);
+    return out;
+  }
+  void close() {
+    Gil gil;
+    kv_->close();
+  }
+  std::size_t count(int key) {
+    Gil gil;
+    return kv_->count(key);
+  }
+  int owner(int key) {
+    Gil gil;
+    return kv_->owner(key);
+  }
+
+ private:
+  // a, checked against the key's count and dtype.
+  Buffer checked(int key, const py::array& a, const char* what, bool writable,
+                 const std::string& dtype) {
+    const Buffer b = as_buffer(a, what, writable, dtype);
+    DataType want;
+    std::size_t count;
+    try {
+      Gil gil;
+      want = kv_->dtype(key);
+      count = kv_->count(key);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string("KeyValue.") + (writable ? "pull" : "push") + ": key " +
+                                std::to_string(key) + " was not declared (init_key)");
+    }
+    if (b.count != count || b.dtype != want) {
+      invalid(std::string("KeyValue: key ") + std::to_string(key) + " holds " +
+              std::to_string(count) + " " + to_string(want) + ", but " + what + " has " +
+              std::to_string(b.count) + " " + to_string(b.dtype));
+    }
+    return b;
+  }
+  // On synk's thread (or in pull): the key's callback, with the GIL.
+  void call_back(int key) {
+    py::gil_scoped_acquire hold;
+    try {
+      callbacks_.at(key)();
+    } catch (py::error_already_set& e) {
+      rethrow_python(e, "the pull callback of key " + std::to_string(key));
+    }
+  }
+
+  py::object updater_;  // keeps the Python Updater, which synk holds in C++ only, alive
+  std::unique_ptr<KeyValue> kv_;
+  std::map<int, py::object> pushed_, pulled_, callbacks_;
+};
+
+}  // namespace
+
+void add_key_value(py::module_& m) {
+  py::class_<Updater, PyUpdater, std::shared_ptr<Updater>>(
+      m, "Updater",
+      "Update on the owner: subclass it and define update(key, grad, weights), which changes "
+      "weights in place (and optionally init(key, weights)). Runs on the key's owner rank, on "
+      "synk's thread.")
+      .def(py::init<>());
+  const auto dtype = py::arg("dtype") = "";
+  py::class_<PyKeyValue>(m, "KeyValue",
+                         "mshadow-ps's push and pull by key (see docs/python.md).")
+      .def(py::init<Communicator&, const py::object&>(), py::arg("comm"),
+           py::arg("updater") = py::none(), py::keep_alive<1, 2>())
+      .def("init_key", &PyKeyValue::init_key, py::arg("key"), py::arg("weights").noconvert(),
+           py::arg("op") = "sum", py::kw_only(), dtype)
+      .def("push", &PyKeyValue::push, py::arg("key"), py::arg("a").noconvert(),
+           py::arg("priority") = 0, py::kw_only(), dtype)
+      .def("pull", &PyKeyValue::pull, py::arg("key"), py::arg("out").noconvert(),
+           py::arg("priority") = 0, py::arg("callback") = py::none(), py::kw_only(), dtype)
+      .def("pull_wait", &PyKeyValue::pull_wait, py::arg("key"))
+      .def("close", &PyKeyValue::close)
+      .def("count", &PyKeyValue::count, py::arg("key"))
+      .def("owner", &PyKeyValue::owner, py::arg("key"))
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyKeyValue& kv, const py::object& type, const py::object&,
+                          const py::object&) {
+        if (type.is_none()) kv.close();  // after an exception, only the destructor waits
+      });
+}
+
+}  // namespace synk::python

@@ -1,0 +1,147 @@
+"""synk.KeyValue: push and pull by key on NumPy arrays, update on the owner, callbacks, and the
+errors of a bad array or a failing Updater, with exact values on every rank."""
+import threading
+
+import numpy as np
+import pytest
+
+import synk
+
+
+def triangle(n):
+    return n * (n + 1) // 2  # the sum of rank+1 over n ranks
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.float16])
+def test_push_pull_sums_every_key(comm, dtype):
+    n = comm.size
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(3, np.zeros(5, dtype))
+        kv.init_key(7, np.zeros(2, dtype), op="max")
+        k3 = np.full(5, comm.rank + 1, dtype)
+        k7 = np.full(2, 10 * (comm.rank + 1), dtype)
+        out7 = np.zeros(2, dtype)
+        kv.push(7, k7, priority=2)
+        kv.push(3, k3)
+        kv.pull(3, k3)  # into the pushed array itself
+        kv.pull(7, out7, 2)
+        assert kv.pull_wait(3) is k3
+        assert kv.pull_wait(7) is out7
+        assert kv.count(3) == 5 and kv.owner(3) == -1
+    np.testing.assert_array_equal(k3, np.full(5, triangle(n), dtype))
+    np.testing.assert_array_equal(out7, np.full(2, 10 * n, dtype))
+
+
+def test_pull_callback_runs_once_before_pull_wait_returns(comm):
+    calls = []
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(1, np.zeros(3, np.float32))
+        a = np.ones(3, np.float32)
+        kv.push(1, a)
+        kv.pull(1, a, callback=lambda: calls.append(a.copy()))
+        kv.pull_wait(1)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(calls[0], np.full(3, comm.size, np.float32))
+
+
+def test_other_threads_run_while_pull_wait_waits(comm):
+    """Rank 0 waits in pull_wait for a rank 1 that pushes 0.3 s late; a thread of rank 0
+    counts on meanwhile (pull_wait releases the GIL)."""
+    counter, stop = [0], threading.Event()
+
+    def count():
+        while not stop.is_set():
+            counter[0] += 1
+
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(0, np.zeros(1))
+        if comm.rank == 1:
+            stop.wait(0.3)
+        t = threading.Thread(target=count)
+        t.start()
+        a = np.ones(1)
+        kv.push(0, a)
+        kv.pull(0, a)
+        kv.pull_wait(0)
+        stop.set()
+        t.join()
+    assert a[0] == comm.size
+    if comm.rank == 0 and comm.size > 1:
+        assert counter[0] > 1000
+
+
+class Sgd(synk.Updater):
+    def __init__(self, lr):
+        super().__init__()
+        self.lr = lr
+        self.inits = []
+
+    def init(self, key, weights):
+        self.inits.append((key, weights.copy()))
+
+    def update(self, key, grad, weights):
+        weights -= self.lr * grad
+
+
+def test_update_on_the_owner(comm):
+    """Two steps of SGD (lr 0.1) from rank 0's weights, every rank pushing rank+1: each rank
+    pulls the owner's weights, start - 0.2 * n(n+1)/2."""
+    n, sgd = comm.size, Sgd(0.1)
+    kv = synk.KeyValue(comm, sgd)
+    start = np.array([1, 2, 3], np.float64)
+    w = start + (0 if comm.rank == 0 else -99)  # only rank 0's initial weights count
+    kv.init_key(10, w)
+    for _ in range(2):
+        kv.push(10, np.full(3, comm.rank + 1, np.float64))
+        kv.pull(10, w)
+        kv.pull_wait(10)
+    owner = kv.owner(10)
+    kv.close()
+    np.testing.assert_allclose(w, start - 0.2 * triangle(n))
+    assert 0 <= owner < n
+    assert [k for k, _ in sgd.inits] == ([10] if comm.rank == owner else [])
+
+
+@pytest.mark.parametrize("call, text", [
+    (lambda kv: kv.push(1, np.ones(4, np.float32)), "holds 3 float32, but a has 4"),
+    (lambda kv: kv.push(1, np.ones(3, np.float64)), "but a has 3 float64"),
+    (lambda kv: kv.pull(1, np.ones((3, 2), np.float32)[:, 0]), "not C-contiguous"),
+])
+def test_bad_arrays_are_refused_before_anything_starts(comm, call, text):
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(1, np.zeros(3, np.float32))
+        with pytest.raises(synk.InvalidArgument, match=text):
+            call(kv)
+
+
+def test_a_key_never_declared(comm):
+    with synk.KeyValue(comm) as kv:
+        with pytest.raises(synk.InvalidUsage, match="KeyValue.push: key 9 was not declared"):
+            kv.push(9, np.ones(3, np.float32))
+
+
+def test_a_list_is_a_type_error(comm):
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(1, np.zeros(3, np.float32))
+        with pytest.raises(TypeError):
+            kv.push(1, [1.0, 2.0, 3.0])
+
+
+class Failing(synk.Updater):
+    def update(self, key, grad, weights):
+        raise RuntimeError("no update today")
+
+
+def test_an_updater_that_raises_fails_every_rank(comm):
+    kv = synk.KeyValue(comm, Failing())
+    kv.init_key(1, np.ones(2))
+    a = np.ones(2)
+    with pytest.raises(synk.Error) as got:  # in push itself on 1 rank, in pull_wait on more
+        kv.push(1, a)
+        kv.pull(1, a)
+        kv.pull_wait(1)
+    if comm.rank == kv.owner(1):
+        assert "no update today" in str(got.value)
+    else:
+        assert isinstance(got.value, synk.Remote)
+    del kv  # the destructor waits for every rank, without raising
