@@ -14,7 +14,8 @@ def select(batch, rows):
     if isinstance(batch, (int, np.integer)) and not isinstance(batch, bool):
         if not 0 <= batch <= rows:
             raise error(_synk.InvalidArgument,
-                        "batch %d: the first %d rows of a Data of %d" % (batch, batch, rows))
+                        "batch %d is out of range: an int takes the first n rows, 0 to %d here"
+                        % (batch, rows))
         return range(int(batch))
     if isinstance(batch, slice):
         return range(*batch.indices(rows))

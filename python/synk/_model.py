@@ -3,11 +3,13 @@ communicator's objects (in the order every rank made them), and the hook by whic
 master, between distribute() and close(), first brings the workers into the same call."""
 import functools
 import inspect
+import weakref
 
 from . import _synk
 from ._agree import error
 
 _world = None
+_distributed = weakref.WeakSet()  # the registries whose driver is serving
 
 
 def world():
@@ -15,25 +17,43 @@ def world():
     given none (made at the first use; synk.Communicator() makes another)."""
     global _world
     if _world is None:
+        if any(reg.driver is not None and reg.driver.is_master for reg in _distributed):
+            # Made on the master alone, it would wait for the workers forever.
+            raise error(_synk.InvalidUsage,
+                        "synk.world() is made by every rank together: use it (or pass comm=) "
+                        "before distribute(), not first on the master after it")
         _world = _synk.Communicator()
     return _world
 
 
 class Registry:
     """A communicator's Data, Shared and Function objects, numbered in the order they were
-    made: the master names an object to the workers by its number."""
+    made: the master names an object to the workers by its number. It holds them weakly, so
+    that a Data dropped by the program gives its node memory back."""
 
     def __init__(self, comm):
         self.comm = comm
-        self.objects = []
+        self._objects = []
         self.driver = None  # set by distribute() while the master drives
 
     def add(self, obj):
-        self.objects.append(obj)
-        return len(self.objects) - 1
+        self._objects.append(weakref.ref(obj))
+        return len(self._objects) - 1
+
+    def get(self, number):
+        """The object `number`; InvalidUsage where this rank has dropped it."""
+        obj = self._objects[number]() if 0 <= number < len(self._objects) else None
+        if obj is None:
+            raise error(_synk.InvalidUsage, "distribute: object %d is gone on rank %d (dropped "
+                                            "by the program)" % (number, self.comm.rank))
+        return obj
 
     def describe(self):
-        return "\n".join("%s %s" % (type(o).__name__, o._describe()) for o in self.objects)
+        lines = []
+        for ref in self._objects:
+            obj = ref()
+            lines.append("(dropped)" if obj is None else "%s %s" % (type(obj).__name__, obj._describe()))
+        return "\n".join(lines)
 
     def drives(self):
         """Whether a call here must first bring the workers in: on the master, serving, and

@@ -19,13 +19,8 @@ class Data:
     def __init__(self, value=None, *, shape=None, dtype=None, comm=None, oversize=1.0, name=None):
         reg = registry(comm)
         self._registry = reg
-        if reg.drives():
-            if value is not None and shape is None:
-                value = np.asarray(value, dtype=dtype)
-                shape, dtype = value.shape, value.dtype
-            sent = dict(shape=shape, dtype=None if dtype is None else np.dtype(dtype).str,
-                        oversize=oversize, name=name)
-            reg.driver.drive(("new", Data, sent),
+        if reg.drives():  # the workers take the shape and dtype from the master's broadcast
+            reg.driver.drive(("new", Data, dict(oversize=oversize, name=name)),
                              lambda: self._make(value, shape, dtype, oversize, name))
         else:
             self._make(value, shape, dtype, oversize, name)
@@ -97,11 +92,14 @@ class Data:
         rows = None
         if comm.rank == 0:
             try:
-                value = np.ascontiguousarray(value, dtype=self._dtype)
-                if value.shape[1:] != self.shape[1:]:
+                value = np.asarray(value, dtype=self._dtype)
+                if value.ndim == 0:
+                    rows = "a 0-d value"
+                elif value.shape[1:] != self.shape[1:]:
                     rows = "rows of shape %s, the data's are %s" % (value.shape[1:], self.shape[1:])
                 else:
-                    rows = value.shape[0] if value.ndim else "a 0-d value"
+                    value = np.ascontiguousarray(value)
+                    rows = value.shape[0]
             except (TypeError, ValueError) as e:
                 rows = "%s" % e
         rows = bcast_object(comm, rows, 0)
@@ -146,4 +144,4 @@ def _layout(value, shape, dtype):
         return "dtype %s has no fixed size in memory" % dtype
     if not shape or min(shape) < 0:
         return "shape %s: needs a first axis (the rows), no negative dimension" % (shape,)
-    return shape, dtype.str if dtype.names is None else dtype.descr, value is not None
+    return shape, dtype, value is not None  # the dtype itself, pickled: padding, offsets and all

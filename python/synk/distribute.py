@@ -15,7 +15,7 @@ import sys
 
 from . import _synk
 from ._agree import bcast_object, error, first_failure
-from ._model import registry
+from ._model import _distributed, registry
 
 
 class _Pickler(pickle.Pickler):
@@ -37,7 +37,7 @@ class _Unpickler(pickle.Unpickler):
         self.reg = reg
 
     def persistent_load(self, pid):
-        return self.reg.objects[pid]
+        return self.reg.get(pid)
 
 
 class Driver:
@@ -50,6 +50,7 @@ class Driver:
         self.driving = False  # the master is inside a request (its nested calls run as they are)
         self.closed = False
         self.failure = None  # why no request can follow
+        self.made = []  # a worker's objects made at the master's request, held while serving
 
     def drives(self):
         return self.is_master and not self.closed and not self.driving
@@ -118,10 +119,10 @@ class Driver:
         kind = request[0]
         if kind == "call":
             _, number, method, args, kwargs = request
-            getattr(self.reg.objects[number], method)(*args, **kwargs)
+            getattr(self.reg.get(number), method)(*args, **kwargs)
         elif kind == "new":
             _, cls, kwargs = request
-            cls(comm=self.reg.comm, **kwargs)
+            self.made.append(cls(comm=self.reg.comm, **kwargs))
 
     def _raise_if_peer_died(self, e):
         deaths = self.channel.deaths()
@@ -160,6 +161,7 @@ def distribute(comm=None, *, exit_workers=True):
     _check_same_objects(reg)
     driver = Driver(reg)
     reg.driver = driver
+    _distributed.add(reg)
     if driver.is_master:
         atexit.register(_close_at_exit, driver)
         return True

@@ -99,13 +99,26 @@ class Function:
     def _outputs(self, returned):
         if returned is None and not self._collect:
             return []
-        outputs = [returned] if self._single else list(returned)
+        if self._single:
+            outputs = [returned]
+        elif isinstance(returned, (list, tuple)):
+            outputs = list(returned)
+        else:
+            raise error(_synk.InvalidUsage, "Function '%s': the body returned a %s; with a list "
+                                            "of %d collect modes it returns a list or tuple"
+                        % (self.name, type(returned).__name__, len(self._collect)))
         if len(outputs) != len(self._collect):
             raise error(_synk.InvalidUsage, "Function '%s': the body returned %d outputs, %d "
                                             "declared" % (self.name, len(outputs), len(self._collect)))
         arrays = []
-        for mode, v in zip(self._collect, outputs):
+        for j, (mode, v) in enumerate(zip(self._collect, outputs)):
             v = np.array(v, order="C", copy=True)
+            if v.dtype.kind == "b":
+                v = v.astype(np.int64)  # a count of what was true
+            if v.dtype.kind not in "iuf":
+                raise error(_synk.InvalidUsage, "Function '%s': output %d is %s of dtype %s, not "
+                                                "numbers" % (self.name, j, type(outputs[j]).__name__,
+                                                             v.dtype))
             if mode in ("avg", "weighted_avg") and v.dtype.kind not in "f":
                 v = v.astype(np.float64)
             arrays.append(np.atleast_1d(v) if mode in _JOINED else v)
@@ -162,7 +175,7 @@ class Function:
                             "ranks; it must have the same on every rank"
                             % (self.name, j, word[1 + 4 * j], -word[2 + 4 * j],
                                " per row" if mode == "gather" else ""))
-            if word[3 + 4 * j] != -word[4 + 4 * j]:
+            if word[3 + 4 * j] != -word[4 + 4 * j] and mode != "none":
                 raise error(_synk.InvalidUsage, "Function '%s': output %d differs in dtype "
                                                 "across the ranks" % (self.name, j))
 

@@ -68,9 +68,13 @@ class Shared:
         """The root's value (and shape and dtype) on every rank; where `value` is given, the
         root's value becomes it first."""
         root = check_root(self._comm, self._who("broadcast"), root)
+        refused = None
         if value is not None and self._comm.rank == root:
-            self.set_local(value)
-        self._value = self._from_root(self._value, root)
+            try:
+                self.set_local(value)
+            except (TypeError, ValueError) as e:
+                refused = "%s" % e
+        self._value = self._from_root(self._value, root, "broadcast", refused)
 
     @driven()
     def all_reduce(self, op="avg"):
@@ -81,12 +85,14 @@ class Shared:
     def reduce(self, op="avg", root=0):
         """The root's value becomes the reduction; the others keep theirs."""
         root = check_root(self._comm, self._who("reduce"), root)
+        self._same_layout("reduce")
         self._comm.reduce(self._value, op=op, root=root)
 
     @driven()
     def reduced(self, op="avg", root=0):
         """The reduction, returned at the root (None elsewhere); no value changes."""
         root = check_root(self._comm, self._who("reduced"), root)
+        self._same_layout("reduced")
         out = np.empty_like(self._value) if self._comm.rank == root else None
         return self._comm.reduce(self._value, op=op, root=root, out=out)
 
@@ -128,17 +134,21 @@ class Shared:
     def get_value(self, rank):
         """Rank `rank`'s value, returned on every rank (after distribute(), on the master)."""
         rank = check_root(self._comm, self._who("get_value"), rank)
-        return self._from_root(self._value.copy() if self._comm.rank == rank else None, rank)
+        return self._from_root(self._value.copy() if self._comm.rank == rank else None, rank,
+                               "get_value")
 
     @driven("value")
     def set_value(self, rank, value):
         """Rank `rank`'s value becomes `value` as given on rank 0 (after distribute(), the
         master)."""
         rank = check_root(self._comm, self._who("set_value"), rank)
-        given = None
+        given, refused = None, None
         if self._comm.rank == 0:
-            given = np.array(value, order="C", copy=True)
-        got = self._from_root(given, 0)
+            try:
+                given = np.array(value, order="C", copy=True)
+            except (TypeError, ValueError) as e:
+                refused = "%s" % e
+        got = self._from_root(given, 0, "set_value", refused)
         if self._comm.rank == rank:
             self._value = got
 
@@ -149,12 +159,15 @@ class Shared:
 
     # ---- helpers ----
 
-    def _root_layout(self, root, op, need_rows=False):
-        """The root's (shape, dtype) on every rank; every rank raises where it has none."""
+    def _root_layout(self, root, op, need_rows=False, value=None, refused=None):
+        """The (shape, dtype) of the root's `value` (default: its value) on every rank; every
+        rank raises where it has none, or where the root gives why not (`refused`)."""
         layout = None
         if self._comm.rank == root:
-            v = self._value
-            if v.dtype.kind not in "iuf":
+            v = self._value if value is None else value
+            if refused is not None:
+                layout = refused
+            elif v.dtype.kind not in "iuf":
                 layout = "dtype %s, which synk has no type for" % v.dtype
             elif need_rows and v.ndim == 0:
                 layout = "a 0-d value has no rows to split"
@@ -165,10 +178,10 @@ class Shared:
             raise error(_synk.InvalidArgument, "%s: rank %d's value: %s" % (self._who(op), root, layout))
         return tuple(layout[0]), np.dtype(layout[1])
 
-    def _from_root(self, mine, root):
+    def _from_root(self, mine, root, op="broadcast", refused=None):
         """The root's array `mine` (shape and dtype too) on every rank. Elsewhere it lands in
         `mine` where that has them (in place), else in a new array (always, for None)."""
-        shape, dtype = self._root_layout(root, "broadcast")
+        shape, dtype = self._root_layout(root, op, value=mine, refused=refused)
         fits = mine is not None and mine.shape == shape and mine.dtype == dtype
         return self._comm.broadcast(mine if fits else np.empty(shape, dtype), root)
 
@@ -184,6 +197,13 @@ class Shared:
         every = comm.all_gather(mine)
         shapes = [tuple(int(d) for d in row[1:1 + row[0]]) for row in every]
         return shapes, bool((every[:, 9] == every[0, 9]).all())
+
+    def _same_layout(self, op):
+        """InvalidUsage on every rank unless every rank's value has rank 0's shape and dtype."""
+        shapes, same_dtype = self._all_layouts()
+        if not same_dtype or any(s != shapes[0] for s in shapes):
+            raise error(_synk.InvalidUsage, "%s: the ranks' values differ in shape or dtype: %s"
+                        % (self._who(op), shapes))
 
     def _joined(self, nd_up):
         """This rank's value as rows for a gatherv, and the shape of the values joined."""

@@ -25,3 +25,13 @@ DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64, np.float1
 def rank_values(rank, count, dtype):
     """Rank r's input: (r + 1 + i % 3) at position i, exact in every dtype."""
     return np.array([(rank + 1 + i % 3) for i in range(count)], dtype=dtype)
+
+
+def selection(batch, n):
+    """The rows a batch of a Data picks (None, an int n: the first n, a slice, indices), as
+    NumPy picks them."""
+    if batch is None:
+        return np.arange(n)
+    if isinstance(batch, int):
+        return np.arange(batch)
+    return np.arange(n)[batch]
