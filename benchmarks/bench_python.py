@@ -8,7 +8,8 @@ the median of the rounds.
     PYTHONPATH=build/python build/bin/synkrun -np 2 python3 benchmarks/bench_python.py [--iters 20]
 
 Prints one row per size on rank 0: the median time per call of each side in us, what the
-binding adds to the C++ call (us and ratio), and mpi4py over synk from Python.
+binding adds to the C++ call (the medians' difference, and the median of the rounds' ratios),
+and mpi4py over synk from Python (the median of the rounds' ratios).
 """
 import argparse
 import statistics
@@ -78,9 +79,13 @@ def main():
             synk_us.append(time_synk(comm, calls, a, out))
             mpi_us.append(time_mpi4py(comm, world, calls, a, out))
         c, s, m = (statistics.median(v) for v in (cpp_us, synk_us, mpi_us))
+        # The ratios are medians of each round's own ratio: a round's sides run back to back,
+        # on the same host state, where rounds differ by up to 2x on a shared VM.
+        py_cpp = statistics.median(y / x for x, y in zip(cpp_us, synk_us))
+        mpi_py = statistics.median(z / y for y, z in zip(synk_us, mpi_us))
         if world.rank == 0:
-            print(f"{size:>12} {c:>13.2f} {s:>12.2f} {s - c:>11.2f} {s / c:>7.3f} {m:>11.2f} "
-                  f"{m / s:>10.2f}")
+            print(f"{size:>12} {c:>13.2f} {s:>12.2f} {s - c:>11.2f} {py_cpp:>7.3f} {m:>11.2f} "
+                  f"{mpi_py:>10.2f}")
 
 
 if __name__ == "__main__":
