@@ -88,18 +88,26 @@ class Shared:
         self._same_layout("reduce")
         self._comm.reduce(self._value, op=op, root=root)
 
-    @driven()
     def reduced(self, op="avg", root=0):
         """The reduction, returned at the root (None elsewhere); no value changes."""
+        self._check_reaches_master("reduced", root)
+        return self._reduced(op, root)
+
+    @driven()
+    def _reduced(self, op, root):
         root = check_root(self._comm, self._who("reduced"), root)
         self._same_layout("reduced")
         out = np.empty_like(self._value) if self._comm.rank == root else None
         return self._comm.reduce(self._value, op=op, root=root, out=out)
 
-    @driven()
     def gather(self, nd_up=1, root=0):
         """Every rank's value at the root (None elsewhere): nd_up=1 stacks them (shape
         (size, ...), one shape on every rank); nd_up=0 joins them along axis 0."""
+        self._check_reaches_master("gather", root)
+        return self._gather(nd_up, root)
+
+    @driven()
+    def _gather(self, nd_up, root):
         root = check_root(self._comm, self._who("gather"), root)
         rows, shape = self._joined(nd_up)
         out = self._comm.gatherv(rows, root)
@@ -158,6 +166,14 @@ class Shared:
         return self._all_layouts()[0]
 
     # ---- helpers ----
+
+    def _check_reaches_master(self, op, root):
+        """After distribute(), a result at another rank than the master would reach nobody:
+        refused on the master before anything is sent."""
+        if self._registry.drives() and root != 0:
+            raise error(_synk.InvalidArgument,
+                        "%s to root %r: after distribute() the result goes to the master (root "
+                        "0); the other ranks only serve" % (self._who(op), root))
 
     def _root_layout(self, root, op, need_rows=False, value=None, refused=None):
         """The (shape, dtype) of the root's `value` (default: its value) on every rank; every

@@ -252,6 +252,31 @@ TEST(Distribute, MisuseIsAnErrorAtOnce) {
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
+// A gather, or a reduction returned, to a worker would give the master nothing: it is refused
+// on the master before anything is sent, and the job goes on.
+TEST(Distribute, AResultForAWorkerIsRefused) {
+  Communicator& comm = world();
+  Shared<float> s(comm, "s", {static_cast<float>(comm.rank())});
+  Distributed dist(comm);
+  dist.add(s);
+  if (dist.serve()) {
+    if (comm.size() > 1) {
+      const auto gathered = caught([&] { s.gather(1, 1); });
+      EXPECT_SYNK_ERROR(gathered, ErrorCode::InvalidArgument);
+      EXPECT_THAT(message(gathered), HasSubstr("gather of Shared 's' to root 1: in master-driven "
+                                               "mode the result goes to the master (root 0)"));
+      const auto reduced = caught([&] { s.reduced(ReduceOp::sum, comm.size() - 1); });
+      EXPECT_SYNK_ERROR(reduced, ErrorCode::InvalidArgument);
+      EXPECT_THAT(message(reduced), HasSubstr("reduced of Shared 's' to root"));
+    }
+    std::vector<float> ranks(static_cast<std::size_t>(comm.size()));
+    for (std::size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<float>(r);
+    EXPECT_EQ(s.gather(1, 0), ranks);
+    dist.close();
+  }
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 // A request larger than one packet (2,048 bytes): inputs of 1,000 floats and an index batch of
 // 600 rows travel whole, in the packet and the broadcast after it, and the same on every rank.
 TEST(Distribute, ALargeRequestArrivesWhole) {

@@ -184,6 +184,8 @@ class Distributed final : private detail::DriveHook {
   std::string name_of_data(const void* data) const;
   void check_driving(const char* what) const;
   void check_data_request(const std::string& name);
+  void check_result_reaches_master(detail::DrivenOp op, const std::string& name,
+                                   const detail::DrivenArgs& args) const;
   void check_can_add(const std::map<std::string, Entry>& map, const std::string& name,
                      const char* what) const;
   void check_same_names();

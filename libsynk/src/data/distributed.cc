@@ -153,6 +153,7 @@ void Distributed::drive(detail::DrivenOp op, const std::string& name,
   }
   check_driving(detail::driven_op_name(op));
   if (op >= detail::DrivenOp::data_set_value) check_data_request(name);
+  check_result_reaches_master(op, name, args);
   Message m = object_request(op, name, args);
   if (rows) {
     m.data = {name_of_data(rows->data)};
@@ -174,6 +175,18 @@ void Distributed::check_data_request(const std::string& name) {
   failure_ = std::move(deaths);
   throw Error(ErrorCode::Remote, "distribute: " + failure_ + "; rank 0 cannot change Data '" +
                                      name + "'");
+}
+
+// A gather, or a reduction returned, at another rank than the master gives the master nothing:
+// it is refused before anything is sent (it used to return empty, as if there were no values).
+void Distributed::check_result_reaches_master(detail::DrivenOp op, const std::string& name,
+                                              const detail::DrivenArgs& args) const {
+  const bool returns = op == detail::DrivenOp::shared_gather || op == detail::DrivenOp::shared_reduced;
+  if (!returns || args.b == 0) return;
+  throw Error(ErrorCode::InvalidArgument,
+              std::string("distribute: ") + detail::driven_op_name(op) + " of Shared '" + name +
+                  "' to root " + std::to_string(args.b) + ": in master-driven mode the result "
+                  "goes to the master (root 0); the other ranks only serve");
 }
 
 // Registration comes before serve() (a later one would never reach the workers), once a name.
