@@ -277,6 +277,31 @@ TEST(Distribute, AResultForAWorkerIsRefused) {
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
+// A scatter from a Data makes no collective: where a worker's Data of that name has fewer rows
+// than the master's, its failure reaches the master (Remote, naming it) and the workers go on
+// serving. (It was dropped: the master's call returned as if every rank had its rows.)
+TEST(Distribute, AWorkersFailedScatterFromADataReachesTheMaster) {
+  Communicator& comm = world();
+  if (comm.size() < 2) GTEST_SKIP() << "needs a worker";
+  Data<float> x(comm, {6, 1});
+  Data<float> shorter(comm, {2, 1});
+  Shared<float> s(comm, "s", {0});
+  Distributed dist(comm);
+  dist.add("x", comm.rank() == comm.size() - 1 ? shorter : x);  // same name and type
+  dist.add(s);
+  if (dist.serve()) {
+    const auto e = caught([&] { s.scatter(x, Batch::all()); });
+    EXPECT_SYNK_ERROR(e, ErrorCode::Remote);
+    EXPECT_THAT(message(e), HasSubstr("distribute: rank " + std::to_string(comm.size() - 1) +
+                                      " failed: "));
+    EXPECT_THAT(message(e), HasSubstr("out of range"));
+    s.broadcast(std::vector<float>{7});  // still serving
+    EXPECT_THAT(s.get_value(comm.size() - 1), ElementsAre(7.0f));
+    dist.close();
+  }
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 // A request larger than one packet (2,048 bytes): inputs of 1,000 floats and an index batch of
 // 600 rows travel whole, in the packet and the broadcast after it, and the same on every rank.
 TEST(Distribute, ALargeRequestArrivesWhole) {

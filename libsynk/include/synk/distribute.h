@@ -186,6 +186,8 @@ class Distributed final : private detail::DriveHook {
   void check_data_request(const std::string& name);
   void check_result_reaches_master(detail::DrivenOp op, const std::string& name,
                                    const detail::DrivenArgs& args) const;
+  static bool makes_no_collective(detail::DrivenOp op);
+  void agree_on(const std::function<void()>& part);
   void check_can_add(const std::map<std::string, Entry>& map, const std::string& name,
                      const char* what) const;
   void check_same_names();

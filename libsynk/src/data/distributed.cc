@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -159,7 +160,36 @@ void Distributed::drive(detail::DrivenOp op, const std::string& name,
     m.data = {name_of_data(rows->data)};
     m.selection = *rows->selection;
   }
-  drive_request(m, here);
+  if (makes_no_collective(op)) {
+    drive_request(m, [&] { agree_on(here); });
+  } else {
+    drive_request(m, here);
+  }
+}
+
+// A scatter from a Data reads each rank's rows from the node's segment: no collective, so a
+// failure on one rank (a worker whose Data of that name has fewer rows) reached nobody else.
+bool Distributed::makes_no_collective(detail::DrivenOp op) {
+  return op == detail::DrivenOp::shared_scatter_rows;
+}
+
+// Runs `part` (a request's part that makes no collective), then every rank learns whether it
+// failed anywhere: where it did, this rank's own error, and elsewhere Remote naming that rank.
+void Distributed::agree_on(const std::function<void()>& part) {
+  std::optional<Error> mine;
+  try {
+    part();
+  } catch (const Error& e) {
+    mine = e;
+  } catch (const std::exception& e) {
+    mine = Error(ErrorCode::InvalidUsage, e.what());
+  }
+  const std::optional<RankFailure> first =
+      first_failure(*comm_, mine.has_value(), mine ? mine->message() : std::string());
+  if (!first) return;
+  if (mine) throw *mine;
+  throw Error(ErrorCode::Remote,
+              "distribute: rank " + std::to_string(first->rank) + " failed: " + first->text);
 }
 
 // A Data request may be refused on the master before it is sent. Its collectives wait in MPI
@@ -359,7 +389,12 @@ void Distributed::execute(const Message& m) {
     case Kind::call: find(functions_, m.name, "Function").serve(m); break;
     case Kind::object: {
       const bool data = m.op >= detail::DrivenOp::data_set_value;
-      find(data ? data_ : shared_, m.name, data ? "Data" : "Shared").serve(m);
+      const Entry& e = find(data ? data_ : shared_, m.name, data ? "Data" : "Shared");
+      if (makes_no_collective(m.op)) {
+        agree_on([&] { e.serve(m); });
+      } else {
+        e.serve(m);
+      }
       break;
     }
     case Kind::close: break;
