@@ -21,7 +21,7 @@ namespace synk::python {
 namespace {
 
 using Array = std::optional<py::array>;
-using Gil = py::gil_scoped_release;
+using NoGil = py::gil_scoped_release;  // `NoGil released;`: the GIL is free in its scope
 
 // MPI_Comm of an mpi4py communicator (Open MPI's is a pointer; mpi4py gives it as an int).
 MPI_Comm handle_of(const py::object& mpi4py_comm) {
@@ -39,11 +39,11 @@ Communicator make_communicator(const py::object& comm, const std::string& backen
   CommOptions options;
   options.backend = backend;
   if (comm.is_none()) {
-    Gil gil;
+    NoGil released;
     return Communicator(options);
   }
   const MPI_Comm handle = handle_of(comm);
-  Gil gil;
+  NoGil released;
   return Communicator(handle, options);
 }
 
@@ -231,7 +231,7 @@ std::size_t row_elems(const Buffer& b) {
 std::vector<std::int64_t> rows_of_all(Communicator& c, std::int64_t rows, std::int64_t row) {
   const std::int64_t mine[2] = {rows, row};
   std::vector<std::int64_t> all(2 * static_cast<std::size_t>(c.size()));
-  Gil gil;
+  NoGil released;
   c.all_gather(mine, all.data(), 2, DataType::int64);
   return all;
 }
@@ -291,7 +291,7 @@ ScattervPlan agree_on_scatterv(Communicator& c, const Buffer& in, int root,
   }
   std::vector<std::int64_t> all(n * (n + 2));
   {
-    Gil gil;
+    NoGil released;
     c.all_gather(mine.data(), all.data(), n + 2, DataType::int64);
   }
   ScattervPlan plan;
@@ -350,7 +350,7 @@ class PyRequest {
   }
   py::object wait() {
     {
-      Gil gil;
+      NoGil released;
       request_.wait();
     }
     return call_.result;
@@ -365,7 +365,7 @@ class PyRequest {
 
 py::object run(Communicator& c, const Call& call) {
   {
-    Gil gil;
+    NoGil released;
     run_call(c, call);
   }
   return call.result;
@@ -374,7 +374,7 @@ py::object run(Communicator& c, const Call& call) {
 PyRequest start(Communicator& c, Call call) {
   Request r;
   {
-    Gil gil;
+    NoGil released;
     r = start_call(c, call);
   }
   return PyRequest(std::move(r), std::move(call), py::cast(&c));
@@ -409,11 +409,11 @@ void add_communicator(py::module_& m) {
       .def_property_readonly("num_nodes", &Communicator::num_nodes)
       .def_property_readonly("backend", &Communicator::backend)
       .def("split", [](const Communicator& c, int color, int key) {
-             Gil gil;
+             NoGil released;
              return c.split(color, key);
            }, py::arg("color"), py::arg("key") = 0)
       .def("barrier", [](Communicator& c) {
-             Gil gil;
+             NoGil released;
              c.barrier();
            });
   const auto a = py::arg("a").noconvert();

@@ -19,7 +19,7 @@
 namespace synk::python {
 namespace {
 
-using Gil = py::gil_scoped_release;
+using NoGil = py::gil_scoped_release;  // `NoGil released;`: the GIL is free in its scope
 
 // The NumPy dtype of a synk type (bfloat16: its bits, as uint16).
 py::dtype numpy_dtype(DataType t) {
@@ -79,12 +79,12 @@ class PyKeyValue {
   PyKeyValue(Communicator& comm, const py::object& updater) : updater_(updater) {
     KeyValueOptions options;
     if (!updater.is_none()) options.updater = updater.cast<std::shared_ptr<Updater>>();
-    Gil gil;
+    NoGil released;
     kv_ = std::make_unique<KeyValue>(comm, options);
   }
   // Collective (it waits for every rank to close), so without the GIL.
   ~PyKeyValue() {
-    Gil gil;
+    NoGil released;
     kv_.reset();
   }
 
@@ -92,13 +92,13 @@ class PyKeyValue {
                 const std::string& dtype) {
     const Buffer b = as_buffer(weights, "weights", false, dtype);
     const ReduceOp rop = reduce_op(op);
-    Gil gil;
+    NoGil released;
     kv_->init_key(key, b.count, b.dtype, rop, b.data);
   }
   void push(int key, const py::array& a, int priority, const std::string& dtype) {
     const Buffer b = checked(key, a, "a", false, dtype);
     {
-      Gil gil;
+      NoGil released;
       kv_->push(key, b.data, priority);
     }
     pushed_[key] = a;  // synk's until this rank's pull of the key completes
@@ -106,16 +106,28 @@ class PyKeyValue {
   void pull(int key, const py::array& out, int priority, const py::object& callback,
             const std::string& dtype) {
     const Buffer b = checked(key, out, "out", true, dtype);
+    // Refused here, before the first pull's array and callback are let go (synk refuses it
+    // too, but only after they were replaced: it would then write into a freed array).
+    if (pulled_.count(key)) {
+      throw Error(ErrorCode::InvalidUsage, "KeyValue.pull: key " + std::to_string(key) +
+                                               " is pulled again before pull_wait of its last pull");
+    }
     pulled_[key] = out;
     callbacks_[key] = callback;
     std::function<void()> run;
     if (!callback.is_none()) run = [this, key] { call_back(key); };
-    Gil gil;
-    kv_->pull(key, b.data, priority, std::move(run));
+    try {
+      NoGil released;
+      kv_->pull(key, b.data, priority, std::move(run));
+    } catch (...) {  // a pull refused (a KeyValue closed, failed) or done at once: nothing runs
+      pulled_.erase(key);
+      callbacks_.erase(key);
+      throw;
+    }
   }
   py::object pull_wait(int key) {
     {
-      Gil gil;
+      NoGil released;
       kv_->pull_wait(key);
     }
     py::object out = pulled_[key];
@@ -125,15 +137,15 @@ class PyKeyValue {
     return out;
   }
   void close() {
-    Gil gil;
+    NoGil released;
     kv_->close();
   }
   std::size_t count(int key) {
-    Gil gil;
+    NoGil released;
     return kv_->count(key);
   }
   int owner(int key) {
-    Gil gil;
+    NoGil released;
     return kv_->owner(key);
   }
 
@@ -145,7 +157,7 @@ class PyKeyValue {
     DataType want;
     std::size_t count;
     try {
-      Gil gil;
+      NoGil released;
       want = kv_->dtype(key);
       count = kv_->count(key);
     } catch (const Error& e) {

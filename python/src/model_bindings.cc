@@ -21,12 +21,12 @@
 namespace synk::python {
 namespace {
 
-using Gil = py::gil_scoped_release;
+using NoGil = py::gil_scoped_release;  // `NoGil released;`: the GIL is free in its scope
 using detail::DataStore;
 
 std::unique_ptr<DataStore> make_store(const Communicator& comm, std::vector<std::size_t> shape,
                                       std::size_t itemsize, double oversize) {
-  Gil gil;
+  NoGil released;
   return std::make_unique<DataStore>(comm, std::move(shape), itemsize, oversize);
 }
 
@@ -54,14 +54,14 @@ void set_value(DataStore& s, const std::optional<py::array>& values) {
     data = values->data();
     bytes = static_cast<std::size_t>(values->nbytes());
   }
-  Gil gil;
+  NoGil released;
   s.set_value(data, bytes);
 }
 
 // loader(array) fills the node's copy, on each node's local rank 0; the GIL is taken back
 // only for the loader itself.
 void load(DataStore& s, const py::function& loader, const py::dtype& dtype) {
-  Gil gil;
+  NoGil released;
   s.load([&](void*) {
     py::gil_scoped_acquire hold;
     loader(rows_view(s, dtype, true));
@@ -73,7 +73,7 @@ void load(DataStore& s, const py::function& loader, const py::dtype& dtype) {
 class RequestChannel {
  public:
   explicit RequestChannel(Communicator& comm) : comm_(&comm) {
-    Gil gil;
+    NoGil released;
     watch_.start(comm);
   }
   void send(const std::optional<py::bytes>& payload) {
@@ -83,13 +83,13 @@ class RequestChannel {
       const std::string text = *payload;
       m.inputs.emplace_back(text.begin(), text.end());
     }
-    Gil gil;
+    NoGil released;
     detail::send_request(*comm_, m, watch_);
   }
   py::object receive() {
     detail::DriveRequest m;
     {
-      Gil gil;
+      NoGil released;
       m = detail::receive_request(*comm_, watch_);
     }
     if (m.kind == detail::DriveRequest::Kind::close) return py::none();
@@ -112,7 +112,7 @@ void add_model(py::module_& m) {
       .def("set_value", &set_value, py::arg("values").none(true))
       .def("load", &load, py::arg("loader"), py::arg("dtype"))
       .def("resize", [](DataStore& s, std::size_t rows, double oversize) {
-             Gil gil;
+             NoGil released;
              s.resize(rows, oversize);
            }, py::arg("rows"), py::arg("oversize") = 1.0)
       .def("free", [](DataStore& s) { s.free(); })

@@ -27,7 +27,8 @@ def bcast_object(comm, obj, root=0):
         try:
             payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:  # noqa: BLE001 - any pickling failure is refused alike
-            payload = pickle.dumps(_Refused("rank %d could not send %r: %s" % (root, obj, e)))
+            payload = pickle.dumps(_Refused("rank %d could not send a %s: %s"
+                                            % (root, type(obj).__name__, e)))
         size[0] = len(payload)
     comm.broadcast(size, root)
     if comm.rank == root:
@@ -55,7 +56,10 @@ def first_failure(comm, failed, text=""):
 def check_root(comm, who, root):
     """InvalidArgument on every rank (the arguments are the same everywhere) unless root is a
     rank of comm."""
-    if not isinstance(root, (int, np.integer)) or not 0 <= root < comm.size:
+    if not isinstance(root, (int, np.integer)) or isinstance(root, bool):
+        raise error(_synk.InvalidArgument, "%s: the rank must be an int, not %s"
+                    % (who, type(root).__name__))
+    if not 0 <= root < comm.size:
         raise error(_synk.InvalidArgument,
-                    "%s: rank %r is out of range for %d ranks" % (who, root, comm.size))
+                    "%s: rank %d is out of range for %d ranks" % (who, root, comm.size))
     return int(root)

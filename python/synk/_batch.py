@@ -35,15 +35,10 @@ def select(batch, rows):
     return indices
 
 
-def part(selection, lo, hi):
-    """Positions [lo, hi) of a selection."""
-    return selection[lo:hi]
-
-
 def share(selection, rank, size):
     """Rank `rank`'s linspace share of the selection: positions [r*n/size, (r+1)*n/size)."""
     n = len(selection)
-    return part(selection, n * rank // size, n * (rank + 1) // size)
+    return selection[n * rank // size:n * (rank + 1) // size]
 
 
 def rows_of(view, selection):

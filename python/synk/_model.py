@@ -32,20 +32,31 @@ class Registry:
     that a Data dropped by the program gives its node memory back."""
 
     def __init__(self, comm):
-        self.comm = comm
+        # The communicator holds the registry (comm._synk_registry) and each object holds the
+        # communicator: a strong reference back would make a cycle, which the garbage collector
+        # would break at another moment on each rank.
+        self._comm = weakref.ref(comm)
         self._objects = []
+        self._kinds = []
         self.driver = None  # set by distribute() while the master drives
 
+    @property
+    def comm(self):
+        return self._comm()
+
     def add(self, obj):
+        obj._held_comm = self.comm  # the registry's communicator lives as long as its objects
         self._objects.append(weakref.ref(obj))
+        self._kinds.append(type(obj).__name__)
         return len(self._objects) - 1
 
     def get(self, number):
         """The object `number`; InvalidUsage where this rank has dropped it."""
         obj = self._objects[number]() if 0 <= number < len(self._objects) else None
         if obj is None:
-            raise error(_synk.InvalidUsage, "distribute: object %d is gone on rank %d (dropped "
-                                            "by the program)" % (number, self.comm.rank))
+            raise error(_synk.InvalidUsage, "distribute: object %d (a %s) is gone on rank %d: the "
+                                            "program dropped it" % (number, self._kinds[number],
+                                                                    self.comm.rank))
         return obj
 
     def describe(self):

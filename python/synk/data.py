@@ -22,6 +22,7 @@ class Data:
         if reg.drives():  # the workers take the shape and dtype from the master's broadcast
             reg.driver.drive(("new", Data, dict(oversize=oversize, name=name)),
                              lambda: self._make(value, shape, dtype, oversize, name))
+            reg.driver.made_here(self)
         else:
             self._make(value, shape, dtype, oversize, name)
 
@@ -58,7 +59,7 @@ class Data:
         return self._store.shape[0]
 
     def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.value, dtype=dtype)
+        return np.array(self.value, dtype=dtype, copy=bool(copy))
 
     @property
     def shape(self):
@@ -100,7 +101,7 @@ class Data:
                 else:
                     value = np.ascontiguousarray(value)
                     rows = value.shape[0]
-            except (TypeError, ValueError) as e:
+            except Exception as e:  # noqa: BLE001 - refused on every rank, below
                 rows = "%s" % e
         rows = bcast_object(comm, rows, 0)
         if isinstance(rows, str):
@@ -138,7 +139,7 @@ def _layout(value, shape, dtype):
             return "rank 0 gave neither a value nor a shape"
         shape = tuple(int(d) for d in np.atleast_1d(shape))
         dtype = np.dtype(np.float32 if dtype is None else dtype)
-    except (TypeError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - refused on every rank, below
         return "%s" % e
     if dtype.hasobject or dtype.itemsize == 0:
         return "dtype %s has no fixed size in memory" % dtype

@@ -12,6 +12,7 @@ import atexit
 import io
 import pickle
 import sys
+import weakref
 
 from . import _synk
 from ._agree import bcast_object, error, first_failure
@@ -50,17 +51,28 @@ class Driver:
         self.driving = False  # the master is inside a request (its nested calls run as they are)
         self.closed = False
         self.failure = None  # why no request can follow
-        self.made = []  # a worker's objects made at the master's request, held while serving
+        # A worker's objects made at the master's request, by number: held until the master
+        # drops its own (its numbers travel with the next request) or closes.
+        self.made = {}
+        self.dropped = []  # on the master: numbers of such objects since dropped
 
     def drives(self):
         return self.is_master and not self.closed and not self.driving
+
+    def made_here(self, obj):
+        """On the master: `obj` was made after distribute(); once the program drops it, the
+        workers drop theirs."""
+        weakref.finalize(obj, self.dropped.append, obj._id)
 
     def drive(self, request, here):
         """Sends `request` to the workers, then runs `here`, the master's part."""
         if self.failure:
             raise error(_synk.InvalidUsage, "distribute: %s earlier; this job's ranks cannot be "
                                             "driven any more" % self.failure)
-        payload = self._encode(request)
+        # The list itself stays: the finalizers of made_here hold it.
+        dropped = list(self.dropped)
+        del self.dropped[:len(dropped)]
+        payload = self._encode((dropped, request))
         self.driving = True
         try:
             self.channel.send(payload)
@@ -86,7 +98,9 @@ class Driver:
                 return
             try:
                 try:
-                    request, why = self._decode(payload), None
+                    (dropped, request), why = self._decode(payload), None
+                    for number in dropped:
+                        self.made.pop(number, None)
                 except Exception as e:  # noqa: BLE001 - reported to every rank below
                     request, why = None, "rank %d could not read it: %s: %s" % (
                         rank, type(e).__name__, e)
@@ -122,7 +136,8 @@ class Driver:
             getattr(self.reg.get(number), method)(*args, **kwargs)
         elif kind == "new":
             _, cls, kwargs = request
-            self.made.append(cls(comm=self.reg.comm, **kwargs))
+            obj = cls(comm=self.reg.comm, **kwargs)
+            self.made[obj._id] = obj
 
     def _raise_if_peer_died(self, e):
         deaths = self.channel.deaths()

@@ -46,12 +46,19 @@ class Function:
     def _describe(self):
         return "'%s' %s" % (self.name, ",".join(self._collect))
 
-    @driven()
     def __call__(self, *args, batch=None, num_slices=1, to_all=False, root=0):
         """Every rank runs its share of the batch (of the Data arguments' rows). Returns the
         collected outputs at the root (on every rank with to_all); another rank gets its own
         accumulated outputs. A body that raises on any rank raises on every rank: its own
         exception where it raised, synk.Remote naming that rank elsewhere."""
+        if self._registry.drives() and not to_all and root != 0:
+            raise error(_synk.InvalidArgument,
+                        "Function '%s': root %r: after distribute() the outputs are collected "
+                        "at the master (root 0) or everywhere (to_all)" % (self.name, root))
+        return self._call(*args, batch=batch, num_slices=num_slices, to_all=to_all, root=root)
+
+    @driven()
+    def _call(self, *args, batch, num_slices, to_all, root):
         comm = self._registry.comm
         root = check_root(comm, "Function '%s'" % self.name, root)
         acc, failure, batch_rows, my_rows = None, None, 0, 0
@@ -88,7 +95,7 @@ class Function:
                         "Function '%s': num_slices %r (at least 1)" % (self.name, num_slices))
         n, acc = len(selection), None
         for k in range(num_slices):
-            part = _batch.part(selection, n * k // num_slices, n * (k + 1) // num_slices)
+            part = selection[n * k // num_slices:n * (k + 1) // num_slices]
             given = [_batch.rows_of(a.value, part) if _is_data(a) else a for a in args]
             outputs = self._outputs(self._fn(*given))
             outputs = [self._weigh(j, v, len(part)) for j, v in enumerate(outputs)]

@@ -5,7 +5,7 @@ import numpy as np
 
 from . import _synk
 from . import _batch
-from ._agree import bcast_object, check_root, error
+from ._agree import bcast_object, check_root, error, first_failure
 from ._model import driven, registry
 
 
@@ -19,6 +19,7 @@ class Shared:
         if reg.drives():  # made by the master alone: the workers make it with its value
             reg.driver.drive(("new", Shared, dict(value=value, dtype=dtype, name=name)),
                              lambda: self._make(value, dtype, name))
+            reg.driver.made_here(self)
         else:
             self._make(value, dtype, name)
 
@@ -63,22 +64,32 @@ class Shared:
 
     # ---- collectives ----
 
-    @driven("value")
     def broadcast(self, value=None, root=0):
         """The root's value (and shape and dtype) on every rank; where `value` is given, the
         root's value becomes it first."""
+        if self._registry.drives() and value is not None and root != 0:
+            raise error(_synk.InvalidArgument,
+                        "%s: a value with root %r: after distribute() only the master (root 0) "
+                        "gives one" % (self._who("broadcast"), root))
+        return self._broadcast(value, root)
+
+    @driven("value")
+    def _broadcast(self, value, root):
         root = check_root(self._comm, self._who("broadcast"), root)
-        refused = None
+        mine, refused = self._value, None
         if value is not None and self._comm.rank == root:
             try:
-                self.set_local(value)
-            except (TypeError, ValueError) as e:
+                mine = np.array(value, order="C", copy=True)
+            except Exception as e:  # noqa: BLE001 - refused on every rank, below
                 refused = "%s" % e
-        self._value = self._from_root(self._value, root, "broadcast", refused)
+        self._value = self._from_root(mine, root, "broadcast", refused)  # unchanged if refused
 
     @driven()
     def all_reduce(self, op="avg"):
-        """Every rank's value becomes the reduction over the ranks (in place)."""
+        """Every rank's value becomes the reduction over the ranks (in place). The ranks first
+        check that their values have one shape and dtype (a small all_gather): a mismatch
+        would otherwise be a different call on each rank."""
+        self._same_layout("all_reduce")
         self._comm.all_reduce(self._value, op=op)
 
     @driven()
@@ -128,7 +139,7 @@ class Shared:
         rows [r*n/size, (r+1)*n/size). With data (a synk.Data), each rank's value becomes its
         share of the batch's rows of data, read from the node's copy: nothing travels."""
         if data is not None:
-            self._value = np.array(data.take(batch), order="C", copy=True)
+            self._scatter_from(data, batch)
             return
         root = check_root(self._comm, self._who("scatter"), root)
         comm = self._comm
@@ -137,6 +148,22 @@ class Shared:
         counts = [n * (r + 1) // comm.size - n * r // comm.size for r in range(comm.size)]
         send = self._value if comm.rank == root else np.empty((0,) + shape[1:], dtype)
         self._value = comm.scatterv(send, counts, root)
+
+    def _scatter_from(self, data, batch):
+        # No collective reads the rows, so the ranks agree on a failure after it: without this
+        # a rank that failed (a worker, after distribute()) would fail alone, unseen.
+        mine, value = None, None
+        try:
+            value = np.array(data.take(batch), order="C", copy=True)
+        except Exception as e:  # noqa: BLE001 - every rank hears of it below
+            mine = e
+        failed = first_failure(self._comm, mine is not None,
+                               "" if mine is None else "%s: %s" % (type(mine).__name__, mine))
+        if mine is not None:
+            raise mine
+        if failed:
+            raise error(_synk.Remote, "%s: rank %d failed: %s" % (self._who("scatter"), *failed))
+        self._value = value
 
     @driven()
     def get_value(self, rank):
@@ -154,7 +181,7 @@ class Shared:
         if self._comm.rank == 0:
             try:
                 given = np.array(value, order="C", copy=True)
-            except (TypeError, ValueError) as e:
+            except Exception as e:  # noqa: BLE001 - refused on every rank, below
                 refused = "%s" % e
         got = self._from_root(given, 0, "set_value", refused)
         if self._comm.rank == rank:
@@ -163,7 +190,7 @@ class Shared:
     @driven()
     def get_shapes(self):
         """Every rank's shape, on every rank."""
-        return self._all_layouts()[0]
+        return self._all_layouts("get_shapes")[0]
 
     # ---- helpers ----
 
@@ -201,29 +228,34 @@ class Shared:
         fits = mine is not None and mine.shape == shape and mine.dtype == dtype
         return self._comm.broadcast(mine if fits else np.empty(shape, dtype), root)
 
-    def _all_layouts(self):
-        """Every rank's shape, and whether every rank's dtype is rank 0's."""
+    def _all_layouts(self, op):
+        """Every rank's shape, and whether every rank's dtype is rank 0's. A value of over 8
+        dimensions, whose shape cannot travel, is an error on every rank."""
         comm, v = self._comm, self._value
-        if v.ndim > 8:
-            raise error(_synk.InvalidArgument, "%s: a value of %d dimensions (at most 8)"
-                        % (self._who("gather"), v.ndim))
         mine = np.zeros(10, np.int64)
-        mine[0], mine[1:1 + v.ndim] = v.ndim, v.shape
+        if v.ndim > 8:
+            mine[0] = -v.ndim
+        else:
+            mine[0], mine[1:1 + v.ndim] = v.ndim, v.shape
         mine[9] = _dtype_code(v.dtype)
         every = comm.all_gather(mine)
+        deep = np.flatnonzero(every[:, 0] < 0)
+        if deep.size:
+            raise error(_synk.InvalidArgument, "%s: rank %d's value has %d dimensions (at most 8)"
+                        % (self._who(op), deep[0], -every[deep[0], 0]))
         shapes = [tuple(int(d) for d in row[1:1 + row[0]]) for row in every]
         return shapes, bool((every[:, 9] == every[0, 9]).all())
 
     def _same_layout(self, op):
         """InvalidUsage on every rank unless every rank's value has rank 0's shape and dtype."""
-        shapes, same_dtype = self._all_layouts()
+        shapes, same_dtype = self._all_layouts(op)
         if not same_dtype or any(s != shapes[0] for s in shapes):
             raise error(_synk.InvalidUsage, "%s: the ranks' values differ in shape or dtype: %s"
                         % (self._who(op), shapes))
 
     def _joined(self, nd_up):
         """This rank's value as rows for a gatherv, and the shape of the values joined."""
-        shapes, same_dtype = self._all_layouts()
+        shapes, same_dtype = self._all_layouts("gather")
         who = self._who("gather")
         if not same_dtype:
             raise error(_synk.InvalidUsage, "%s: the ranks' values differ in dtype" % who)

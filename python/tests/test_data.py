@@ -317,3 +317,11 @@ def test_set_value_with_a_0d_value(comm):
             x.set_value(np.float64(5) if comm.rank == 0 else None)
     finally:
         assert_same_everywhere(comm, x.value, np.ones(2))  # unchanged
+
+
+def test_a_value_that_overflows_the_dtype_fails_on_every_rank(comm):
+    """NumPy raises OverflowError (not a ValueError) on rank 0 alone: every rank refuses it."""
+    x = synk.Data(np.zeros(3, np.int64) if comm.rank == 0 else None, comm=comm)
+    with pytest.raises(synk.InvalidArgument, match="set_value: rank 0 gave"):
+        x.set_value([2 ** 70, 0, 0] if comm.rank == 0 else None)
+    assert_same_everywhere(comm, x.value, np.zeros(3, np.int64))

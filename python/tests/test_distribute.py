@@ -57,14 +57,21 @@ def test_function_driven_gives_what_spmd_gives(comm, collect):
 
     f = synk.Function(body, collect=collect, comm=c)
     calls = [dict(), dict(batch=5, num_slices=2), dict(batch=slice(None, None, -2), to_all=True),
-             dict(batch=np.array([7, 1, 1, 4]), num_slices=3, root=c.size - 1),
+             dict(batch=np.array([7, 1, 1, 4]), num_slices=3, root=c.size - 1, to_all=True),
              dict(batch=[2], to_all=True, num_slices=2)]
 
     def run_all():
         return [f(x, 0.5, **kw) for kw in calls]
 
+    def refused_then_all():
+        if c.size > 1:  # outputs collected at a worker would reach nobody
+            with pytest.raises(synk.InvalidArgument, match="after distribute\\(\\) the outputs "
+                                                           "are collected at the master"):
+                f(x, 0.5, root=1)
+        return run_all()
+
     spmd = run_all()
-    driven = drive(c, run_all)
+    driven = drive(c, refused_then_all)
     if c.rank == 0:
         for a, b in zip(spmd, driven):
             for u, v in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b]):
@@ -95,6 +102,9 @@ def test_shared_collectives_driven_by_the_master(comm):
                 s.reduced(op="max", root=last)
             with pytest.raises(synk.InvalidArgument, match="gather to root %d" % last):
                 s.gather(root=last)
+            with pytest.raises(synk.InvalidArgument, match="a value with root %d: after "
+                                                           "distribute" % last):
+                s.broadcast(np.zeros(2), root=last)
         np.testing.assert_array_equal(s.reduced(op="max"), [7.0, 8.0] if last else [5.0, 6.0])
         s.value = full  # the master's own value, which scatter splits
         s.scatter()
@@ -178,6 +188,28 @@ def test_objects_made_by_the_master_exist_on_the_workers(comm):
         return [y.name, s.name]
 
     assert drive(c, master) == (["new_y", "new_s"] if c.rank == 0 else None)
+
+
+def test_objects_the_master_drops_after_distribute(comm):
+    """Data made and dropped by the master in a loop: each call sees the newest, and the
+    workers let theirs go with the next request (a body counts each rank's live Data)."""
+    c = comm.split(0)
+    total = synk.Function(lambda r: r.sum(), collect="sum", comm=c)
+
+    def live_data():
+        return sum(isinstance(ref(), synk.Data) for ref in c._synk_registry._objects)
+
+    count = synk.Function(live_data, collect="max", comm=c)
+
+    def master():
+        sums = []
+        for epoch in range(4):
+            x = synk.Data(np.full((5, 2), float(epoch)), comm=c)
+            sums.append(total(x))
+            del x
+        return sums, count()  # the last drop travels with this call
+
+    assert drive(c, master) == (([0.0, 10.0, 20.0, 30.0], 0) if c.rank == 0 else None)
 
 
 def test_a_function_made_after_distribute(comm):

@@ -145,3 +145,16 @@ def test_an_updater_that_raises_fails_every_rank(comm):
     else:
         assert isinstance(got.value, synk.Remote)
     del kv  # the destructor waits for every rank, without raising
+
+
+def test_a_second_pull_before_pull_wait(comm):
+    """Refused before the first pull's array is let go: the reduction still lands in it."""
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(2, np.zeros(4, np.float32))
+        first = np.ones(4, np.float32)
+        kv.push(2, first)
+        kv.pull(2, first)
+        with pytest.raises(synk.InvalidUsage, match="key 2 is pulled again before pull_wait"):
+            kv.pull(2, np.zeros(4, np.float32))
+        assert kv.pull_wait(2) is first
+    np.testing.assert_array_equal(first, np.full(4, comm.size, np.float32))

@@ -242,8 +242,9 @@ def test_get_shapes(comm):
 def test_root_out_of_range(comm, call, bad):
     bad = comm.size if bad == "size" else bad
     s = synk.Shared(np.full(2, float(comm.rank)), comm=comm, name="w")
-    with pytest.raises(synk.InvalidArgument, match="Shared 'w' .*rank %r is out of range for %d"
-                                                   % (bad, comm.size)):
+    text = ("the rank must be an int, not float" if isinstance(bad, float)
+            else "rank %d is out of range for %d" % (bad, comm.size))
+    with pytest.raises(synk.InvalidArgument, match="Shared 'w' .*" + text):
         call(s, bad)
     np.testing.assert_array_equal(s.value, np.full(2, float(comm.rank)))
     s.all_reduce(op="sum")  # still in step
@@ -322,3 +323,35 @@ def test_scatter_of_a_value_synk_has_no_type_for(comm):
     with pytest.raises(synk.InvalidArgument, match="dtype bool"):
         s.broadcast()
     comm.barrier()
+
+
+def test_all_reduce_of_differing_shapes_fails_on_every_rank(comm):
+    if comm.size == 1:
+        pytest.skip("needs two ranks")
+    s = synk.Shared(np.zeros(comm.rank + 1), comm=comm, name="u")
+    with pytest.raises(synk.InvalidUsage, match="Shared 'u' all_reduce: the ranks' values differ "
+                                                "in shape or dtype"):
+        s.all_reduce(op="sum")
+    np.testing.assert_array_equal(s.value, np.zeros(comm.rank + 1))  # unchanged
+
+
+def test_a_value_of_over_8_dimensions_on_one_rank(comm):
+    """Its shape cannot travel: an error on every rank, named, where it used to be raised on
+    that rank alone (the others waiting in the all_gather)."""
+    last = comm.size - 1
+    s = synk.Shared(np.zeros((1,) * (9 if comm.rank == last else 1)), comm=comm, name="deep")
+    for call in (lambda: s.get_shapes(), lambda: s.gather(), lambda: s.all_reduce()):
+        with pytest.raises(synk.InvalidArgument, match="rank %d's value has 9 dimensions "
+                                                       "\\(at most 8\\)" % last):
+            call()
+    comm.barrier()
+
+
+def test_a_root_value_numpy_refuses_fails_on_every_rank(comm):
+    s = synk.Shared(np.zeros(2), comm=comm, name="big")
+    for call in (lambda v: s.broadcast(v), lambda v: s.set_value(0, v)):
+        with pytest.raises(synk.InvalidArgument, match="Shared 'big' .*rank 0's value"):
+            call(np.array([2 ** 70]) if comm.rank == 0 else None)  # an object array
+        with pytest.raises(synk.InvalidArgument, match="Shared 'big' .*rank 0's value"):
+            call([[1.0, 2.0], [3.0]] if comm.rank == 0 else None)  # ragged: NumPy refuses it
+    np.testing.assert_array_equal(s.value, np.zeros(2))
