@@ -85,11 +85,13 @@ def registry(comm):
     return reg
 
 
-def driven(*master_only):
+def driven(*master_only, refuse=None):
     """A method that, on the master between distribute() and close(), first brings every
     worker into the same call. The arguments named in `master_only` (a value only the master's
     counts) reach the workers as None; the others travel pickled, registered objects by
-    number."""
+    number. `refuse(self, arguments)` (the call's arguments by name, defaults included) says
+    why a call cannot be driven (a result for a worker would reach nobody), or None: the
+    master then raises InvalidArgument before anything is sent."""
 
     def wrap(method):
         signature = inspect.signature(method)
@@ -99,6 +101,10 @@ def driven(*master_only):
             if not self._registry.drives():
                 return method(self, *args, **kwargs)
             bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()  # the workers get every argument, defaults spelt out
+            why = refuse(self, bound.arguments) if refuse is not None else None
+            if why:
+                raise error(_synk.InvalidArgument, why)
             for name in master_only:
                 if name in bound.arguments:
                     bound.arguments[name] = None

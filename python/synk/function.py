@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _synk
 from . import _batch
-from ._agree import bcast_object, check_root, error
+from ._agree import bcast_object, check_root, dtype_code, error
 from ._model import driven, registry
 
 # avg: the mean over slices, then over ranks. weighted_avg: each slice's value weighed by its
@@ -46,19 +46,14 @@ class Function:
     def _describe(self):
         return "'%s' %s" % (self.name, ",".join(self._collect))
 
+    @driven(refuse=lambda self, a: not a["to_all"] and a["root"] != 0 and
+            "Function '%s': root %r: after distribute() the outputs are collected at the master "
+            "(root 0) or everywhere (to_all)" % (self.name, a["root"]))
     def __call__(self, *args, batch=None, num_slices=1, to_all=False, root=0):
         """Every rank runs its share of the batch (of the Data arguments' rows). Returns the
         collected outputs at the root (on every rank with to_all); another rank gets its own
         accumulated outputs. A body that raises on any rank raises on every rank: its own
         exception where it raised, synk.Remote naming that rank elsewhere."""
-        if self._registry.drives() and not to_all and root != 0:
-            raise error(_synk.InvalidArgument,
-                        "Function '%s': root %r: after distribute() the outputs are collected "
-                        "at the master (root 0) or everywhere (to_all)" % (self.name, root))
-        return self._call(*args, batch=batch, num_slices=num_slices, to_all=to_all, root=root)
-
-    @driven()
-    def _call(self, *args, batch, num_slices, to_all, root):
         comm = self._registry.comm
         root = check_root(comm, "Function '%s'" % self.name, root)
         acc, failure, batch_rows, my_rows = None, None, 0, 0
@@ -166,7 +161,8 @@ class Function:
         word[0] = comm.rank if failure is not None else comm.size
         for j, v in enumerate(acc if failure is None else []):
             size = int(np.prod(v.shape[1:])) if self._collect[j] in _JOINED else v.size
-            word[1 + 4 * j:5 + 4 * j] = size, -size, _dtype_code(v), -_dtype_code(v)
+            code = dtype_code(v.dtype)
+            word[1 + 4 * j:5 + 4 * j] = size, -size, code, -code
         comm.all_reduce(word, op="min")
         if word[0] != comm.size:
             first = int(word[0])
@@ -221,7 +217,3 @@ def _array(v):
 def _is_data(a):
     from .data import Data
     return isinstance(a, Data)
-
-
-def _dtype_code(v):
-    return ord(v.dtype.kind) * 1000 + v.dtype.itemsize

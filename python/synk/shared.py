@@ -5,7 +5,7 @@ import numpy as np
 
 from . import _synk
 from . import _batch
-from ._agree import bcast_object, check_root, error, first_failure
+from ._agree import bcast_object, check_root, dtype_code, error, first_failure
 from ._model import driven, registry
 
 
@@ -64,17 +64,12 @@ class Shared:
 
     # ---- collectives ----
 
+    @driven("value", refuse=lambda self, a: a["value"] is not None and a["root"] != 0 and
+             "%s: a value with root %r: after distribute() only the master (root 0) gives one"
+             % (self._who("broadcast"), a["root"]))
     def broadcast(self, value=None, root=0):
         """The root's value (and shape and dtype) on every rank; where `value` is given, the
         root's value becomes it first."""
-        if self._registry.drives() and value is not None and root != 0:
-            raise error(_synk.InvalidArgument,
-                        "%s: a value with root %r: after distribute() only the master (root 0) "
-                        "gives one" % (self._who("broadcast"), root))
-        return self._broadcast(value, root)
-
-    @driven("value")
-    def _broadcast(self, value, root):
         root = check_root(self._comm, self._who("broadcast"), root)
         mine, refused = self._value, None
         if value is not None and self._comm.rank == root:
@@ -99,26 +94,18 @@ class Shared:
         self._same_layout("reduce")
         self._comm.reduce(self._value, op=op, root=root)
 
+    @driven(refuse=lambda self, a: _result_for_a_worker(self, "reduced", a["root"]))
     def reduced(self, op="avg", root=0):
         """The reduction, returned at the root (None elsewhere); no value changes."""
-        self._check_reaches_master("reduced", root)
-        return self._reduced(op, root)
-
-    @driven()
-    def _reduced(self, op, root):
         root = check_root(self._comm, self._who("reduced"), root)
         self._same_layout("reduced")
         out = np.empty_like(self._value) if self._comm.rank == root else None
         return self._comm.reduce(self._value, op=op, root=root, out=out)
 
+    @driven(refuse=lambda self, a: _result_for_a_worker(self, "gather", a["root"]))
     def gather(self, nd_up=1, root=0):
         """Every rank's value at the root (None elsewhere): nd_up=1 stacks them (shape
         (size, ...), one shape on every rank); nd_up=0 joins them along axis 0."""
-        self._check_reaches_master("gather", root)
-        return self._gather(nd_up, root)
-
-    @driven()
-    def _gather(self, nd_up, root):
         root = check_root(self._comm, self._who("gather"), root)
         rows, shape = self._joined(nd_up)
         out = self._comm.gatherv(rows, root)
@@ -194,14 +181,6 @@ class Shared:
 
     # ---- helpers ----
 
-    def _check_reaches_master(self, op, root):
-        """After distribute(), a result at another rank than the master would reach nobody:
-        refused on the master before anything is sent."""
-        if self._registry.drives() and root != 0:
-            raise error(_synk.InvalidArgument,
-                        "%s to root %r: after distribute() the result goes to the master (root "
-                        "0); the other ranks only serve" % (self._who(op), root))
-
     def _root_layout(self, root, op, need_rows=False, value=None, refused=None):
         """The (shape, dtype) of the root's `value` (default: its value) on every rank; every
         rank raises where it has none, or where the root gives why not (`refused`)."""
@@ -237,7 +216,7 @@ class Shared:
             mine[0] = -v.ndim
         else:
             mine[0], mine[1:1 + v.ndim] = v.ndim, v.shape
-        mine[9] = _dtype_code(v.dtype)
+        mine[9] = dtype_code(v.dtype)
         every = comm.all_gather(mine)
         deep = np.flatnonzero(every[:, 0] < 0)
         if deep.size:
@@ -272,6 +251,9 @@ class Shared:
         return self._value, (sum(s[0] for s in shapes),) + shapes[0][1:]
 
 
-def _dtype_code(dtype):
-    """A number per dtype, the same on every rank."""
-    return ord(dtype.kind) * 1000 + dtype.itemsize
+def _result_for_a_worker(shared, op, root):
+    """After distribute(), why a result at another rank than the master would reach nobody."""
+    if root != 0:
+        return ("%s to root %r: after distribute() the result goes to the master (root 0); the "
+                "other ranks only serve" % (shared._who(op), root))
+    return None
