@@ -5,7 +5,6 @@
 // the other collectives (arrays.h); iall_reduce stays with them.
 #include "all_reduce_fast.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -107,9 +106,7 @@ PyObject* reduce_now(PyObject* self, const Arguments& got) {
   Buffer res = in;
   if (has_out) {
     res = as_buffer(array(got.out, "out"), "out", true, dtype);
-    if (!std::ranges::equal(in.shape, res.shape) || in.dtype != res.dtype) {
-      invalid("all_reduce: out must have the input's shape and dtype");
-    }
+    check_same_shape(in, res, "all_reduce");
   }
   {
     py::gil_scoped_release gil;

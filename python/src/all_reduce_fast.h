@@ -7,7 +7,7 @@ namespace synk::python {
 
 namespace py = pybind11;
 
-// Replaces the class's all_reduce (bound by pybind11) with the fast entry point.
+// Adds the class's blocking all_reduce: the fast entry point (iall_reduce is pybind11's).
 void add_fast_all_reduce(py::object& cls);
 
 }  // namespace synk::python

@@ -1,6 +1,8 @@
 // See arrays.h.
 #include "arrays.h"
 
+#include <algorithm>
+
 #include "synk/error.h"
 
 namespace synk::python {
@@ -57,6 +59,12 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
   b.count = static_cast<std::size_t>(a.size());
   b.shape = {a.shape(), static_cast<std::size_t>(a.ndim())};
   return b;
+}
+
+void check_same_shape(const Buffer& a, const Buffer& out, const char* op) {
+  if (!std::ranges::equal(a.shape, out.shape) || a.dtype != out.dtype) {
+    invalid(std::string(op) + ": out must have the input's shape and dtype");
+  }
 }
 
 ReduceOp reduce_op(const std::string& name) {

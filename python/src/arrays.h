@@ -30,6 +30,9 @@ struct Buffer {
 Buffer as_buffer(const py::array& a, const char* what, bool writable,
                  const std::string& dtype_name = "");
 
+// InvalidArgument "<op>: out must have the input's shape and dtype" unless they match.
+void check_same_shape(const Buffer& a, const Buffer& out, const char* op);
+
 // Throws synk's InvalidArgument with `message` (raised in Python as synk.InvalidArgument).
 [[noreturn]] void invalid(const std::string& message);
 

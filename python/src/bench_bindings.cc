@@ -17,7 +17,7 @@ void add_bench(py::module_& m) {
       [](Communicator& c, const py::array& a, py::array& out, int calls) {
         const Buffer in = as_buffer(a, "a", false);
         const Buffer res = as_buffer(out, "out", true);
-        if (in.count != res.count || in.dtype != res.dtype) invalid("out must match a");
+        check_same_shape(in, res, "_time_all_reduce");
         if (calls < 1) invalid("calls must be at least 1");
         py::gil_scoped_release gil;
         c.barrier();

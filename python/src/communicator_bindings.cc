@@ -4,7 +4,6 @@
 #include "communicator_bindings.h"
 
 #include <cstdint>
-#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,12 +67,6 @@ std::vector<py::ssize_t> with_leading(py::ssize_t n, std::span<const py::ssize_t
   std::vector<py::ssize_t> s{n};
   s.insert(s.end(), shape.begin(), shape.end());
   return s;
-}
-
-void check_same_shape(const Buffer& a, const Buffer& out, const char* op) {
-  if (!std::ranges::equal(a.shape, out.shape) || a.dtype != out.dtype) {
-    invalid(std::string(op) + ": out must have the input's shape and dtype");
-  }
 }
 
 // A collective with its arguments checked: which one, its C++ arguments, what it returns, and
@@ -380,15 +373,21 @@ PyRequest start(Communicator& c, Call call) {
   return PyRequest(std::move(r), std::move(call), py::cast(&c));
 }
 
-// Binds `prepare` as NAME (blocking: returns the result) and iNAME (returns a synk.Request
-// whose wait() returns it), with the same arguments.
+// Binds `prepare` as iNAME (returns a synk.Request whose wait() returns the result).
+template <typename... A, typename... Extra>
+void bind_started(py::class_<Communicator>& cls, const std::string& name,
+                  Call (*prepare)(Communicator&, A...), const Extra&... extra) {
+  cls.def(("i" + name).c_str(),
+          [prepare](Communicator& c, A... a) { return start(c, prepare(c, a...)); }, extra...);
+}
+
+// Binds `prepare` as NAME (blocking: returns the result) and iNAME, with the same arguments.
 template <typename... A, typename... Extra>
 void bind_call(py::class_<Communicator>& cls, const std::string& name,
                Call (*prepare)(Communicator&, A...), const Extra&... extra) {
   cls.def(name.c_str(), [prepare](Communicator& c, A... a) { return run(c, prepare(c, a...)); },
           extra...);
-  cls.def(("i" + name).c_str(),
-          [prepare](Communicator& c, A... a) { return start(c, prepare(c, a...)); }, extra...);
+  bind_started(cls, name, prepare, extra...);
 }
 
 }  // namespace
@@ -419,7 +418,9 @@ void add_communicator(py::module_& m) {
   const auto a = py::arg("a").noconvert();
   const auto out = py::arg("out") = py::none();
   const auto dtype = py::arg("dtype") = "";
-  bind_call(cls, "all_reduce", &all_reduce, a, py::arg("op") = "sum", py::kw_only(), out, dtype);
+  // The blocking all_reduce is all_reduce_fast.cc's entry point.
+  bind_started(cls, "all_reduce", &all_reduce, a, py::arg("op") = "sum", py::kw_only(), out,
+               dtype);
   bind_call(cls, "reduce", &reduce, a, py::arg("op") = "sum", py::arg("root") = 0,
             py::kw_only(), out, dtype);
   bind_call(cls, "broadcast", &broadcast, a, py::arg("root") = 0, py::kw_only(), dtype);
@@ -431,7 +432,7 @@ void add_communicator(py::module_& m) {
             py::kw_only(), out, dtype);
   bind_call(cls, "reduce_scatter", &reduce_scatter, a, py::arg("op") = "sum", py::kw_only(), out,
             dtype);
-  add_fast_all_reduce(cls);  // after bind_call, whose blocking all_reduce it replaces
+  add_fast_all_reduce(cls);
   py::class_<PyRequest>(m, "Request",
                         "A started collective (comm.iall_reduce, ...): wait() returns its "
                         "result; the arrays stay synk's until then.")
