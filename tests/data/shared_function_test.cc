@@ -401,5 +401,45 @@ TEST(Function, AReducedOutputOfDifferentSizesByRankIsAnErrorOnEveryRank) {
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
+// Outputs of avg, sum and weighted_avg of a few values travel with the call's checks in one
+// all_reduce; larger ones, and sizes that differ, go the long way. Both give the same answers and
+// the same errors, at the root and elsewhere.
+TEST(Function, SmallAndLargeOutputsCollectAlikeAndSizesThatDifferAreRefused) {
+  Communicator& comm = world();
+  const int n = comm.size(), r = comm.rank(), root = n - 1;
+  Data<float> x(comm, {4, 1});
+  x.set_value(r == 0 ? std::vector<float>{1, 2, 3, 4} : std::vector<float>{});
+  for (const std::size_t len : {std::size_t{3}, std::size_t{40}}) {
+    Function<float> f(comm, "by_rank", {Collect::sum, Collect::avg},
+                      [&](const SliceInputs<float>&) {
+                        const float mine = static_cast<float>(r + 1);
+                        return Function<float>::Outputs{std::vector<float>(len, mine), {2 * mine}};
+                      });
+    CallOptions o;
+    o.root = root;
+    const auto out = f({&x}, {}, o);
+    const float sum = static_cast<float>(n * (n + 1) / 2);
+    const float own = static_cast<float>(r + 1);
+    EXPECT_EQ(out[0], std::vector<float>(len, r == root ? sum : own)) << len;
+    EXPECT_THAT(out[1], ElementsAre(r == root ? static_cast<float>(n + 1) : 2 * own)) << len;
+    o.to_all = true;
+    EXPECT_THAT(f({&x}, {}, o)[1], ElementsAre(static_cast<float>(n + 1))) << len;
+  }
+  if (n < 2) return;
+  for (const std::size_t base : {std::size_t{1}, std::size_t{17}}) {
+    Function<double> ragged(comm, "ragged_avg", {Collect::avg}, [&](const SliceInputs<double>&) {
+      return Function<double>::Outputs{std::vector<double>(base + static_cast<std::size_t>(r), 1.0)};
+    });
+    Data<double> y(comm, {2, 1});
+    const auto e = caught([&] { ragged({&y}); });
+    EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+    EXPECT_THAT(message(e), HasSubstr("Function 'ragged_avg': output 0 has from " +
+                                      std::to_string(base) + " to " +
+                                      std::to_string(base + static_cast<std::size_t>(n) - 1) +
+                                      " elements across the ranks"));
+  }
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 }  // namespace
 }  // namespace synk

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <string>
@@ -52,7 +53,11 @@ class Function {
         collect_(std::move(collect)),
         body_(std::move(body)),
         weighted_(std::find(collect_.begin(), collect_.end(), Collect::weighted_avg) !=
-                  collect_.end()) {
+                  collect_.end()),
+        fusable_(std::is_floating_point_v<Out> && collect_.size() <= kFusedOutputs &&
+                 std::all_of(collect_.begin(), collect_.end(), [](Collect c) {
+                   return c == Collect::avg || c == Collect::sum || c == Collect::weighted_avg;
+                 })) {
     constexpr bool wide = std::is_same_v<Out, float> || std::is_same_v<Out, double>;
     if (!wide && weighted_) {
       throw Error(ErrorCode::InvalidArgument, "Function '" + name_ + "': weighted_avg needs float "
@@ -90,7 +95,14 @@ class Function {
     } catch (...) {
       failure = {true, ErrorCode::InvalidUsage, "an exception that is not a std::exception"};
     }
-    agree(failure, acc);
+    if (fuses(o)) {
+      if (agree_and_collect_small(failure, acc, o)) {
+        divide_weighted(acc, o.to_all || comm_->rank() == o.root ? batch_rows : my_rows);
+        return acc;
+      }
+    } else {
+      agree(failure, acc);
+    }
     return collect(std::move(acc), o, batch_rows, my_rows);
   }
 
@@ -233,6 +245,53 @@ class Function {
                 "Function '" + name_ + "': rank " + std::to_string(first) + " failed: " + text);
   }
 
+  // Whether a call's agreement and its outputs can travel in one all_reduce (sum): outputs of
+  // avg, sum and weighted_avg only, of a floating type, a valid root (else collect() reports
+  // it), and ranks few enough that the size check below is exact in a float.
+  bool fuses(const CallOptions& o) const {
+    const int n = comm_->size();
+    return fusable_ && n <= 256 && (o.to_all || (o.root >= 0 && o.root < n));
+  }
+
+  // The usual call, a loss or an accuracy, returns a few numbers: its agreement and its values
+  // then make one collective instead of two (docs/measurements.md, "One collective per call").
+  // The all_reduce (sum) adds [ranks that failed, ranks whose outputs exceed kFusedValues, each
+  // output's size, its square, the values]; sizes are equal everywhere when n * sum(s^2) ==
+  // sum(s)^2. Anything else runs agree() as before, which throws, or returns false for
+  // collect() to reduce outputs too large to travel here.
+  bool agree_and_collect_small(const Failure& failure, Outputs& acc, const CallOptions& o) {
+    const std::size_t m = collect_.size();
+    std::array<Out, 2 + 2 * kFusedOutputs + kFusedValues> w{};
+    std::size_t total = 0;
+    for (std::size_t j = 0; !failure.failed && j < acc.size(); ++j) total += acc[j].size();
+    const bool fits = !failure.failed && total <= kFusedValues;
+    w[0] = failure.failed ? Out(1) : Out(0);
+    w[1] = failure.failed || fits ? Out(0) : Out(1);
+    Out* values = &w[2 + 2 * m];
+    for (std::size_t j = 0; fits && j < m; ++j) {
+      const Out s = static_cast<Out>(acc[j].size());
+      w[2 + j] = s;
+      w[2 + m + j] = s * s;
+      values = std::copy(acc[j].begin(), acc[j].end(), values);
+    }
+    comm_->all_reduce(w.data(), w.data(), 2 + 2 * m + kFusedValues, data_type_of<Out>(),
+                      ReduceOp::sum);
+    const Out n = static_cast<Out>(comm_->size());
+    bool same = w[0] == Out(0) && w[1] == Out(0);
+    for (std::size_t j = 0; same && j < m; ++j) same = n * w[2 + m + j] == w[2 + j] * w[2 + j];
+    if (!same) {
+      agree(failure, acc);
+      return false;
+    }
+    if (!o.to_all && comm_->rank() != o.root) return true;  // keeps its own, as reduce() does
+    const Out* sum = &w[2 + 2 * m];
+    for (std::size_t j = 0; j < m; ++j) {
+      const Out scale = collect_[j] == Collect::avg ? Out(1) / n : Out(1);
+      for (Out& x : acc[j]) x = *sum++ * scale;
+    }
+    return true;
+  }
+
   // agree()'s sizes: w[1 + j] the smallest and -w[1 + m + j] the largest of output j.
   void check_reduced_sizes(const std::vector<std::int64_t>& w) const {
     const std::size_t m = collect_.size();
@@ -291,6 +350,8 @@ class Function {
   std::vector<Collect> collect_;
   Body body_;
   bool weighted_;  // an output is weighted_avg
+  static constexpr std::size_t kFusedOutputs = 8, kFusedValues = 16;
+  bool fusable_;  // every output is small enough in kind for agree_and_collect_small
 };
 
 }  // namespace synk
