@@ -205,7 +205,9 @@ class Distributed final : private detail::DriveHook {
                                 const detail::DrivenArgs& args);
 
   template <class T>
-  const Data<T>& data_named(const std::string& name, const std::string& who) const;
+  // `user` names who reads it, for the error ("Function", "f" gives "Function 'f' reads ...").
+  const Data<T>& data_named(const std::string& name, const char* kind,
+                            const std::string& user) const;
   template <class T>
   Data<T>& scratch(std::size_t i, const std::vector<std::uint64_t>& shape);
   template <class T, class Out>
@@ -306,7 +308,7 @@ void Distributed::add(Shared<T>& s) {
       case Op::shared_all_gather: s.all_gather(a); break;
       case Op::shared_scatter: s.scatter(a); break;
       case Op::shared_scatter_rows:
-        s.scatter(data_named<T>(m.data.at(0), "Shared '" + s.name() + "'"), Batch::of(m.selection));
+        s.scatter(data_named<T>(m.data.at(0), "Shared", s.name()), Batch::of(m.selection));
         break;
       case Op::shared_get_value: s.get_value(a); break;
       case Op::shared_set_value: s.set_value(a, {}); break;
@@ -318,10 +320,12 @@ void Distributed::add(Shared<T>& s) {
 }
 
 template <class T>
-const Data<T>& Distributed::data_named(const std::string& name, const std::string& who) const {
+const Data<T>& Distributed::data_named(const std::string& name, const char* kind,
+                                       const std::string& user) const {
   const Entry& e = find(data_, name, "Data");
   if (*e.type != typeid(T)) {
-    throw Error(ErrorCode::InvalidArgument, who + " reads " + detail::type_text<T>() +
+    throw Error(ErrorCode::InvalidArgument, std::string(kind) + " '" + user + "' reads " +
+                                                detail::type_text<T>() +
                                                 " rows, but Data '" + name + "' is " +
                                                 e.line.substr(e.line.find('(')));
   }
@@ -379,13 +383,14 @@ typename Function<T, Out>::Outputs Distributed::call(Function<T, Out>& f,
   }
   std::size_t rows = 0;
   if (!c.data.empty()) {
-    rows = data_named<T>(c.data[0], "Function '" + f.name() + "'").rows();
+    rows = data_named<T>(c.data[0], "Function", f.name()).rows();
   } else if (!m.array_shapes.empty()) {
     rows = static_cast<std::size_t>(m.array_shapes[0][0]);
   }
   m.selection = c.batch.select(rows);
   typename Function<T, Out>::Outputs out;
-  drive_request(m, [&] { out = run_call(f, m, c.arrays, &c.inputs); });
+  auto here = [&] { out = run_call(f, m, c.arrays, &c.inputs); };
+  drive_request(m, [&here] { here(); });  // one reference: a std::function that needs no heap
   return out;
 }
 
@@ -396,9 +401,8 @@ template <class T, class Out>
 typename Function<T, Out>::Outputs Distributed::run_call(
     Function<T, Out>& f, const Message& m, const std::vector<Rows<T>>& arrays,
     const std::vector<std::vector<Out>>* inputs) {
-  const std::string who = "Function '" + f.name() + "'";
   std::vector<const Data<T>*> ds;
-  for (const std::string& name : m.data) ds.push_back(&data_named<T>(name, who));
+  for (const std::string& name : m.data) ds.push_back(&data_named<T>(name, "Function", f.name()));
   for (std::size_t i = 0; i < m.array_shapes.size(); ++i) {
     Data<T>& d = scratch<T>(i, m.array_shapes[i]);
     d.set_value(i < arrays.size() ? arrays[i].values : std::span<const T>());

@@ -54,6 +54,7 @@ struct Reader {
 // [total bytes, kind, op, args, slices, name, data names, array shapes, inputs, selection].
 std::vector<unsigned char> encode(const DriveRequest& m) {
   Writer w;
+  w.b.reserve(kPacketBytes);  // one allocation for the usual request
   w.u64(0);  // total size, filled in below
   w.u64(static_cast<std::uint64_t>(m.kind));
   w.u64(static_cast<std::uint64_t>(m.op));
@@ -115,7 +116,6 @@ DriveRequest decode(const std::vector<unsigned char>& bytes) {
 void send_request(Communicator& comm, const DriveRequest& request, const PeerWatch& watch) {
   std::vector<unsigned char> bytes = encode(request);
   const std::size_t total = bytes.size();
-  bytes.resize(std::max(total, kPacketBytes));
   packet_send(comm, bytes, std::min(total, kPacketBytes), watch);
   if (total > kPacketBytes) {
     comm.broadcast(bytes.data() + kPacketBytes, total - kPacketBytes, DataType::uint8, 0);
@@ -123,7 +123,10 @@ void send_request(Communicator& comm, const DriveRequest& request, const PeerWat
 }
 
 DriveRequest receive_request(Communicator& comm, const PeerWatch& watch) {
-  std::vector<unsigned char> bytes(kPacketBytes);
+  // Kept from request to request: a worker receives one at a time. (A receive abandoned by a
+  // throw takes the buffer away for good, and the next one starts a new one.)
+  thread_local std::vector<unsigned char> bytes;
+  bytes.resize(kPacketBytes);
   packet_receive(comm, bytes, watch);
   std::uint64_t total = 0;
   std::memcpy(&total, bytes.data(), sizeof total);
