@@ -95,15 +95,17 @@ class Function {
     } catch (...) {
       failure = {true, ErrorCode::InvalidUsage, "an exception that is not a std::exception"};
     }
+    bool collected = false;
     if (fuses(o)) {
-      if (agree_and_collect_small(failure, acc, o)) {
-        divide_weighted(acc, o.to_all || comm_->rank() == o.root ? batch_rows : my_rows);
-        return acc;
-      }
+      collected = agree_and_collect_small(failure, acc, o);
     } else {
       agree(failure, acc);
     }
-    return collect(std::move(acc), o, batch_rows, my_rows);
+    if (!collected) collect(acc, o);
+    // weighted_avg's sums are divided by the rows they cover: the whole batch's where they were
+    // collected, this rank's share elsewhere.
+    divide_weighted(acc, o.to_all || comm_->rank() == o.root ? batch_rows : my_rows);
+    return acc;
   }
 
   // This rank alone, over the whole batch; no collective.
@@ -307,9 +309,9 @@ class Function {
     }
   }
 
-  // weighted_avg's sums are divided by the rows they cover: the whole batch's where they were
-  // collected, this rank's share elsewhere.
-  Outputs collect(Outputs acc, const CallOptions& o, std::size_t batch_rows, std::size_t my_rows) {
+  // Each output collected by its mode at the root (at every rank with to_all); a rank that does
+  // not collect keeps its own.
+  void collect(Outputs& acc, const CallOptions& o) {
     const DataType t = data_type_of<Out>();
     for (std::size_t j = 0; j < acc.size(); ++j) {
       std::vector<Out>& v = acc[j];
@@ -341,8 +343,6 @@ class Function {
         comm_->reduce(v.data(), v.data(), v.size(), t, op, o.root);
       }
     }
-    divide_weighted(acc, o.to_all || comm_->rank() == o.root ? batch_rows : my_rows);
-    return acc;
   }
 
   Communicator* comm_;
