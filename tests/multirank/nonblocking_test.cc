@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -307,6 +308,25 @@ TEST(Nonblocking, DestroyingTheCommunicatorWaitsForItsCalls) {
   EXPECT_EQ(b.back(), 2 * world().size());
   EXPECT_TRUE(ra.test());  // the Requests outlive it, complete
   rb.wait();
+}
+
+TEST(Nonblocking, DestroyingTheCommunicatorWhileAnotherThreadRunsItsCall) {
+  std::optional<synk::Communicator> part;
+  part.emplace(world().split(0, world().rank()));
+  std::vector<float> v(1 << 16, 1.0f);
+  // Calls waited for at once teach the progress thread to look rarely, so that the waiting
+  // thread below takes the call and runs it itself.
+  for (int i = 0; i < 40; ++i) part->iall_reduce(v).wait();
+  std::fill(v.begin(), v.end(), 1.0f);
+  const bool late = part->rank() == part->size() - 1;
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  Request r = part->iall_reduce(v);
+  std::thread waiter([&] { r.wait(); });
+  if (!late) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  part.reset();  // must wait for the call the waiter runs, which waits for the late rank
+  EXPECT_EQ(v.back(), static_cast<float>(world().size()));
+  waiter.join();
+  EXPECT_TRUE(r.test());
 }
 
 TEST(Nonblocking, IssuingWhileAnotherThreadWaits) {

@@ -191,7 +191,7 @@ Request failed_request(std::exception_ptr error) {
   return Request(std::make_shared<FailedRequest>(std::move(error)));
 }
 
-CallQueue::CallQueue() : core_(std::make_unique<QueueCore>()) {}
+CallQueue::CallQueue() : core_(std::make_shared<QueueCore>()) {}
 
 CallQueue::~CallQueue() {
   {
@@ -199,7 +199,10 @@ CallQueue::~CallQueue() {
     core_->stop = true;
   }
   core_->wake.notify_all();
-  if (core_->worker.joinable()) core_->worker.join();  // it returns once nothing is left
+  if (core_->worker.joinable()) core_->worker.join();  // it returns once nothing is queued
+  // A call that another thread's wait() took from the queue may still run: its end, before the
+  // backend it runs on goes.
+  std::lock_guard running(core_->exec);
 }
 
 void CallQueue::enqueue(QueuedCall& c) {

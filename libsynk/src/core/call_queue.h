@@ -38,8 +38,9 @@ class QueuedCall {
   bool seen = false;         // its outcome reached the program (wait or test)
 };
 
-// What a Request of a queued call does (call_queue.cc). The call is touched only until it is
-// done, and a call that is not done has a live queue: ~CallQueue waits for every call.
+// What a Request of a queued call does (call_queue.cc). ~CallQueue waits for every call, the
+// one another thread's wait() is running included; the Requests share the queue's core, which
+// a thread still inside wait() may touch after that.
 bool test_call(QueuedCall& call);
 void wait_call(QueueCore& queue, QueuedCall& call);
 void wait_dropped_call(QueueCore& queue, QueuedCall& call) noexcept;
@@ -50,17 +51,17 @@ template <class Call>
 class QueuedRequest final : public Request::Pending {
  public:
   template <class... Args>
-  explicit QueuedRequest(QueueCore& queue, Args&&... args)
-      : queue_(queue), call_(std::forward<Args>(args)...) {}
-  ~QueuedRequest() override { wait_dropped_call(queue_, call_); }
+  explicit QueuedRequest(std::shared_ptr<QueueCore> queue, Args&&... args)
+      : queue_(std::move(queue)), call_(std::forward<Args>(args)...) {}
+  ~QueuedRequest() override { wait_dropped_call(*queue_, call_); }
   QueuedRequest(const QueuedRequest&) = delete;
   QueuedRequest& operator=(const QueuedRequest&) = delete;
   bool test() override { return test_call(call_); }
-  void wait() override { wait_call(queue_, call_); }
+  void wait() override { wait_call(*queue_, call_); }
   QueuedCall& call() { return call_; }
 
  private:
-  QueueCore& queue_;
+  std::shared_ptr<QueueCore> queue_;
   Call call_;
 };
 
@@ -76,7 +77,7 @@ class CallQueue {
   // completes once it has run; wait() and test() rethrow its error.
   template <class Call, class... Args>
   Request submit(Args&&... args) {
-    auto handle = std::make_shared<QueuedRequest<Call>>(*core_, std::forward<Args>(args)...);
+    auto handle = std::make_shared<QueuedRequest<Call>>(core_, std::forward<Args>(args)...);
     enqueue(handle->call());
     return Request(std::move(handle));
   }
@@ -86,7 +87,7 @@ class CallQueue {
 
  private:
   void enqueue(QueuedCall& call);
-  std::unique_ptr<QueueCore> core_;
+  std::shared_ptr<QueueCore> core_;
 };
 
 // A Request that has completed with `error` (a call that ran before its Request was made):
