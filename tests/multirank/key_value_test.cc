@@ -167,6 +167,44 @@ TEST(KeyValue, CallbacksRunOnceBeforePullWaitReturns) {
   }
 }
 
+// Callbacks that throw, a std::exception or anything else, are logged on the KeyValue's thread:
+// the other callbacks run, pull_wait returns, and the next step works.
+TEST(KeyValue, CallbacksThatThrowAreLoggedAndTheOthersRun) {
+  KeyValue kv(world());
+  for (int k = 0; k < 3; ++k) kv.init_key(k, 8, DataType::float32);
+  std::atomic<int> ran{0};
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::vector<float>> bufs;
+    for (int k = 0; k < 3; ++k) bufs.push_back(pushed(k, 8));
+    // Pulled before pushed, so that the results reach them on the KeyValue's thread.
+    kv.pull(0, bufs[0].data(), 0, [] { throw std::runtime_error("a callback's error"); });
+    kv.pull(1, bufs[1].data(), 0, [] { throw 42; });
+    kv.pull(2, bufs[2].data(), 0, [&ran] { ++ran; });
+    for (int k = 0; k < 3; ++k) kv.push(k, bufs[static_cast<std::size_t>(k)].data());
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(error_of([&] { kv.pull_wait(k); }), "") << "key " << k;
+      expect_sums(k, bufs[static_cast<std::size_t>(k)]);
+    }
+    EXPECT_EQ(ran.load(), step + 1);
+  }
+}
+
+// A count whose bytes do not fit in memory is refused on every rank, naming the key.
+TEST(KeyValue, ACountTooLargeIsRefused) {
+  KeyValue kv(world());
+  const std::size_t huge = (std::size_t{1} << 62) + 4;  // x 4 bytes wraps to 16
+  const std::string e = error_of([&] { kv.init_key(3, huge, DataType::float32); });
+  EXPECT_NE(e.find("key 3: 4611686018427387908 elements of float32 do not fit in memory"),
+            std::string::npos)
+      << e;
+  kv.init_key(3, 4, DataType::float32);  // the KeyValue goes on
+  std::vector<float> v = pushed(3, 4);
+  kv.push(3, v.data());
+  kv.pull(3, v.data());
+  kv.pull_wait(3);
+  expect_sums(3, v);
+}
+
 // A pull made after the key's result has arrived gets it at once; a pull made before its push
 // waits for it.
 TEST(KeyValue, PullBeforePushAndAfterResult) {
@@ -416,6 +454,33 @@ TEST(KeyValueStall, ARankThatNeverPushes) {
   EXPECT_NE(e.find("key 1 was pushed by rank"), std::string::npos) << e;
   EXPECT_NE(e.find("but not by rank 1 within 3 s (SYNK_TIMEOUT)"), std::string::npos) << e;
   EXPECT_LT(waited, 10.0);
+  std::printf("rank %d error: %s\n", world().rank(), e.c_str());
+}
+
+// Rank 1 pushes key 0 only after SYNK_TIMEOUT (3 s) has passed, its engine idle meanwhile (run
+// with the default SYNK_STALL_WARN, 60 s): the idle engine still joins the others' cycles in
+// time for their stall inspector, so every rank's error names the key and rank 1, rather than
+// the others' wait running out in a collective.
+TEST(KeyValueLate, APushAfterTheTimeout) {
+  if (std::getenv("SYNK_KV_LATE_TEST") == nullptr) GTEST_SKIP() << "run with SYNK_TIMEOUT=3";
+  KeyValue kv(world());
+  kv.init_key(0, 4, DataType::float32);
+  std::vector<float> a = pushed(0, 4);
+  std::string e;
+  if (world().rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+    e = error_of([&] {
+      kv.push(0, a.data());
+      kv.pull(0, a.data());
+      kv.pull_wait(0);
+    });
+  } else {
+    kv.push(0, a.data());
+    kv.pull(0, a.data());
+    e = error_of([&] { kv.pull_wait(0); });
+  }
+  EXPECT_NE(e.find("key 0 was pushed by rank"), std::string::npos) << e;
+  EXPECT_NE(e.find("but not by rank 1 within 3 s (SYNK_TIMEOUT)"), std::string::npos) << e;
   std::printf("rank %d error: %s\n", world().rank(), e.c_str());
 }
 

@@ -190,6 +190,9 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
     } catch (const std::exception& e) {
       SYNK_LOG_AT(error, "KeyValue: the pull callback of " << key_text(k->key)
                                                            << " threw: " << e.what());
+    } catch (...) {
+      SYNK_LOG_AT(error, "KeyValue: the pull callback of "
+                             << key_text(k->key) << " threw something not a std::exception");
     }
   }
   {

@@ -111,10 +111,15 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   }
   const int rank = user_.rank();
   std::string refused;
+  std::size_t bytes = 0;
   if (index_.count(key) != 0) {
     refused = key_text(key) + " is declared already";
   } else if (!is_valid(dtype) || !is_valid(op)) {
     refused = "not a valid dtype or op";
+  } else if (__builtin_mul_overflow(count, size_of(dtype), &bytes) ||
+             bytes > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max())) {
+    refused = key_text(key) + ": " + std::to_string(count) + " elements of " + to_string(dtype) +
+              " do not fit in memory";
   } else if (updater_ && rank == 0 && weights == nullptr && count > 0) {
     refused = "with an Updater, rank 0 passes the key's initial weights (weights is null)";
   }
@@ -140,7 +145,7 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   s.count = count;
   s.dtype = dtype;
   s.op = op;
-  s.bytes = count * size_of(dtype);
+  s.bytes = bytes;
   if (updater_) {
     s.owner = choose_owner(s.bytes);
     std::vector<std::byte> w(s.bytes);
@@ -309,8 +314,10 @@ void KvEngine::engine_loop() {
       std::unique_lock lk(m_);
       if (!active && !closing_) {
         // Asleep, but a cycle now and then even without a push of this rank's: another rank
-        // that has pushed waits in a cycle for this one, and its stall inspector needs it.
-        const bool pushed = wake_.wait_for(lk, wait_duration(stall_warn_s_ / 2),
+        // that has pushed waits in a cycle for this one, and its stall inspector needs it
+        // before that cycle's wait reaches SYNK_TIMEOUT.
+        const double nap_s = std::min(stall_warn_s_, timeout_s_) / 2;
+        const bool pushed = wake_.wait_for(lk, wait_duration(nap_s),
                                            [&] { return pending_ > 0 || closing_; });
         if (pushed && cycle_ms_ > 0 && !closing_) {  // gather the pushes that follow this one
           wake_.wait_for(lk, std::chrono::milliseconds(cycle_ms_), [&] { return closing_; });
