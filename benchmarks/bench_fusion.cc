@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "synk/key_value.h"
 #include "synk/synk.h"
 
@@ -202,12 +203,7 @@ int parse(int argc, char** argv, Options& o) {
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   app.add_flag("--no-header", o.no_header, "print the rows only (to append to another table)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  return -1;
+  return synk::bench::parse_arguments(app, argc, argv);
 }
 
 }  // namespace

@@ -191,7 +191,7 @@ Options parse_options(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-S,--settle_iters", o.settle,
                  "More untimed calls per side after the warmup, as many as fit in 0.25 s a side: "
-                 "the shm backend measures its two ways of large broadcasts and gathers in "
+                 "the shm backend measures its two ways of large calls (single copy or slots) in "
                  "calls 65-128 of each size and keeps the faster (0: none, so that the table "
                  "shows what that costs)")
       ->type_name("WARMUP")

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
+
 #include "synk/synk.h"
 
 namespace {
@@ -38,9 +40,20 @@ double time_once_us(MPI_Comm comm, Fn&& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int arrays = argc > 1 ? std::atoi(argv[1]) : 500;
-  const int elems = argc > 2 ? std::atoi(argv[2]) : 256;
-  const int rounds = argc > 3 ? std::atoi(argv[3]) : 21;
+  int arrays = 500, elems = 256, rounds = 21;
+  CLI::App app{"A list of Shared<float> all-reduced (avg) as one fused list, beside one "
+               "Shared::all_reduce per array. SYNK_FUSION_BYTES sets the pack size.",
+               "synk-bench-shared-list"};
+  app.add_option("arrays", arrays, "Shared variables in the list")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("elems", elems, "floats per variable")
+      ->check(CLI::Range(1, 1 << 26))
+      ->capture_default_str();
+  app.add_option("rounds", rounds, "timed rounds (the median is printed)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  if (const int code = synk::bench::parse_arguments(app, argc, argv); code >= 0) return code;
   synk::Communicator comm;
   std::deque<synk::Shared<float>> params;
   std::vector<synk::SharedRef> list;

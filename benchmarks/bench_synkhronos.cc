@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "bench_cli.h"
+
 #include "synk/synk.h"
 
 namespace {
@@ -39,7 +41,13 @@ double time_us(int calls, int rounds, Fn&& fn) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{"The Synkhronos model's costs beside raw MPI in the same run: an empty Function "
+               "call (SPMD and master-driven) against an 8-byte MPI_Allreduce, and Data::take of "
+               "256 random rows against memcpy. It takes no options. "
+               "Run: synkrun -np 2 synk-bench-synkhronos",
+               "synk-bench-synkhronos"};
+  if (const int code = synk::bench::parse_arguments(app, argc, argv); code >= 0) return code;
   synk::Communicator comm;
   const bool master = comm.rank() == 0;
   constexpr int kCalls = 2000, kRounds = 7;

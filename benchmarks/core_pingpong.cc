@@ -11,8 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <thread>
+
+#include "bench_cli.h"
 
 namespace {
 
@@ -32,10 +33,19 @@ bool pin(int cpu) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const double seconds = argc > 1 ? std::atof(argv[1]) : 5.0;
-  const int cpu_a = argc > 2 ? std::atoi(argv[2]) : 0, cpu_b = argc > 3 ? std::atoi(argv[3]) : 1;
-  if (seconds <= 0 || !pin(cpu_a)) {
-    std::fprintf(stderr, "usage: core-pingpong [SECONDS>0] [CPU_A] [CPU_B] (cpus must exist)\n");
+  double seconds = 5.0;
+  int cpu_a = 0, cpu_b = 1;
+  CLI::App app{"The round trip of one cache line between two cores, in ns, printed every 100000 "
+               "trips: whether two vCPUs share a cache now",
+               "core-pingpong"};
+  app.add_option("seconds", seconds, "how long to run")
+      ->check(CLI::Range(1e-3, 1e6))
+      ->capture_default_str();
+  app.add_option("cpu_a", cpu_a, "one core")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("cpu_b", cpu_b, "the other")->check(CLI::NonNegativeNumber)->capture_default_str();
+  if (const int code = synk::bench::parse_arguments(app, argc, argv); code >= 0) return code;
+  if (!pin(cpu_a)) {
+    std::fprintf(stderr, "core-pingpong: cannot run on cpu %d\n", cpu_a);
     return 2;
   }
   std::atomic<bool> stop{false};
