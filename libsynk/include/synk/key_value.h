@@ -9,13 +9,17 @@
 // the reduced gradient, and pull returns the new weights: a sharded parameter server built from
 // a reduce and a broadcast.
 //
-// Where the work runs: on the shm backend a thread of the KeyValue runs the cycles (so they
-// overlap the caller's work), and the pull callbacks and Updater calls run on it. On the mpi and
-// hier backends (MPI is not called from two threads at once), the cycles run on the caller's
-// thread inside pull_wait and close, with no overlap: there a rank must not wait in a collective
-// of its own for a rank that waits in pull_wait (the first never pushes, the second waits for
-// it). With one rank a push is reduced in push itself. Callbacks and updates run one at a time;
-// a callback may push and pull, but not wait (pull_wait, close).
+// Where the work runs: a thread of the KeyValue runs the cycles (so they overlap the caller's
+// work), and the pull callbacks and Updater calls run on it. But where the cycles make MPI calls
+// (the mpi and hier backends, SYNK_CHECK_CALLS) and MPI was initialized below
+// MPI_THREAD_MULTIPLE (so no two threads may call it), they run on the caller's thread inside
+// pull_wait and close, with no overlap: there a rank must not wait in a collective of its own
+// for a rank that waits in pull_wait (the first never pushes, the second waits for it). With
+// one rank a push is reduced in push itself. The callbacks the KeyValue runs and the updates run
+// one at a time; such a callback that throws is logged (an Updater that throws fails the
+// KeyValue on every rank). A pull whose result is there already runs its callback itself, on
+// the caller's thread, and rethrows what it throws. A callback may push and pull, but not wait
+// (pull_wait, close).
 #pragma once
 
 #include <cstddef>
