@@ -125,6 +125,16 @@ void FailureParser::feed_job_line(const std::string& line) {
 }
 
 void FailureParser::feed_line(const std::string& line) {
+  // mpirun frames each of its messages in rules of dashes; a rank's own stderr comes through
+  // the same pipe, and a rank that prints mpirun's words outside such a frame (a log it copies)
+  // must not be taken for mpirun.
+  static const std::regex rule(R"(-{20,}\s*$)");
+  if (std::regex_search(line, rule)) {
+    lines_since_rule_ = 0;
+    return;
+  }
+  if (lines_since_rule_ < kFrameLines) ++lines_since_rule_;
+  if (lines_since_rule_ >= kFrameLines) return;
   feed_job_line(line);
   if (rank_) return;  // the first failure only
   static const std::regex name(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
@@ -197,13 +207,31 @@ pid_t start_child(const std::vector<std::string>& argv, const BlockedSignals& bl
   return child;
 }
 
+// With the terminal handed to the job's process group, a Ctrl-C (or Ctrl-\\, or a hang-up)
+// signals that group and not synkrun. A sentinel process in the group, doing nothing, dies of
+// the same signal, so that synkrun learns which signal stopped the job (-1 if it cannot start;
+// mpirun's exit code is all there is then).
+pid_t start_terminal_sentinel(pid_t job_group, const BlockedSignals& blocked) {
+  const pid_t self = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) {
+    if (pid > 0) setpgid(pid, job_group);  // also here, as for the child
+    return pid;
+  }
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != self) _exit(0);
+  if (setpgid(0, job_group) != 0) _exit(0);
+  for (int s : kStopSignals) signal(s, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &blocked.old(), nullptr);
+  for (;;) pause();
+}
+
 // Supervises a running job: one handler per event (a signal to synkrun, a chunk of mpirun's
 // stderr, the child's exit, a deadline), and the poll loop that waits for the next.
 class JobSupervisor {
  public:
-  JobSupervisor(pid_t child, int sigfd, int err_read, double timeout_s)
-      : child_(child), sigfd_(sigfd), err_read_(err_read), timeout_s_(timeout_s),
-        deadline_(Clock::now() + seconds(timeout_s)) {}
+  JobSupervisor(pid_t child, pid_t sentinel, int sigfd, int err_read, double timeout_s)
+      : child_(child), sentinel_(sentinel), sigfd_(sigfd), err_read_(err_read),
+        timeout_s_(timeout_s), deadline_(Clock::now() + seconds(timeout_s)) {}
 
   JobResult run() {
     while (!child_done_ || pipe_open_) {
@@ -213,11 +241,18 @@ class JobSupervisor {
       if (n > 0 && (fds[0].revents & POLLIN)) read_signal();
       if (pipe_open_ && n > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) read_stderr();
       int status = 0;
+      if (sentinel_ > 0 && waitpid(sentinel_, &status, WNOHANG) == sentinel_) {
+        on_sentinel_exit(status);
+      }
       if (!child_done_ && waitpid(child_, &status, WNOHANG) == child_) on_child_exit(status);
       if (!on_time(Clock::now())) break;
     }
     if (!line_.empty()) result_.failure.feed_line(line_);
     if (!child_done_) waitpid(child_, &status_, 0);
+    if (sentinel_ > 0) {  // not reaped yet, so its pid is still its own
+      kill(sentinel_, SIGKILL);
+      waitpid(sentinel_, nullptr, 0);
+    }
     result_.exit_code = result_.timed_out ? 124 : status_to_code(status_);
     if (result_.stopped_after_failure) result_.exit_code = failing_rank_code();
     return result_;
@@ -308,6 +343,19 @@ class JobSupervisor {
     }
   }
 
+  // The terminal's signal reached the job's group: the job stops as after that signal sent to
+  // synkrun, but mpirun has it already. (Signals synkrun sent the group end the sentinel too.)
+  void on_sentinel_exit(int status) {
+    sentinel_ = -1;
+    if (!WIFSIGNALED(status) || !is_stop_signal(WTERMSIG(status))) return;
+    if (child_done_ || result_.forwarded_signal || result_.timed_out) return;
+    result_.forwarded_signal = WTERMSIG(status);
+    if (!kill_pending_) {
+      kill_later(seconds(kSignalGraceSeconds),
+                 "after signal " + std::to_string(WTERMSIG(status)) + " from the terminal");
+    }
+  }
+
   // Ranks may still hold the pipe if mpirun died hard: drain it briefly, then stop.
   void on_child_exit(int status) {
     child_done_ = true;
@@ -353,6 +401,7 @@ class JobSupervisor {
   }
 
   pid_t child_;
+  pid_t sentinel_;  // -1: none, or it has ended
   int sigfd_, err_read_;
   double timeout_s_;
   Clock::time_point deadline_;
@@ -383,11 +432,13 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
   // directly, and mpirun can read stdin for rank 0.
   const bool own_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
   const pid_t child = start_child(argv, blocked, err_write);
+  pid_t sentinel = -1;
   if (own_tty) {
+    sentinel = start_terminal_sentinel(child, blocked);
     signal(SIGTTOU, SIG_IGN);
     tcsetpgrp(STDIN_FILENO, child);
   }
-  JobResult result = JobSupervisor(child, sigfd.get(), err_read.get(), timeout_s).run();
+  JobResult result = JobSupervisor(child, sentinel, sigfd.get(), err_read.get(), timeout_s).run();
   if (own_tty) tcsetpgrp(STDIN_FILENO, getpgrp());
   return result;
 }

@@ -14,7 +14,8 @@ namespace synk::launch {
 //   "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD" then "with errorcode 7."
 //   (Open MPI 4.1 prints this one only now and then: it may kill the job first.)
 // and for the job failing as a whole: a daemon that could not start or was lost, or the job
-// aborted before any rank was named ("Per user-direction, the job has been aborted.").
+// aborted before any rank was named ("Per user-direction, the job has been aborted."). Only
+// lines within mpirun's frame count: the first kFrameLines after a rule of dashes.
 class FailureParser {
  public:
   void feed_line(const std::string& line);
@@ -28,7 +29,9 @@ class FailureParser {
   const std::string& connection_failure() const { return connection_failure_; }
 
  private:
+  static constexpr int kFrameLines = 16;  // mpirun's messages that name a failure are shorter
   void feed_job_line(const std::string& line);
+  int lines_since_rule_ = kFrameLines;
   std::optional<int> pending_rank_, pending_abort_rank_;
   std::optional<int> rank_, code_, signal_;
   std::string node_;  // the failing rank's host, where mpirun named it

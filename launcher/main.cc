@@ -121,7 +121,7 @@ std::string ranks_per_core_error(const Options& o, const NodeTopology& topo, int
     if (std::string err = read_job_hosts(o, cores, hosts); !err.empty()) return err;
     const std::optional<long long> np = o.np ? std::optional<long long>(*o.np) : std::nullopt;
     here = ranks_on_this_host(hosts, np, is_this_host);
-    how = (o.hostfile.empty() ? "-H " + o.hosts : "hostfile " + o.hostfile) + " puts " +
+    how = (o.hosts.empty() ? "hostfile " + o.hostfile : "-H " + o.hosts) + " puts " +
           std::to_string(here) + " ranks on this host";
   }
   if (here <= kMaxRanksPerCore * cores) return "";
@@ -219,7 +219,7 @@ std::vector<std::string> plan_notes(const Options& o, const NodeTopology& topo,
                                     " cores: oversubscribing (mpirun --oversubscribe)");
   }
   if (node.rank_per_slot) {
-    notes.push_back("no -np with several hosts: one rank per slot of the hosts (mpirun's rule); "
+    notes.push_back("no -np with -H or --hostfile: one rank per slot of the hosts (mpirun's rule); "
                     "give each host as many slots as it has GPUs");
   }
   if (node.multi_node && !node.planned) notes.push_back("this node's plan is made on each node");
@@ -304,13 +304,12 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
 }
 
 // -np beyond the slots of a hostfile that gives every host's (`hosts`, read with unknown slots
-// 0): mpirun refuses it too, in 20 lines that name synkrun as the program. (-H's is refused
-// when the options are parsed.)
+// 0): mpirun refuses it too, in 20 lines that name synkrun as the program. (-H's, which then
+// gives the slots, is refused when the options are parsed.)
 std::string hostfile_slots_error(const Options& o, const std::vector<HostSlots>& hosts) {
   const std::optional<long long> slots = total_slots(hosts);
-  if (o.hostfile.empty() || !o.np || !slots || *o.np <= *slots) return "";
-  return "-np " + std::to_string(*o.np) + " but hostfile " + o.hostfile +
-         (o.hosts.empty() ? "" : " (hosts " + o.hosts + ")") + " offers " +
+  if (o.hostfile.empty() || !o.hosts.empty() || !o.np || !slots || *o.np <= *slots) return "";
+  return "-np " + std::to_string(*o.np) + " but hostfile " + o.hostfile + " offers " +
          std::to_string(*slots) + (*slots == 1 ? " slot" : " slots");
 }
 

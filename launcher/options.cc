@@ -32,6 +32,11 @@ struct Raw {
 // nanoseconds of a deadline (which then passed at once). (kMaxRanks: hosts.h.)
 constexpr double kMaxTimeoutSeconds = 1e9;  // about 31 years
 
+// An option given an empty value ("--gpus $LIST" with LIST unset) is an error, not the default.
+const CLI::Validator kNotEmpty(
+    [](const std::string& s) { return s.empty() ? std::string("an empty value") : std::string(); },
+    "");
+
 void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& program_help) {
   app.description(
       "synkrun: start PROGRAM on one rank per GPU (or -np N ranks), each bound to the cores\n"
@@ -42,29 +47,38 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
                  "number of ranks (also -np N); default: one per GPU (with -H or --hostfile: "
                  "one per slot of the hosts)")
       ->type_name("N");
-  app.add_option("-H,--host", o.hosts, "hosts and slots, host:slots,... (passed to mpirun)")
-      ->type_name("HOSTS");
-  app.add_option("--hostfile", o.hostfile, "hostfile (passed to mpirun)")->type_name("FILE");
+  app.add_option("-H,--host", o.hosts,
+                 "hosts and slots, host:slots,... (passed to mpirun; a host without :slots has "
+                 "1; beside --hostfile, these are the job's hosts and slots, as mpirun takes them)")
+      ->type_name("HOSTS")
+      ->check(kNotEmpty);
+  app.add_option("--hostfile", o.hostfile, "hostfile (passed to mpirun)")
+      ->type_name("FILE")
+      ->check(kNotEmpty);
   app.add_option("--bind", raw.bind,
                  "gpu|numa|core|none: bind each rank to the cores near its GPU, to a NUMA node, "
                  "to disjoint cores spread over NUMA nodes, or not at all (default: gpu when "
                  "the node has a GPU for every rank, else core; --bind gpu with too few GPUs is "
                  "an error)")
-      ->type_name("MODE");
+      ->type_name("MODE")
+      ->check(kNotEmpty);
   app.add_option("--gpus", raw.gpus, "GPU indexes ranks may use, e.g. 0-3,6 (PCI bus-id order)")
-      ->type_name("LIST");
+      ->type_name("LIST")
+      ->check(kNotEmpty);
   app.add_option("--gpus-per-rank", raw.gpus_per_rank, "GPUs per rank (default 1)")->type_name("K");
   app.add_flag("--report-bindings", o.report_bindings,
                "each rank prints its host, rank, GPU, cpus and NUMA node on stderr");
   app.add_flag("--dry-run", o.dry_run, "print the plan and the mpirun command; start nothing");
   app.add_flag("--json", o.json, "with --dry-run: print the plan as JSON");
   app.add_option("--topology", o.topology, "plan for this hwloc XML topology, not this machine")
-      ->type_name("FILE.xml");
+      ->type_name("FILE.xml")
+      ->check(kNotEmpty);
   app.add_option("-x", raw.exports, "export VAR (or set VAR=VALUE) on every rank; repeatable")
       ->type_name("VAR[=VALUE]");
   app.add_option("--timeout", raw.timeout,
                  "stop every rank after SECONDS; exit code 124 (default 0: no time limit)")
-      ->type_name("SECONDS");
+      ->type_name("SECONDS")
+      ->check(kNotEmpty);
   app.set_version_flag("--version", "synkrun (synk " SYNK_VERSION_TEXT ")",
                        "print synkrun's version and exit");
   app.add_flag("--rank-step", o.rank_step,
@@ -110,9 +124,10 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
         name = a.substr(0, eq);
         has_attached = true;
       }
-    } else if (a.size() > 2) {  // -n4, -xFOO=1
+    } else if (a.size() > 2) {  // -n4, -xFOO=1, and -H=host as --host=host
       name = a.substr(0, 2);
       has_attached = true;
+      if (a[2] == '=') a.erase(2, 1);
     }
     const CLI::Option* opt = app.get_option_no_throw(name);
     if (opt == nullptr && name != "-h" && name != "--help" && name != "--version") {
@@ -157,8 +172,9 @@ std::string finish(Options& o, const Raw& raw) {
     std::vector<HostSlots> hosts;
     if (std::string err = parse_host_list(o.hosts, hosts); !err.empty()) return err;
     const long long slots = total_slots(hosts).value_or(0);  // -H's slots are all known
-    // mpirun refuses this too, in 20 lines that name synkrun as the program.
-    if (o.np && *o.np > slots && o.hostfile.empty()) {  // with a hostfile, -H only picks hosts
+    // mpirun refuses this too, in 20 lines that name synkrun as the program. Its -H gives the
+    // hosts and slots even beside a hostfile (Open MPI 4.1), whose slots= it then ignores.
+    if (o.np && *o.np > slots) {
       return "-np " + std::to_string(*o.np) + " but -H " + o.hosts + " offers " +
              std::to_string(slots) + (slots == 1 ? " slot" : " slots") +
              " (a host without :SLOTS has 1)";
@@ -196,9 +212,11 @@ std::string finish(Options& o, const Raw& raw) {
   }
   o.exports = raw.exports;
   if (!raw.timeout.empty()) {
-    char* end = nullptr;
-    const double t = std::strtod(raw.timeout.c_str(), &end);
-    if (end == raw.timeout.c_str() || *end != '\0' || !(t >= 0) || !std::isfinite(t)) {
+    double t = 0;  // from_chars: decimal only (strtod took 0x10 as 16)
+    const char* first = raw.timeout.data();
+    const char* last = first + raw.timeout.size();
+    const auto [end, ec] = std::from_chars(first, last, t);
+    if (ec != std::errc() || end != last || !(t >= 0) || !std::isfinite(t)) {
       return "--timeout: \"" + raw.timeout + "\" is not a number of seconds >= 0";
     }
     if (t > kMaxTimeoutSeconds) {
@@ -277,20 +295,13 @@ std::string read_hostfile(const Options& o, long long default_slots,
   if (std::string err = parse_hostfile(text.str(), default_slots, out); !err.empty()) {
     return "hostfile " + o.hostfile + ", " + err;
   }
-  if (o.hosts.empty()) return "";
-  // With a hostfile, -H picks among its hosts (their slots come from the file).
-  std::vector<HostSlots> picked;
-  if (std::string err = parse_host_list(o.hosts, picked); !err.empty()) return err;
-  std::erase_if(out, [&](const HostSlots& h) {
-    return std::none_of(picked.begin(), picked.end(),
-                        [&](const HostSlots& p) { return p.name == h.name; });
-  });
   return "";
 }
 
 std::string read_job_hosts(const Options& o, long long default_slots,
                            std::vector<HostSlots>& out) {
-  return o.hostfile.empty() ? parse_host_list(o.hosts, out) : read_hostfile(o, default_slots, out);
+  // -H's hosts and slots are the job's, a hostfile beside it or not, as mpirun maps them.
+  return o.hosts.empty() ? read_hostfile(o, default_slots, out) : parse_host_list(o.hosts, out);
 }
 
 std::vector<std::string> rank_step_args(const Options& o) {

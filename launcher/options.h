@@ -44,12 +44,13 @@ ParseResult parse_options(const std::vector<std::string>& args);
 // error or "".
 std::string check_files(const Options& options);
 
-// The hostfile's hosts (those -H picks, when given too), each without slots= given
-// `default_slots`; returns the error (a bad line or host name) or "".
+// The hostfile's hosts, each without slots= given `default_slots`; returns the error (a bad
+// line or host name) or "".
 std::string read_hostfile(const Options& options, long long default_slots,
                           std::vector<HostSlots>& out);
 
-// The job's hosts: -H's list, or the hostfile's (as read_hostfile reads it); "" or the error.
+// The job's hosts: -H's list (a host without :SLOTS has 1), even beside a hostfile, as
+// Open MPI 4.1's mpirun takes them; else the hostfile's. "" or the error.
 std::string read_job_hosts(const Options& options, long long default_slots,
                            std::vector<HostSlots>& out);
 

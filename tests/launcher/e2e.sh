@@ -101,6 +101,8 @@ env_and_binding)
   # -H and --hostfile reach mpirun (this node under its own name: the plan stays the same).
   "$SYNKRUN" -np 2 -H localhost:2 "$PROBE" >"$work/out" 2>"$work/err" || fail "-H: exit $?"
   check_probe_lines 2
+  "$SYNKRUN" -np 2 -H=localhost:2 "$PROBE" >"$work/out" 2>"$work/err" || fail "-H=: exit $?"
+  check_probe_lines 2
   echo "localhost slots=2" >"$work/hosts"
   "$SYNKRUN" -np 2 --hostfile "$work/hosts" "$PROBE" >"$work/out" 2>"$work/err" ||
     fail "--hostfile: exit $?"
@@ -154,6 +156,40 @@ sigint)
   [ "$rc" = 130 ] || fail "exit code $rc after SIGINT, expected 130"
   elapsed_below "$start" 20 || fail "SIGINT took too long"
   grep -q 'stopped by signal 2' "$work/err" || fail "no message about the signal"
+  for f in "$work"/pids/*; do
+    if alive "$(cat "$f")"; then fail "rank pid $(cat "$f") still alive"; fi
+  done
+  ;;
+terminal_ctrl_c)
+  # At a terminal, mpirun's group holds it, so Ctrl-C signals that group, not synkrun: synkrun
+  # must still say that signal 2 stopped the job (exit 130), and leave no rank behind.
+  mkdir "$work/pids"
+  PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 python3 - "$SYNKRUN" "$PROBE" "$work/pids" \
+    >"$work/out" 2>"$work/err" <<'PY'
+import os, pty, select, sys, time
+synkrun, probe, piddir = sys.argv[1:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("bash", ["bash", "--norc", "-i", "-c",
+                       f"'{synkrun}' -np 2 '{probe}'; echo EXIT=$?"])
+out, end, sent = b"", time.time() + 40, False
+while time.time() < end:
+    if not sent and len(os.listdir(piddir)) == 2:
+        os.write(fd, b"\x03")  # the terminal's interrupt character
+        sent = True
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+print(out.decode(errors="replace"))
+PY
+  grep -q 'EXIT=130' "$work/out" || fail "Ctrl-C at a terminal: not exit 130"
+  grep -q 'stopped by signal 2' "$work/out" || fail "no message about the signal"
   for f in "$work"/pids/*; do
     if alive "$(cat "$f")"; then fail "rank pid $(cat "$f") still alive"; fi
   done
@@ -330,6 +366,16 @@ argument_errors)
   check_usage_error -H -np 1 "$PROBE"
   check_usage_error -H localhost:1 -np 2 "$PROBE"
   grep -q 'offers 1 slot' "$work/err" || fail "-np beyond -H's slots message"
+  # Beside a hostfile, -H gives the slots, as mpirun takes them (a host without :N has 1).
+  echo "localhost slots=2" >"$work/hosts"
+  check_usage_error --hostfile "$work/hosts" -H localhost -np 2 "$PROBE"
+  grep -q 'but -H localhost offers 1 slot' "$work/err" || fail "-H beside a hostfile"
+  # An empty value ("--gpus $LIST" with LIST unset) is an error, not the option's default.
+  for opt in -H --hostfile --gpus --bind --topology --timeout; do
+    check_usage_error "$opt" "" -np 1 --dry-run "$PROBE"
+    grep -q 'an empty value' "$work/err" || fail "$opt '': message"
+  done
+  check_usage_error --timeout 0x10 -np 1 "$PROBE"
   # The ranks-per-core guard counts the slots a host list gives this host.
   many=$((64 * $(nproc --all) + 1))
   check_usage_error -H "localhost:$many" "$PROBE"

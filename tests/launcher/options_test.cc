@@ -245,11 +245,14 @@ TEST(RankEnv, SlurmTasksPerNode) {
   EXPECT_FALSE(slurm_tasks_on_node("2(x", 0));
 }
 
+const char* const kRule =
+    "--------------------------------------------------------------------------";
+
 TEST(FailureParser, OpenMpiMessages) {
   FailureParser exit_code;
-  for (const char* l :
-       {"Primary job  terminated normally, but 1 process returned", "  Process name: [[30945,1],1]",
-        "  Exit code:    3", "  Process name: [[30945,1],0]", "  Exit code:    7"}) {
+  for (const char* l : {kRule, "Primary job  terminated normally, but 1 process returned",
+                        "  Process name: [[30945,1],1]", "  Exit code:    3",
+                        "  Process name: [[30945,1],0]", "  Exit code:    7"}) {
     exit_code.feed_line(l);
   }
   EXPECT_EQ(exit_code.rank(), 1);
@@ -257,6 +260,7 @@ TEST(FailureParser, OpenMpiMessages) {
   EXPECT_EQ(exit_code.describe(), "rank 1 (exit code 3)");
 
   FailureParser sig;
+  sig.feed_line(kRule);
   sig.feed_line(
       "mpirun noticed that process rank 12 with PID 0 on node vm exited on signal 11 "
       "(Segmentation fault).");
@@ -266,7 +270,7 @@ TEST(FailureParser, OpenMpiMessages) {
   EXPECT_TRUE(sig.job_failing());
 
   FailureParser aborted;
-  for (const char* l : {"MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
+  for (const char* l : {kRule, "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
                         "with errorcode 7.", "", "  Process name: [[30945,1],0]",
                         "  Exit code:    1"}) {
     aborted.feed_line(l);
@@ -287,7 +291,7 @@ TEST(FailureParser, OpenMpiMessages) {
 // and Open MPI's TCP message says who could not connect to whom.
 TEST(FailureParser, DaemonsThatFailed) {
   FailureParser unreachable;
-  for (const char* l : {"A process or daemon was unable to complete a TCP connection",
+  for (const char* l : {kRule, "A process or daemon was unable to complete a TCP connection",
                         "to another process:", "  Local host:    hostB", "  Remote host:   hostA",
                         "ORTE was unable to reliably start one or more daemons."}) {
     unreachable.feed_line(l);
@@ -298,9 +302,31 @@ TEST(FailureParser, DaemonsThatFailed) {
   EXPECT_EQ(unreachable.connection_failure(), "hostB could not connect to hostA");
 
   FailureParser aborted;
+  aborted.feed_line(kRule);
+  aborted.feed_line("Primary job  terminated normally, but 1 process returned");
   aborted.feed_line("a non-zero exit code. Per user-direction, the job has been aborted.");
   EXPECT_TRUE(aborted.job_failing());
   EXPECT_FALSE(aborted.daemons_failed());
+}
+
+// A rank's stderr comes through mpirun's: mpirun's words outside its frame of dashes (a rank
+// that copies an old log) neither fail the job nor name a rank.
+TEST(FailureParser, MpirunsWordsOutsideItsFrameAreARanksOutput) {
+  FailureParser p;
+  for (const char* l : {"log: Per user-direction, the job has been aborted.",
+                        "ORTE has lost communication with a remote daemon.",
+                        "  Process name: [[30945,1],1]", "  Exit code:    3",
+                        "mpirun noticed that process rank 1 with PID 9 on node vm exited on "
+                        "signal 11 (Segmentation fault)."}) {
+    p.feed_line(l);
+  }
+  EXPECT_FALSE(p.job_failing());
+  EXPECT_FALSE(p.rank());
+  // Long after a rule (a rank's separator line, then its log), still the rank's.
+  p.feed_line(kRule);
+  for (int i = 0; i < 20; ++i) p.feed_line("step " + std::to_string(i));
+  p.feed_line("a non-zero exit code. Per user-direction, the job has been aborted.");
+  EXPECT_FALSE(p.job_failing());
 }
 
 }  // namespace
