@@ -28,17 +28,6 @@ constexpr auto kPollPeriod = std::chrono::milliseconds(1);
 constexpr auto kLongestPollPeriod = std::chrono::milliseconds(16);
 constexpr auto kStayAwake = std::chrono::seconds(1);
 
-// A blocking call that had to queue: its caller waits, so the work can be borrowed.
-class BorrowedCall final : public QueuedCall {
- public:
-  BorrowedCall(const std::function<void()>& work, const char* name)
-      : QueuedCall(name), work_(work) {}
-  void run() override { work_(); }
-
- private:
-  const std::function<void()>& work_;
-};
-
 }  // namespace
 
 struct QueueCore {
@@ -73,6 +62,17 @@ void execute(QueueCore& q, QueuedCall& c) {
   }
 }
 
+// The oldest call not yet started, taken from the queue, if it was issued no later than
+// `up_to`; the caller holds exec and runs it.
+QueuedCall* take_oldest(QueueCore& q, std::uint64_t up_to) {
+  std::lock_guard lk(q.m);
+  if (q.calls.empty() || q.calls.front()->seq > up_to) return nullptr;
+  QueuedCall* c = q.calls.front();
+  q.calls.pop_front();
+  q.queued.fetch_sub(1, std::memory_order_release);
+  return c;
+}
+
 // Runs the oldest call not yet started, if there is one issued no later than `up_to`. Holding
 // exec from taking the call to its end keeps the order: no later call starts before it ends.
 // With `if_idle`, gives up at once when another thread is running a call: the progress thread
@@ -85,14 +85,8 @@ bool run_oldest(QueueCore& q, std::uint64_t up_to, bool if_idle = false) {
   } else {
     running.lock();
   }
-  QueuedCall* c = nullptr;
-  {
-    std::lock_guard lk(q.m);
-    if (q.calls.empty() || q.calls.front()->seq > up_to) return false;
-    c = q.calls.front();
-    q.calls.pop_front();
-    q.queued.fetch_sub(1, std::memory_order_release);
-  }
+  QueuedCall* c = take_oldest(q, up_to);
+  if (c == nullptr) return false;
   execute(q, *c);
   return true;
 }
@@ -218,16 +212,18 @@ void CallQueue::enqueue(QueuedCall& c) {
   if (wake) core_->wake.notify_one();
 }
 
-void CallQueue::run_in_order(const std::function<void()>& work, const char* what) {
+void CallQueue::run_in_order(const std::function<void()>& work) {
   QueueCore& q = *core_;
-  if (q.queued.load(std::memory_order_acquire) == 0) {
-    std::unique_lock running(q.exec, std::try_to_lock);
-    if (running.owns_lock() && q.queued.load(std::memory_order_acquire) == 0) {
-      work();
-      return;
+  std::unique_lock running(q.exec);  // the call running on another thread ends first
+  if (q.queued.load(std::memory_order_acquire) != 0) {
+    std::uint64_t up_to = 0;
+    {
+      std::lock_guard lk(q.m);
+      up_to = q.issued;
     }
+    while (QueuedCall* c = take_oldest(q, up_to)) execute(q, *c);
   }
-  submit<BorrowedCall>(work, what).wait();
+  work();
 }
 
 }  // namespace synk::detail

@@ -81,9 +81,10 @@ class CallQueue {
     enqueue(handle->call());
     return Request(std::move(handle));
   }
-  // A blocking call: runs `work` on this thread at once when no earlier call is queued or
-  // running, else queues it and waits for it (calls stay in the order they were issued).
-  void run_in_order(const std::function<void()>& work, const char* what);
+  // A blocking call: runs `work` on this thread after the calls issued before it, which it
+  // runs here too if nobody has started them (calls stay in the order they were issued). On
+  // this thread, so that a call making MPI calls (alloc) keeps MPI's thread level.
+  void run_in_order(const std::function<void()>& work);
 
  private:
   void enqueue(QueuedCall& call);

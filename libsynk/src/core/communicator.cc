@@ -349,7 +349,7 @@ void run(detail::CommState& st, CollArgs&& a) {
     execute(to, std::move(a));
     return;
   }
-  q->run_in_order([&to, &a] { execute(to, CollArgs(a)); }, detail::to_string(a.coll));
+  q->run_in_order([&to, &a] { execute(to, CollArgs(a)); });
 }
 
 // A non-blocking call on the progress thread's queue; `counts` owns gatherv's recv_counts
@@ -390,7 +390,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
     }
     if (to != &st) {  // on the device: after the host calls issued before it, then on its stream
       if (detail::CallQueue* q = st.queue.load(std::memory_order_acquire)) {
-        q->run_in_order([] {}, detail::to_string(a.coll));
+        q->run_in_order([] {});
       }
       return issue(*to, std::move(a), std::move(counts));
     }
@@ -455,7 +455,7 @@ NodeBuffer Communicator::alloc(std::size_t bytes) {
   // call running on the progress thread reads.
   if (detail::CallQueue* q = st().queue.load(std::memory_order_acquire)) {
     NodeBuffer out;
-    q->run_in_order([&] { out = alloc_now(bytes); }, "alloc");
+    q->run_in_order([&] { out = alloc_now(bytes); });
     return out;
   }
   return alloc_now(bytes);
