@@ -5,8 +5,10 @@
 // the other collectives (arrays.h); iall_reduce stays with them.
 #include "all_reduce_fast.h"
 
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "arrays.h"
 #include "errors.h"
@@ -95,7 +97,9 @@ ReduceOp op_of(PyObject* op) {
   return reduce_op(text(op, "op", "sum"));
 }
 
-// The result: `out` where given, else a itself, reduced in place.
+// The result: `out` where given, else a itself, reduced in place. An out that does not fit is
+// raised once the call has ended, this rank taking part into a new array meanwhile, as the
+// other collectives do (communicator_bindings.cc, out_or_scratch).
 PyObject* reduce_now(PyObject* self, const Arguments& got) {
   Communicator& c = communicator(self);
   const ReduceOp op = op_of(got.op);
@@ -104,14 +108,24 @@ PyObject* reduce_now(PyObject* self, const Arguments& got) {
   const py::array a = array(got.a, "a");
   const Buffer in = as_buffer(a, "a", !has_out, dtype);
   Buffer res = in;
+  std::optional<Error> out_error;
+  py::array scratch;
   if (has_out) {
-    res = as_buffer(array(got.out, "out"), "out", true, dtype);
-    check_same_shape(in, res, "all_reduce");
+    const py::array out = array(got.out, "out");
+    try {
+      res = as_buffer(out, "out", true, dtype);
+      check_same_shape(in, res, "all_reduce");
+    } catch (const Error& e) {
+      out_error = e;
+      scratch = py::array(a.dtype(), std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+      res = as_buffer(scratch, "out", true, dtype);
+    }
   }
   {
     py::gil_scoped_release gil;
     c.all_reduce(in.data, res.data, in.count, in.dtype, op);
   }
+  if (out_error) throw *out_error;
   PyObject* result = has_out ? got.out : got.a;
   Py_INCREF(result);
   return result;

@@ -2,6 +2,7 @@
 #include "arrays.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "synk/error.h"
 
@@ -11,9 +12,14 @@ void invalid(const std::string& message) { throw Error(ErrorCode::InvalidArgumen
 
 namespace {
 
+std::string name_of(const py::dtype& dt) {
+  return py::str(static_cast<py::object>(dt)).cast<std::string>();
+}
+
 // The synk type of a NumPy dtype: by kind and size, so that every platform name of a type
 // (intc, int_, longlong...) maps where its bits belong.
 DataType type_of(const py::dtype& dt, const char* what) {
+  check_byte_order(dt, what);
   const char kind = dt.kind();
   const auto bytes = dt.itemsize();
   if (kind == 'i' && bytes == 1) return DataType::int8;
@@ -25,12 +31,22 @@ DataType type_of(const py::dtype& dt, const char* what) {
   if (kind == 'f' && bytes == 2) return DataType::float16;
   if (kind == 'f' && bytes == 4) return DataType::float32;
   if (kind == 'f' && bytes == 8) return DataType::float64;
-  invalid(std::string(what) + " has dtype " + py::str(static_cast<py::object>(dt)).cast<std::string>() +
+  invalid(std::string(what) + " has dtype " + name_of(dt) +
           ", which synk has no type for (int8, uint8, int32, uint32, int64, uint64, float16, "
           "float32, float64; bfloat16 as a uint16 array with dtype=\"bfloat16\")");
 }
 
 }  // namespace
+
+// An array of the other byte order would be read as other numbers (NumPy gives a single byte's
+// order as '|', and this machine's as '=': either is taken).
+void check_byte_order(const py::dtype& dt, const char* what) {
+  constexpr char kForeign = std::endian::native == std::endian::little ? '>' : '<';
+  if (dt.byteorder() != kForeign) return;
+  invalid(std::string(what) + " has dtype " + name_of(dt) +
+          ", which is not in this machine's byte order: synk would read other numbers. Pass " +
+          what + ".astype(" + what + ".dtype.newbyteorder('=')) and use what it returns");
+}
 
 Buffer as_buffer(const py::array& a, const char* what, bool writable,
                  const std::string& dtype_name) {
@@ -50,6 +66,7 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
       invalid(std::string(what) + ": dtype=\"bfloat16\" reads a uint16 array's bits as bfloat16; "
                                   "this array is not uint16");
     }
+    check_byte_order(a.dtype(), what);
     b.dtype = DataType::bfloat16;
   } else {
     invalid("dtype=\"" + dtype_name + "\": the only override is \"bfloat16\" (of a uint16 array)");

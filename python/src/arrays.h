@@ -30,6 +30,10 @@ struct Buffer {
 Buffer as_buffer(const py::array& a, const char* what, bool writable,
                  const std::string& dtype_name = "");
 
+// InvalidArgument naming `what` where `dt` is not in this machine's byte order, in which synk
+// reads every array (as_buffer checks it; a single-byte type has none).
+void check_byte_order(const py::dtype& dt, const char* what);
+
 // InvalidArgument "<op>: out must have the input's shape and dtype" unless they match.
 void check_same_shape(const Buffer& a, const Buffer& out, const char* op);
 

@@ -3,7 +3,9 @@
 // while it runs, so other Python threads go on while a rank waits for the others.
 #include "communicator_bindings.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "all_reduce_fast.h"
 #include "arrays.h"
+#include "synk/agreement.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
 #include "synk/request.h"
@@ -23,12 +26,18 @@ using Array = std::optional<py::array>;
 using NoGil = py::gil_scoped_release;  // `NoGil released;`: the GIL is free in its scope
 
 // MPI_Comm of an mpi4py communicator (Open MPI's is a pointer; mpi4py gives it as an int).
+// Another type is a TypeError (without importing mpi4py, which need not be there for it).
 MPI_Comm handle_of(const py::object& mpi4py_comm) {
+  const py::handle type = py::type::of(mpi4py_comm);
+  const auto refuse = [&] {
+    throw py::type_error("Communicator(comm): comm must be None (every rank) or an mpi4py "
+                         "communicator (mpi4py.MPI.Comm), not " +
+                         py::str(type.attr("__name__")).cast<std::string>());
+  };
+  const std::string module = py::str(type.attr("__module__")).cast<std::string>();
+  if (module.rfind("mpi4py", 0) != 0) refuse();
   const py::module_ mpi = py::module_::import("mpi4py.MPI");
-  if (!py::isinstance(mpi4py_comm, mpi.attr("Comm"))) {
-    invalid("Communicator(comm): comm must be an mpi4py communicator (mpi4py.MPI.Comm), not " +
-            py::str(py::type::of(mpi4py_comm)).cast<std::string>());
-  }
+  if (!py::isinstance(mpi4py_comm, mpi.attr("Comm"))) refuse();
   if (mpi4py_comm.equal(mpi.attr("COMM_NULL"))) invalid("Communicator(comm): comm is COMM_NULL");
   const auto h = mpi.attr("_handleof")(mpi4py_comm).cast<std::uintptr_t>();
   return reinterpret_cast<MPI_Comm>(h);
@@ -51,7 +60,8 @@ Communicator make_communicator(const py::object& comm, const std::string& backen
 py::array result_array(const Array& out, const py::array& like,
                        const std::vector<py::ssize_t>& shape, const char* op) {
   if (!out) return py::array(like.dtype(), shape);
-  if (!out->dtype().is(like.dtype())) {
+  check_byte_order(out->dtype(), "out");  // said first: '>f4' is no float32, but looks like it
+  if (!out->dtype().equal(like.dtype())) {  // equal, not the same object: int64 is longlong
     invalid(std::string(op) + ": out has dtype " + py::str(out->dtype()).cast<std::string>() +
             " but the input has " + py::str(like.dtype()).cast<std::string>());
   }
@@ -67,6 +77,60 @@ std::vector<py::ssize_t> with_leading(py::ssize_t n, std::span<const py::ssize_t
   std::vector<py::ssize_t> s{n};
   s.insert(s.end(), shape.begin(), shape.end());
   return s;
+}
+
+std::string shape_text(std::span<const py::ssize_t> shape) {
+  return py::str(py::tuple(py::cast(std::vector<py::ssize_t>(shape.begin(), shape.end()))))
+      .cast<std::string>();
+}
+
+// A rank's own checks of its arguments, run before the ranks agree: the synk error they throw,
+// if any, which the agreement then makes an error on every rank.
+template <class Checks>
+std::optional<Error> failure_of(Checks&& checks) {
+  try {
+    checks();
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+// After an agreement in which rank `first` was the lowest to fail its checks (`mine`: this
+// rank's failure, if any): as libsynk's own comparison of calls, this rank raises its own error
+// where it failed, the others a Remote naming `first` with its text (which travels only now).
+[[noreturn]] void fail_as_agreed(Communicator& c, const std::string& op, int first,
+                                 const std::optional<Error>& mine) {
+  std::string text;
+  {
+    NoGil released;
+    text = text_from(c, first, mine ? mine->message() : std::string());
+  }
+  if (mine) throw *mine;
+  throw Error(ErrorCode::Remote,
+              op + ": rank " + std::to_string(first) + " rejected its arguments: " + text);
+}
+
+// The one rank at fault, as every rank found it from what they agreed on: its own message
+// there (`precise`, which throws), a Remote naming it (`why`) elsewhere.
+[[noreturn]] void fail_at(Communicator& c, const std::string& op, int rank,
+                          const std::function<void()>& precise, const std::string& why) {
+  if (c.rank() == rank) precise();
+  throw Error(ErrorCode::Remote,
+              op + ": rank " + std::to_string(rank) + " rejected its arguments: " + why);
+}
+
+// Every rank's root, as agreed (`at(r)`): InvalidUsage on every rank where they differ.
+template <class RootOf>
+void check_same_root(Communicator& c, const std::string& op, RootOf at) {
+  for (int r = 1; r < c.size(); ++r) {
+    if (at(r) != at(0)) {
+      throw Error(ErrorCode::InvalidUsage, op + ": mismatched calls: rank 0 gave root " +
+                                               std::to_string(at(0)) + ", rank " +
+                                               std::to_string(r) + " root " +
+                                               std::to_string(at(r)));
+    }
+  }
 }
 
 // A collective with its arguments checked: which one, its C++ arguments, what it returns, and
@@ -85,7 +149,48 @@ struct Call {
   std::shared_ptr<const std::vector<std::size_t>> counts{};  // gatherv's and scatterv's
   py::object result{};
   py::object input{};
+  // This rank's out did not fit: raised once the call has ended (see out_or_scratch).
+  std::shared_ptr<const Error> after{};
 };
+
+// An out that does not fit is this rank's error, raised once the call has ended: the rank
+// still takes part, into a new array of the result's shape, so that the others neither wait
+// for it nor pair its next call with this one. (Agreeing on it first would cost every call a
+// collective.) `use_out` checks out and returns its buffer; false: the scratch is the result.
+template <class UseOut>
+bool out_or_scratch(const Array& out, Call& call, UseOut&& use_out) {
+  if (!out) return false;
+  try {
+    use_out();
+    return true;
+  } catch (const Error& e) {
+    call.after = std::make_shared<const Error>(e);
+    return false;
+  }
+}
+
+void raise_after(const Call& call) {
+  if (call.after) throw *call.after;
+}
+
+std::vector<py::ssize_t> shape_of(const py::array& a) {
+  return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
+}
+
+// The result: out where it fits the shape, else a new array (out_or_scratch); sets call.recv
+// and call.result.
+void result_into(Call& call, const Array& out, const py::array& like,
+                 const std::vector<py::ssize_t>& shape, const char* op, const std::string& dtype) {
+  py::array r;
+  if (!out_or_scratch(out, call, [&] {
+        r = result_array(out, like, shape, op);
+        call.recv = as_buffer(r, "out", true, dtype).data;
+      })) {
+    r = result_array(std::nullopt, like, shape, op);
+    call.recv = as_buffer(r, "out", true, dtype).data;
+  }
+  call.result = r;
+}
 
 void run_call(Communicator& c, const Call& k) {
   using K = Call::Kind;
@@ -118,14 +223,31 @@ Request start_call(Communicator& c, const Call& k) {
   return {};
 }
 
-Call all_reduce(Communicator& c, const py::array& a, const std::string& op, const Array& out,
+// A reduction's result into out (the input's shape and dtype) where it fits, else a new array
+// (out_or_scratch); sets call.recv and call.result.
+void reduction_into(Call& call, const Array& out, const py::array& a, const Buffer& in,
+                    const char* op, const std::string& dtype) {
+  if (!out_or_scratch(out, call, [&] {
+        const Buffer res = as_buffer(*out, "out", true, dtype);
+        check_same_shape(in, res, op);
+        call.recv = res.data;
+        call.result = *out;
+      })) {
+    py::array scratch = result_array(std::nullopt, a, shape_of(a), op);
+    call.recv = as_buffer(scratch, "out", true, dtype).data;
+    call.result = scratch;
+  }
+}
+
+Call all_reduce(Communicator& /*c*/, const py::array& a, const std::string& op, const Array& out,
                 const std::string& dtype) {
   const ReduceOp rop = reduce_op(op);
   const Buffer in = as_buffer(a, "a", !out, dtype);
-  const Buffer res = out ? as_buffer(*out, "out", true, dtype) : in;
-  check_same_shape(in, res, "all_reduce");
-  return {.kind = Call::Kind::all_reduce, .send = in.data, .recv = res.data, .count = in.count,
-          .dtype = in.dtype, .op = rop, .result = out ? *out : a, .input = a};
+  Call call{.kind = Call::Kind::all_reduce, .send = in.data, .recv = in.data, .count = in.count,
+            .dtype = in.dtype, .op = rop, .result = a, .input = a};
+  if (!out) return call;
+  reduction_into(call, out, a, in, "all_reduce", dtype);
+  return call;
 }
 
 Call reduce(Communicator& c, const py::array& a, const std::string& op, int root,
@@ -133,12 +255,14 @@ Call reduce(Communicator& c, const py::array& a, const std::string& op, int root
   const ReduceOp rop = reduce_op(op);
   const bool here = c.rank() == root;
   const Buffer in = as_buffer(a, "a", here && !out, dtype);
-  const Buffer res = out && here ? as_buffer(*out, "out", true, dtype) : in;
-  check_same_shape(in, res, "reduce");
-  void* recv = here ? res.data : nullptr;
-  return {.kind = Call::Kind::reduce, .send = in.data, .recv = recv, .count = in.count,
-          .dtype = in.dtype, .op = rop, .root = root,
-          .result = here ? py::object(out ? *out : a) : py::none(), .input = a};
+  Call call{.kind = Call::Kind::reduce, .send = in.data, .count = in.count, .dtype = in.dtype,
+            .op = rop, .root = root, .result = py::none(), .input = a};
+  if (!here) return call;
+  call.recv = in.data;
+  call.result = a;
+  if (!out) return call;
+  reduction_into(call, out, a, in, "reduce", dtype);
+  return call;
 }
 
 Call broadcast(Communicator& c, const py::array& a, int root, const std::string& dtype) {
@@ -149,24 +273,21 @@ Call broadcast(Communicator& c, const py::array& a, int root, const std::string&
 
 Call all_gather(Communicator& c, const py::array& a, const Array& out, const std::string& dtype) {
   const Buffer in = as_buffer(a, "a", false, dtype);
-  py::array r = result_array(out, a, with_leading(c.size(), in.shape), "all_gather");
-  const Buffer res = as_buffer(r, "out", true, dtype);
-  return {.kind = Call::Kind::all_gather, .send = in.data, .recv = res.data, .count = in.count,
-          .dtype = in.dtype, .result = r, .input = a};
+  Call call{.kind = Call::Kind::all_gather, .send = in.data, .count = in.count, .dtype = in.dtype,
+            .input = a};
+  result_into(call, out, a, with_leading(c.size(), in.shape), "all_gather", dtype);
+  return call;
 }
 
+// Only the root has a result; a root whose out does not fit gathers into a new array and raises
+// once the call has ended (out_or_scratch).
 Call gather(Communicator& c, const py::array& a, int root, const Array& out,
             const std::string& dtype) {
   const Buffer in = as_buffer(a, "a", false, dtype);
-  py::object r = py::none();
-  void* recv = nullptr;
-  if (c.rank() == root) {
-    py::array arr = result_array(out, a, with_leading(c.size(), in.shape), "gather");
-    recv = as_buffer(arr, "out", true, dtype).data;
-    r = arr;
-  }
-  return {.kind = Call::Kind::gather, .send = in.data, .recv = recv, .count = in.count,
-          .dtype = in.dtype, .root = root, .result = r, .input = a};
+  Call call{.kind = Call::Kind::gather, .send = in.data, .count = in.count, .dtype = in.dtype,
+            .root = root, .result = py::none(), .input = a};
+  if (c.rank() == root) result_into(call, out, a, with_leading(c.size(), in.shape), "gather", dtype);
+  return call;
 }
 
 // The root's a holds size() blocks along its first axis; every rank gets its block. Off the
@@ -177,8 +298,6 @@ Call scatter(Communicator& c, const std::optional<py::array>& a, int root, const
   if (!a && (here || !out)) {
     invalid(here ? "scatter: the root must give a" : "scatter: give a (for its shape) or out");
   }
-  const void* send = nullptr;
-  py::array r;
   if (a) {
     const Buffer in = as_buffer(*a, "a", false, dtype);
     if (in.shape.empty() || in.shape[0] != c.size()) {
@@ -186,15 +305,15 @@ Call scatter(Communicator& c, const std::optional<py::array>& a, int root, const
               std::to_string(c.size()) + ")");
     }
     const std::vector<py::ssize_t> block(in.shape.begin() + 1, in.shape.end());
-    r = result_array(out, *a, block, "scatter");
-    if (here) send = in.data;
-  } else {
-    r = *out;
+    Call call{.kind = Call::Kind::scatter, .send = here ? in.data : nullptr,
+              .dtype = in.dtype, .root = root, .input = *a};
+    result_into(call, out, *a, block, "scatter", dtype);
+    call.count = in.count / static_cast<std::size_t>(c.size());
+    return call;
   }
-  const Buffer res = as_buffer(r, "out", true, dtype);
-  return {.kind = Call::Kind::scatter, .send = send, .recv = res.data, .count = res.count,
-          .dtype = res.dtype, .root = root, .result = r,
-          .input = a ? py::object(*a) : py::none()};
+  const Buffer res = as_buffer(*out, "out", true, dtype);  // out alone gives the shape
+  return {.kind = Call::Kind::scatter, .send = nullptr, .recv = res.data, .count = res.count,
+          .dtype = res.dtype, .root = root, .result = *out, .input = py::none()};
 }
 
 Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, const Array& out,
@@ -207,10 +326,11 @@ Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, 
   }
   std::vector<py::ssize_t> block(in.shape.begin(), in.shape.end());
   block[0] /= c.size();
-  py::array r = result_array(out, a, block, "reduce_scatter");
-  const Buffer res = as_buffer(r, "out", true, dtype);
-  return {.kind = Call::Kind::reduce_scatter, .send = in.data, .recv = res.data,
-          .count = res.count, .dtype = in.dtype, .op = rop, .result = r, .input = a};
+  Call call{.kind = Call::Kind::reduce_scatter, .send = in.data,
+            .count = in.count / static_cast<std::size_t>(c.size()), .dtype = in.dtype,
+            .op = rop, .input = a};
+  result_into(call, out, a, block, "reduce_scatter", dtype);
+  return call;
 }
 
 // The elements in one row of a (all of a 0-d or 1-d array's first axis counts as rows of 1).
@@ -220,38 +340,74 @@ std::size_t row_elems(const Buffer& b) {
   return n;
 }
 
-// Every rank's rows and row size, by an all_gather (so every rank can check them alike).
-std::vector<std::int64_t> rows_of_all(Communicator& c, std::int64_t rows, std::int64_t row) {
-  const std::int64_t mine[2] = {rows, row};
-  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(c.size()));
-  NoGil released;
-  c.all_gather(mine, all.data(), 2, DataType::int64);
-  return all;
+// What a rank gives gatherv's all_gather: whether its own checks failed, its root, its rows and
+// row size, and at the root the rows of its out (-1: no out; -2: not the result's row shape).
+enum GathervField { gv_failed, gv_root, gv_rows, gv_row, gv_out_rows, gv_fields };
+
+// out at the root, checked before the ranks agree as far as it can be without their rows: its
+// dtype, memory and row shape. Its rows, or -2 where its row shape is not a's.
+std::int64_t out_rows_before(const Array& out, const py::array& a, const Buffer& in, const char* op,
+                             const std::string& dtype) {
+  if (!out) return -1;
+  result_array(out, a, std::vector<py::ssize_t>(out->shape(), out->shape() + out->ndim()), op);
+  const Buffer b = as_buffer(*out, "out", true, dtype);
+  if (b.shape.empty() || !std::ranges::equal(b.shape.subspan(1), in.shape.subspan(1))) return -2;
+  return b.shape[0];
 }
 
 // Each rank's a holds rows of the same trailing shape, as many as it likes; the root gets them
-// all, in rank order, along the first axis. (The row counts go first, by an all_gather.)
+// all, in rank order, along the first axis. The ranks first all_gather their rows and the
+// outcome of their checks (a's, and the root's out's), so that every rank refuses alike.
 Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
              const std::string& dtype) {
-  const Buffer in = as_buffer(a, "a", false, dtype);
-  if (in.shape.empty()) invalid("gatherv: a needs a first axis (its rows)");
-  const std::size_t row = row_elems(in);
-  const std::vector<std::int64_t> all = rows_of_all(c, in.shape[0], static_cast<std::int64_t>(row));
+  Buffer in;
+  std::int64_t mine[gv_fields] = {0, root, 0, 0, -1};
+  const std::optional<Error> failed = failure_of([&] {
+    if (root < 0 || root >= c.size()) {
+      invalid("gatherv: root " + std::to_string(root) + " is not a rank (" +
+              std::to_string(c.size()) + " ranks)");
+    }
+    in = as_buffer(a, "a", false, dtype);
+    if (in.shape.empty()) invalid("gatherv: a needs a first axis (its rows)");
+    mine[gv_rows] = in.shape[0];
+    mine[gv_row] = static_cast<std::int64_t>(row_elems(in));
+    if (c.rank() == root) mine[gv_out_rows] = out_rows_before(out, a, in, "gatherv", dtype);
+  });
+  mine[gv_failed] = failed ? 1 : 0;
+  const auto n = static_cast<std::size_t>(c.size());
+  std::vector<std::int64_t> all(gv_fields * n);
+  {
+    NoGil released;
+    c.all_gather(mine, all.data(), gv_fields, DataType::int64);
+  }
+  const auto at = [&](int r, GathervField f) {
+    return all[gv_fields * static_cast<std::size_t>(r) + f];
+  };
+  for (int r = 0; r < c.size(); ++r) {
+    if (at(r, gv_failed)) fail_as_agreed(c, "gatherv", r, failed);
+  }
+  check_same_root(c, "gatherv", [&](int r) { return at(r, gv_root); });
+  const std::int64_t row = at(c.rank(), gv_row);
   auto counts = std::make_shared<std::vector<std::size_t>>();
   py::ssize_t total_rows = 0;
   for (int r = 0; r < c.size(); ++r) {
-    if (all[2 * r + 1] != static_cast<std::int64_t>(row)) {
+    if (at(r, gv_row) != row) {
       invalid("gatherv: rank " + std::to_string(r) + "'s rows have " +
-              std::to_string(all[2 * r + 1]) + " elements, this rank's " + std::to_string(row));
+              std::to_string(at(r, gv_row)) + " elements, this rank's " + std::to_string(row));
     }
-    counts->push_back(static_cast<std::size_t>(all[2 * r]) * row);
-    total_rows += all[2 * r];
+    counts->push_back(static_cast<std::size_t>(at(r, gv_rows) * row));
+    total_rows += at(r, gv_rows);
+  }
+  std::vector<py::ssize_t> shape(in.shape.begin(), in.shape.end());
+  shape[0] = total_rows;
+  const std::int64_t root_out = at(root, gv_out_rows);
+  if (root_out != -1 && root_out != total_rows) {
+    fail_at(c, "gatherv", root, [&] { result_array(out, a, shape, "gatherv"); },
+            "the root's out does not have the result's shape " + shape_text(shape));
   }
   py::object r = py::none();
   void* recv = nullptr;
   if (c.rank() == root) {
-    std::vector<py::ssize_t> shape(in.shape.begin(), in.shape.end());
-    shape[0] = total_rows;
     py::array arr = result_array(out, a, shape, "gatherv");
     recv = as_buffer(arr, "out", true, dtype).data;
     r = arr;
@@ -260,38 +416,64 @@ Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
           .dtype = in.dtype, .root = root, .counts = counts, .result = r, .input = a};
 }
 
-// What the ranks agree on before a scatterv: every rank's row size, and the root's counts and
-// whether its a holds them, all_gathered so that every rank refuses what is wrong alike.
+// What the ranks agree on before a scatterv, by one all_gather: whether each rank's own checks
+// failed, its root, its row size and its out's rows (-1: no out; -2: not a's row shape), and the
+// root's counts and whether its a holds them; so that every rank refuses what is wrong alike.
+enum ScattervField { sv_failed, sv_root, sv_row, sv_out_rows, sv_root_ok, sv_counts };
+
 struct ScattervPlan {
   std::vector<std::int64_t> rows;  // the root's counts
   std::vector<std::int64_t> row_elems;
+  std::vector<std::int64_t> out_rows;
   std::string root_error;
 };
 
-ScattervPlan agree_on_scatterv(Communicator& c, const Buffer& in, int root,
-                               const std::optional<std::vector<std::int64_t>>& counts) {
+ScattervPlan agree_on_scatterv(Communicator& c, const py::array& a, Buffer& in, int root,
+                               const std::optional<std::vector<std::int64_t>>& counts,
+                               const Array& out, const std::string& dtype) {
   const auto n = static_cast<std::size_t>(c.size());
-  std::vector<std::int64_t> mine(n + 2, 0);
-  mine[0] = static_cast<std::int64_t>(row_elems(in));
-  if (c.rank() == root) {
+  const std::size_t fields = sv_counts + n;
+  std::vector<std::int64_t> mine(fields, 0);
+  mine[sv_root] = root;
+  const std::optional<Error> failed = failure_of([&] {
+    if (root < 0 || root >= c.size()) {
+      invalid("scatterv: root " + std::to_string(root) + " is not a rank (" +
+              std::to_string(c.size()) + " ranks)");
+    }
+    in = as_buffer(a, "a", false, dtype);
+    if (in.shape.empty()) invalid("scatterv: a needs a first axis (its rows)");
+    mine[sv_row] = static_cast<std::int64_t>(row_elems(in));
+    mine[sv_out_rows] = out_rows_before(out, a, in, "scatterv", dtype);
+  });
+  mine[sv_failed] = failed ? 1 : 0;
+  if (!failed && c.rank() == root) {
     std::int64_t sum = 0;
     const bool fits = counts && counts->size() == n;
     for (std::size_t r = 0; fits && r < n; ++r) {
-      mine[r + 2] = (*counts)[r];
+      mine[sv_counts + r] = (*counts)[r];
       sum += (*counts)[r] < 0 ? -(1LL << 62) : (*counts)[r];
     }
-    mine[1] = fits && sum == in.shape[0] ? 1 : 0;
+    mine[sv_root_ok] = fits && sum == in.shape[0] ? 1 : 0;
   }
-  std::vector<std::int64_t> all(n * (n + 2));
+  std::vector<std::int64_t> all(n * fields);
   {
     NoGil released;
-    c.all_gather(mine.data(), all.data(), n + 2, DataType::int64);
+    c.all_gather(mine.data(), all.data(), fields, DataType::int64);
   }
+  const auto at = [&](int r, std::size_t f) {
+    return all[static_cast<std::size_t>(r) * fields + f];
+  };
+  for (int r = 0; r < c.size(); ++r) {
+    if (at(r, sv_failed)) fail_as_agreed(c, "scatterv", r, failed);
+  }
+  check_same_root(c, "scatterv", [&](int r) { return at(r, sv_root); });
   ScattervPlan plan;
-  const std::int64_t* at_root = all.data() + static_cast<std::size_t>(root) * (n + 2);
-  plan.rows.assign(at_root + 2, at_root + 2 + n);
-  for (std::size_t r = 0; r < n; ++r) plan.row_elems.push_back(all[r * (n + 2)]);
-  if (at_root[1] == 0) {
+  for (std::size_t r = 0; r < n; ++r) {
+    plan.rows.push_back(at(root, sv_counts + r));
+    plan.row_elems.push_back(at(static_cast<int>(r), sv_row));
+    plan.out_rows.push_back(at(static_cast<int>(r), sv_out_rows));
+  }
+  if (at(root, sv_root_ok) == 0) {
     plan.root_error = "scatterv: the root's counts must give each of the " + std::to_string(n) +
                       " ranks its rows (none negative), summing to the rows of its a";
   }
@@ -303,10 +485,8 @@ ScattervPlan agree_on_scatterv(Communicator& c, const Buffer& in, int root,
 Call scatterv(Communicator& c, const py::array& a,
               const std::optional<std::vector<std::int64_t>>& counts, int root, const Array& out,
               const std::string& dtype) {
-  const Buffer in = as_buffer(a, "a", false, dtype);
-  if (in.shape.empty()) invalid("scatterv: a needs a first axis (its rows)");
-  if (root < 0 || root >= c.size()) invalid("scatterv: root " + std::to_string(root) + " is not a rank");
-  const ScattervPlan plan = agree_on_scatterv(c, in, root, counts);
+  Buffer in;
+  const ScattervPlan plan = agree_on_scatterv(c, a, in, root, counts, out, dtype);
   if (!plan.root_error.empty()) invalid(plan.root_error);
   for (int r = 0; r < c.size(); ++r) {
     if (plan.row_elems[r] != plan.row_elems[root]) {
@@ -315,12 +495,20 @@ Call scatterv(Communicator& c, const py::array& a,
               std::to_string(plan.row_elems[root]));
     }
   }
+  std::vector<py::ssize_t> shape(in.shape.begin(), in.shape.end());
+  shape[0] = plan.rows[static_cast<std::size_t>(c.rank())];
+  for (int r = 0; r < c.size(); ++r) {
+    const std::int64_t has = plan.out_rows[r];
+    if (has != -1 && has != plan.rows[r]) {
+      fail_at(c, "scatterv", r, [&] { result_array(out, a, shape, "scatterv"); },
+              "its out does not have the shape of the " + std::to_string(plan.rows[r]) +
+                  " rows the root's counts give it");
+    }
+  }
   auto send_counts = std::make_shared<std::vector<std::size_t>>();
   for (std::int64_t rows : plan.rows) {
     send_counts->push_back(static_cast<std::size_t>(rows) * row_elems(in));
   }
-  std::vector<py::ssize_t> shape(in.shape.begin(), in.shape.end());
-  shape[0] = plan.rows[static_cast<std::size_t>(c.rank())];
   py::array r = result_array(out, a, shape, "scatterv");
   const Buffer res = as_buffer(r, "out", true, dtype);
   const void* send = c.rank() == root ? in.data : nullptr;
@@ -346,9 +534,14 @@ class PyRequest {
       NoGil released;
       request_.wait();
     }
+    raise_after(call_);
     return call_.result;
   }
-  bool test() { return request_.test(); }
+  bool test() {
+    const bool done = request_.test();
+    if (done) raise_after(call_);
+    return done;
+  }
 
  private:
   Request request_;
@@ -361,6 +554,7 @@ py::object run(Communicator& c, const Call& call) {
     NoGil released;
     run_call(c, call);
   }
+  raise_after(call);
   return call.result;
 }
 
@@ -393,6 +587,13 @@ void bind_call(py::class_<Communicator>& cls, const std::string& name,
 }  // namespace
 
 void add_communicator(py::module_& m) {
+  // Registered before the methods that return it, so that their signatures name synk.Request
+  // rather than the C++ type.
+  py::class_<PyRequest>(m, "Request",
+                        "A started collective (comm.iall_reduce, ...): wait() returns its "
+                        "result; the arrays stay synk's until then.")
+      .def("wait", &PyRequest::wait, "Waits for the call (without the GIL); returns its result.")
+      .def("test", &PyRequest::test, "Whether the call has ended; never blocks.");
   py::class_<Communicator> cls(m, "Communicator", "A group of ranks and the collectives they run.",
                                py::dynamic_attr());
   cls
@@ -433,11 +634,6 @@ void add_communicator(py::module_& m) {
   bind_call(cls, "reduce_scatter", &reduce_scatter, a, py::arg("op") = "sum", py::kw_only(), out,
             dtype);
   add_fast_all_reduce(cls);
-  py::class_<PyRequest>(m, "Request",
-                        "A started collective (comm.iall_reduce, ...): wait() returns its "
-                        "result; the arrays stay synk's until then.")
-      .def("wait", &PyRequest::wait, "Waits for the call (without the GIL); returns its result.")
-      .def("test", &PyRequest::test, "Whether the call has ended; never blocks.");
 }
 
 }  // namespace synk::python

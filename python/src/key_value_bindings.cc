@@ -78,7 +78,15 @@ class PyKeyValue {
  public:
   PyKeyValue(Communicator& comm, const py::object& updater) : updater_(updater) {
     KeyValueOptions options;
-    if (!updater.is_none()) options.updater = updater.cast<std::shared_ptr<Updater>>();
+    if (!updater.is_none()) {
+      if (!py::isinstance<Updater>(updater)) {
+        const auto type = py::str(py::type::of(updater).attr("__name__")).cast<std::string>();
+        throw py::type_error("KeyValue(comm, updater): updater must be None or a synk.Updater "
+                             "(an instance of a subclass defining update(key, grad, weights)), "
+                             "not " + type);
+      }
+      options.updater = updater.cast<std::shared_ptr<Updater>>();
+    }
     NoGil released;
     kv_ = std::make_unique<KeyValue>(comm, options);
   }

@@ -66,5 +66,23 @@ def check_root(comm, who, root):
 
 
 def dtype_code(dtype):
-    """A number per dtype, the same on every rank (for an all_reduce that compares them)."""
-    return ord(dtype.kind) * 1000 + dtype.itemsize
+    """A number per dtype, the same on every rank (for an all_reduce that compares them). Byte
+    order counts: '>f4' and '<f4' are other numbers in the same bytes."""
+    return (ord(dtype.kind) * 1000 + dtype.itemsize) * 2 + (not dtype.isnative)
+
+
+def byte_order_problem(dtype, name="value"):
+    """Why synk cannot take an array of `dtype` (named `name`): not in this machine's byte order,
+    in which synk reads every array (a dtype of single bytes has none); None where it can."""
+    if dtype.isnative:
+        return None
+    return ("%s has dtype %s, which is not in this machine's byte order: synk would read other "
+            "numbers. Pass %s.astype(%s.dtype.newbyteorder('=')) instead"
+            % (name, dtype.str, name, name))
+
+
+def check_native(dtype, who, name="value"):
+    """InvalidArgument "<who>: <why>" where byte_order_problem finds one."""
+    why = byte_order_problem(dtype, name)
+    if why is not None:
+        raise error(_synk.InvalidArgument, "%s: %s" % (who, why))

@@ -115,6 +115,8 @@ class Function:
         arrays = []
         for j, (mode, v) in enumerate(zip(self._collect, outputs)):
             v = np.array(v, order="C", copy=True)
+            if not v.dtype.isnative:  # the same numbers in this machine's byte order, for synk
+                v = v.astype(v.dtype.newbyteorder("="))
             if v.dtype.kind == "b":
                 v = v.astype(np.int64)  # a count of what was true
             if v.dtype.kind not in "iuf":

@@ -5,7 +5,7 @@ import numpy as np
 
 from . import _synk
 from . import _batch
-from ._agree import bcast_object, check_root, dtype_code, error, first_failure
+from ._agree import bcast_object, byte_order_problem, check_native, check_root, dtype_code, error, first_failure
 from ._model import driven, registry
 
 
@@ -16,6 +16,14 @@ class Shared:
     def __init__(self, value=None, *, dtype=None, comm=None, name=None):
         reg = registry(comm)
         self._registry = reg
+        # Refused before the workers hear of it (set_local refuses it too).
+        if dtype is not None and not np.dtype(dtype).isnative:
+            raise error(_synk.InvalidArgument,
+                        "Shared: dtype=%r is not in this machine's byte order: synk would read "
+                        "other numbers. Pass dtype=np.dtype(%r).newbyteorder('=') instead"
+                        % (np.dtype(dtype).str, np.dtype(dtype).str))
+        if dtype is None and isinstance(getattr(value, "dtype", None), np.dtype):
+            check_native(value.dtype, "Shared")
         if reg.drives():  # made by the master alone: the workers make it with its value
             reg.driver.drive(("new", Shared, dict(value=value, dtype=dtype, name=name)),
                              lambda: self._make(value, dtype, name))
@@ -59,8 +67,11 @@ class Shared:
         return self._value.dtype
 
     def set_local(self, value, dtype=None):
-        """This rank's value becomes a C-contiguous copy of `value`."""
-        self._value = np.array(value, dtype=dtype, order="C", copy=True)
+        """This rank's value becomes a C-contiguous copy of `value`, of a dtype in this machine's
+        byte order (another is an InvalidArgument: synk would read other numbers)."""
+        value = np.array(value, dtype=dtype, order="C", copy=True)
+        check_native(value.dtype, "Shared")
+        self._value = value
 
     # ---- collectives ----
 
@@ -75,6 +86,7 @@ class Shared:
         if value is not None and self._comm.rank == root:
             try:
                 mine = np.array(value, order="C", copy=True)
+                refused = byte_order_problem(mine.dtype)
             except Exception as e:  # noqa: BLE001 - refused on every rank, below
                 refused = "%s" % e
         self._value = self._from_root(mine, root, "broadcast", refused)  # unchanged if refused
@@ -142,6 +154,7 @@ class Shared:
         mine, value = None, None
         try:
             value = np.array(data.take(batch), order="C", copy=True)
+            check_native(value.dtype, self._who("scatter"), "data")
         except Exception as e:  # noqa: BLE001 - every rank hears of it below
             mine = e
         failed = first_failure(self._comm, mine is not None,
@@ -168,6 +181,7 @@ class Shared:
         if self._comm.rank == 0:
             try:
                 given = np.array(value, order="C", copy=True)
+                refused = byte_order_problem(given.dtype)
             except Exception as e:  # noqa: BLE001 - refused on every rank, below
                 refused = "%s" % e
         got = self._from_root(given, 0, "set_value", refused)

@@ -116,3 +116,71 @@ def test_split(comm):
                                    reverse=True)
     assert comm.local_rank == comm.rank and comm.node == 0 and comm.num_nodes == 1
     assert comm.backend in ("shm", "mpi", "hier")
+
+
+def test_out_of_an_equal_dtype_of_another_name(comm):
+    """np.longlong is int64 on this platform, but not NumPy's int64 object: out is taken."""
+    alias = np.dtype(np.longlong)
+    if alias != np.dtype(np.int64) or alias is np.dtype(np.int64):
+        pytest.skip("longlong is not a second int64 here")
+    n = comm.size
+    a = np.arange(2 * n, dtype=np.int64)
+    mine = a[2 * comm.rank:2 * comm.rank + 2]  # this rank's block of a
+    got = comm.all_gather(a, out=np.empty((n, 2 * n), alias))
+    assert got.dtype == alias
+    np.testing.assert_array_equal(got, np.tile(a, (n, 1)))
+    got = comm.gather(a, out=np.empty((n, 2 * n), alias) if comm.rank == 0 else None)
+    if comm.rank == 0:
+        np.testing.assert_array_equal(got, np.tile(a, (n, 1)))
+    np.testing.assert_array_equal(comm.reduce_scatter(a, out=np.empty(2, alias)), mine * n)
+    np.testing.assert_array_equal(comm.scatter(a.reshape(n, 2), out=np.empty(2, alias)), mine)
+    rows = a.reshape(-1, 1)[:comm.rank + 1]
+    out = np.empty((n * (n + 1) // 2, 1), alias) if comm.rank == 0 else None
+    got = comm.gatherv(rows, out=out)
+    if comm.rank == 0:
+        expected = np.concatenate([np.arange(r + 1) for r in range(n)])
+        np.testing.assert_array_equal(got.ravel(), expected)
+    got = comm.scatterv(a.reshape(-1, 1), [2] * n if comm.rank == 0 else None,
+                        out=np.empty((2, 1), alias))
+    np.testing.assert_array_equal(got.ravel(), mine)
+    # A dtype that differs is still refused, and named as it is.
+    with pytest.raises(synk.InvalidArgument, match="out has dtype int32 but the input has int64"):
+        comm.all_gather(a, out=np.empty((n, 2 * n), np.int32))
+
+
+# An out that does not fit on one rank: that rank takes part into a new array and raises once
+# the call has ended (at wait() for a started call); the others get their results, in step.
+BAD_OUT_CALLS = {
+    "all_reduce": lambda c, a, out, i: getattr(c, i + "all_reduce")(a, "sum", out=out),
+    "reduce": lambda c, a, out, i: getattr(c, i + "reduce")(a, "sum", c.size - 1, out=out),
+    "all_gather": lambda c, a, out, i: getattr(c, i + "all_gather")(a, out=out),
+    "reduce_scatter": lambda c, a, out, i: getattr(c, i + "reduce_scatter")(a, "sum", out=out),
+    "scatter": lambda c, a, out, i: getattr(c, i + "scatter")(a, 0, out=out),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_OUT_CALLS))
+@pytest.mark.parametrize("started", [False, True])
+def test_a_bad_out_on_one_rank_raises_there_after_the_call(comm, name, started):
+    call = BAD_OUT_CALLS[name]
+    at_fault = comm.size - 1
+    a = (np.arange(2.0 * comm.size) + comm.rank).reshape(comm.size, 2)
+    expected = call(comm, a.copy(), None, "")  # the blocking call's result is the reference
+    bad = np.empty(3 * comm.size + 1)  # no collective's result has this shape
+    out = bad if comm.rank == at_fault else None
+
+    def run():
+        r = call(comm, a.copy(), out, "i" if started else "")
+        return r.wait() if started else r
+
+    if comm.rank == at_fault:
+        with pytest.raises(synk.InvalidArgument, match="out"):
+            run()
+    else:
+        got = run()
+        if expected is None:
+            assert got is None
+        else:
+            np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(comm.all_gather(np.array([comm.rank])).ravel(),
+                                  np.arange(comm.size))

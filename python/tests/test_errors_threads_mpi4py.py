@@ -1,4 +1,6 @@
 """Errors as Python exceptions, the GIL released during a call, and mpi4py communicators."""
+import re
+import sys
 import threading
 import time
 
@@ -96,6 +98,71 @@ def test_adopts_a_split_mpi4py_communicator(comm):
     part.Free()
 
 
-def test_refuses_what_is_not_an_mpi4py_communicator():
-    with pytest.raises(synk.InvalidArgument, match="mpi4py communicator"):
-        synk.Communicator(42)
+@pytest.mark.parametrize("comm_arg", [42, "world", object()])
+def test_refuses_what_is_not_an_mpi4py_communicator(comm_arg):
+    with pytest.raises(TypeError, match="comm must be None .* or an mpi4py communicator"):
+        synk.Communicator(comm_arg)
+
+
+def test_a_key_value_updater_of_another_type_is_a_type_error(comm):
+    with pytest.raises(TypeError, match="updater must be None or a synk.Updater"):
+        synk.KeyValue(comm, object())
+    comm.barrier()  # refused before the KeyValue's collective start, on every rank alike
+
+
+def test_started_calls_name_the_python_request_class():
+    for name in ("iall_reduce", "ibroadcast", "igatherv", "iscatterv"):
+        doc = getattr(synk.Communicator, name).__doc__
+        assert doc.splitlines()[0].endswith("-> synk._synk.Request"), doc
+        assert "::" not in doc, doc
+
+
+# The other byte order than this machine's: '>' on x86. synk would read other numbers in it.
+FOREIGN = ">" if sys.byteorder == "little" else "<"
+
+
+@pytest.mark.parametrize("code", ["f2", "f4", "f8", "i4", "u4", "i8", "u8"])
+def test_a_foreign_byte_order_is_refused(comm, code):
+    foreign = np.dtype(FOREIGN + code)
+    native = foreign.newbyteorder("=")
+    a = np.arange(1, 4).astype(foreign)
+    calls = [
+        (lambda: comm.all_reduce(a), "a has dtype"),
+        (lambda: comm.iall_reduce(a), "a has dtype"),
+        (lambda: comm.broadcast(a), "a has dtype"),
+        (lambda: comm.all_gather(a), "a has dtype"),
+        (lambda: comm.gather(a), "a has dtype"),
+        (lambda: comm.gatherv(a), "a has dtype"),
+        (lambda: comm.scatterv(a, [3] + [0] * (comm.size - 1)), "a has dtype"),
+        (lambda: comm.all_reduce(np.arange(3).astype(native), out=np.empty(3, foreign)),
+         "out has dtype"),
+        (lambda: comm.all_gather(np.arange(3).astype(native),
+                                 out=np.empty((comm.size, 3), foreign)), "out has dtype"),
+        (lambda: comm.reduce(np.arange(3).astype(foreign)), "a has dtype"),
+    ]
+    for call, text in calls:
+        with pytest.raises(synk.InvalidArgument, match=text + " " + re.escape(foreign.str) +
+                           ".*byte order.*newbyteorder"):
+            call()
+    # Only the root has an out: it takes part in the reduce, then raises.
+    if comm.rank == 0:
+        with pytest.raises(synk.InvalidArgument, match="out has dtype " + re.escape(foreign.str) +
+                           ".*byte order"):
+            comm.reduce(np.arange(3).astype(native), out=np.empty(3, foreign))
+    else:
+        comm.reduce(np.arange(3).astype(native))
+    comm.barrier()
+    # The same numbers in this machine's order are taken, and summed right.
+    np.testing.assert_array_equal(comm.all_reduce(a.astype(native)), np.arange(1, 4) * comm.size)
+
+
+def test_a_foreign_bfloat16_is_refused(comm):
+    bits = np.full(2, 0x3F80, np.dtype(FOREIGN + "u2"))
+    with pytest.raises(synk.InvalidArgument, match="byte order"):
+        comm.all_reduce(bits, dtype="bfloat16")
+    comm.barrier()
+
+
+def test_single_bytes_have_no_byte_order(comm):
+    a = np.array([1, 2], np.dtype(FOREIGN + "u1"))  # NumPy makes it '|u1'
+    np.testing.assert_array_equal(comm.all_reduce(a), np.array([1, 2]) * comm.size)

@@ -1,5 +1,7 @@
 """synk.Function: a batch of Data rows split over the ranks and their slices, each output
 collected by its mode, checked against the same computed with NumPy."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -265,6 +267,17 @@ def test_a_bool_output_counts(comm):
     f = synk.Function(lambda r: r[:, 0] > 3, collect="gather", comm=comm)
     got = f(x, to_all=True)
     np.testing.assert_array_equal(got, (VALUE[:, 0] > 3).astype(np.int64))
+
+
+@pytest.mark.parametrize("collect", ["sum", "gather"])
+def test_outputs_in_a_foreign_byte_order_are_the_same_numbers(comm, collect):
+    foreign = (">" if sys.byteorder == "little" else "<") + "f8"
+    x = synk.Data(VALUE if comm.rank == 0 else None, comm=comm)
+    f = synk.Function(lambda r: r.astype(foreign).sum(axis=0) if collect == "sum" else
+                      r.astype(foreign), collect=collect, comm=comm)
+    got = f(x, to_all=True)
+    assert got.dtype.isnative
+    np.testing.assert_array_equal(got, VALUE.sum(axis=0) if collect == "sum" else VALUE)
 
 
 def test_no_outputs(comm):

@@ -1,11 +1,15 @@
 """synk.KeyValue: push and pull by key on NumPy arrays, update on the owner, callbacks, and the
 errors of a bad array or a failing Updater, with exact values on every rank."""
+import sys
 import threading
 
 import numpy as np
 import pytest
 
 import synk
+
+
+FOREIGN_F4 = (">" if sys.byteorder == "little" else "<") + "f4"  # not this machine's order
 
 
 def triangle(n):
@@ -106,6 +110,11 @@ def test_update_on_the_owner(comm):
     (lambda kv: kv.push(1, np.ones(4, np.float32)), "holds 3 float32, but a has 4"),
     (lambda kv: kv.push(1, np.ones(3, np.float64)), "but a has 3 float64"),
     (lambda kv: kv.pull(1, np.ones((3, 2), np.float32)[:, 0]), "not C-contiguous"),
+    (lambda kv: kv.push(1, np.ones(3, FOREIGN_F4)), "a has dtype .f4, which is not in this "
+                                                     "machine's byte order"),
+    (lambda kv: kv.pull(1, np.ones(3, FOREIGN_F4)), "out has dtype .f4, which is not in this "
+                                                     "machine's byte order"),
+    (lambda kv: kv.init_key(2, np.ones(3, FOREIGN_F4)), "weights has dtype .f4, which is not"),
 ])
 def test_bad_arrays_are_refused_before_anything_starts(comm, call, text):
     with synk.KeyValue(comm) as kv:

@@ -1,4 +1,6 @@
 """synk.Shared: each rank's own array, and collectives over the ranks' values."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -355,3 +357,24 @@ def test_a_root_value_numpy_refuses_fails_on_every_rank(comm):
         with pytest.raises(synk.InvalidArgument, match="Shared 'big' .*rank 0's value"):
             call([[1.0, 2.0], [3.0]] if comm.rank == 0 else None)  # ragged: NumPy refuses it
     np.testing.assert_array_equal(s.value, np.zeros(2))
+
+
+FOREIGN_F4 = (">" if sys.byteorder == "little" else "<") + "f4"  # not this machine's order
+
+
+def test_a_value_in_a_foreign_byte_order_is_refused(comm):
+    """synk would read other numbers: refused wherever a value comes in, never summed wrong."""
+    with pytest.raises(synk.InvalidArgument, match="Shared: value has dtype .f4, which is not "
+                                                   "in this machine's byte order"):
+        synk.Shared(np.array([1.5, 2.0], FOREIGN_F4), comm=comm)
+    with pytest.raises(synk.InvalidArgument, match="dtype=.*byte order"):
+        synk.Shared([1.5, 2.0], dtype=FOREIGN_F4, comm=comm)
+    s = synk.Shared(np.array([1.5, 2.0], np.float32), comm=comm)
+    with pytest.raises(synk.InvalidArgument, match="byte order"):
+        s.value = np.array([1.5, 2.0], FOREIGN_F4)
+    with pytest.raises(synk.InvalidArgument, match="rank 0's value: value has dtype .f4.*byte order"):
+        s.broadcast(np.array([1.0, 2.0], FOREIGN_F4) if comm.rank == 0 else None)  # every rank
+    with pytest.raises(synk.InvalidArgument, match="rank 0's value: value has dtype .f4.*byte order"):
+        s.set_value(comm.size - 1, np.array([1.0, 2.0], FOREIGN_F4))
+    s.all_reduce("sum")  # nothing refused changed the value
+    np.testing.assert_array_equal(s.value, np.array([1.5, 2.0]) * comm.size)
