@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <thread>
 #include <vector>
 
@@ -195,6 +196,57 @@ TEST_F(ShmFaults, ArgumentsRejectedOnOneRankFailTheCallEverywhere) {
     EXPECT_THAT(out[r].message,
                 HasSubstr("gatherv: rank 0 rejected its arguments: gatherv: recv_counts has 2"));
   }
+}
+
+// Rank 1 rejects a large scatter, which rank 0 begins by cross-memory attach (a step begun with
+// settle, where a rejection's begins with next_step): afterwards both still pick the same slots,
+// so slot calls stay exact (they read the other set, stale data, with no error).
+TEST_F(ShmFaults, ARejectionAgainstACrossMemoryAttachLeavesTheSlotsInStep) {
+  HarnessOptions opt;
+  opt.cma_min_bytes = 1;  // every eligible call by cross-memory attach
+  const auto out = run_ranks(2, opt, [](Group& g, auto report) {
+    constexpr std::size_t kBlock = 1 << 18;  // floats a rank: 1 MiB
+    std::vector<float> send(2 * kBlock, 1.0f), recv(kBlock);
+    int rc = g.rank() == 1 ? expect_error(ErrorCode::InvalidArgument, report, [&] {
+      g.reject(detail::Collective::scatter, ErrorCode::InvalidArgument, "scatter: recv is null");
+    })
+                           : expect_error(ErrorCode::Remote, report, [&] {
+                               scatter(g, send.data(), recv.data(), kBlock, DataType::float32, 0);
+                             });
+    std::vector<float> mine(20000), all(40000);  // 80 KB a rank: the slots
+    for (int call = 0; call < 6 && rc == 0; ++call) {
+      std::fill(mine.begin(), mine.end(), static_cast<float>(100 * call + g.rank()));
+      all_gather(g, mine.data(), all.data(), mine.size(), DataType::float32);
+      for (int r = 0; r < 2; ++r) {
+        if (all[static_cast<std::size_t>(r) * mine.size() + 7] != 100.0f * call + r) rc = 2;
+      }
+    }
+    return rc;
+  });
+  for (int r : {0, 1}) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
+// Rank 0 waits for rank 1, alive but elsewhere, while rank 2 has died: the call can never end,
+// and the error names rank 2 at once, not rank 1 after SYNK_TIMEOUT.
+TEST_F(ShmFaults, ARankThatDiedIsNamedWhileAnotherIsWaitedFor) {
+  HarnessOptions opt;
+  opt.timeout_s = 30;
+  const auto out = run_ranks(3, opt, [](Group& g, auto report) {
+    if (g.rank() == 2) raise(SIGKILL);
+    if (g.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(4));  // alive, but never calls
+      return 0;
+    }
+    std::vector<double> v(10, 1.0);
+    return expect_error(ErrorCode::Remote, report, [&] {
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+    });
+  });
+  EXPECT_TRUE(out[2].killed);
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_THAT(out[0].message, HasSubstr("all_reduce: rank 2 (pid "));
+  EXPECT_THAT(out[0].message, HasSubstr("died; rank 0 was waiting for it"));
+  EXPECT_LT(out[0].seconds, 3.0);
 }
 
 // Four ranks on two cores: spinning ranks must yield, and every result stays exact.

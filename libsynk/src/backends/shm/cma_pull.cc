@@ -136,14 +136,16 @@ void CmaPull::finish() {
       // The peer died after it posted this sync (a root waiting for its pullers, killed):
       // the same error every other rank's liveness check gives, naming the dead rank.
       steps_.mark_broken();
-      throw Error(ErrorCode::Remote,
-                  std::string(steps_.op_name()) + ": rank " + std::to_string(other) + " (pid " +
-                      std::to_string(steps_.peer_pid(other)) + ") died; rank " + std::to_string(q) +
-                      " could not copy from it (process_vm_readv: " + std::strerror(err) + ")");
+      throw Error(ErrorCode::Remote, std::string(steps_.op_name()) + ": rank " +
+                                         std::to_string(steps_.job_rank(other)) + " (pid " +
+                                         std::to_string(steps_.peer_pid(other)) + ") died; rank " +
+                                         std::to_string(steps_.job_rank(q)) +
+                                         " could not copy from it (process_vm_readv: " +
+                                         std::strerror(err) + ")");
     }
-    const std::string what = std::string(steps_.op_name()) + ": rank " + std::to_string(q) +
-                             " could not copy from/to rank " + std::to_string(other) + ": " +
-                             std::strerror(err);
+    const std::string what = std::string(steps_.op_name()) + ": rank " +
+                             std::to_string(steps_.job_rank(q)) + " could not copy from/to rank " +
+                             std::to_string(steps_.job_rank(other)) + ": " + std::strerror(err);
     throw Error(q == steps_.rank() ? ErrorCode::System : ErrorCode::Remote, what);
   }
 }

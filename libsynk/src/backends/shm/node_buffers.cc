@@ -38,9 +38,10 @@ const unsigned char* NodeBuffers::peer_region(int peer) const {
   if (id == 0) return nullptr;
   if (id > regions_.size() || offset > regions_[id - 1].bytes) {
     throw Error(ErrorCode::Backend, std::string(steps_.op_name()) + ": rank " +
-                                        std::to_string(peer) + " offered node buffer " +
-                                        std::to_string(id - 1) + " at " + std::to_string(offset) +
-                                        ", which this rank (" + std::to_string(steps_.rank()) +
+                                        std::to_string(steps_.job_rank(peer)) +
+                                        " offered node buffer " + std::to_string(id - 1) + " at " +
+                                        std::to_string(offset) + ", which this rank (" +
+                                        std::to_string(steps_.job_rank(steps_.rank())) +
                                         ") does not have");
   }
   const Region& r = regions_[id - 1];

@@ -49,6 +49,7 @@ class StepChannel {
   static std::size_t control_bytes(int size);
 
   int rank() const { return cfg_.rank; }
+  int job_rank(int group_rank) const { return cfg_.job_rank(group_rank); }  // for messages
   int size() const { return cfg_.size; }
 
   // Every call is begin_call(), its steps, end_call(). end_call throws a mismatch of an earlier
@@ -81,7 +82,10 @@ class StepChannel {
   // Whether each post first fences the streaming stores of this call (stream_copy.h): set per
   // call by the slot arena, whose copies may stream.
   void fence_posts(bool on) { fence_posts_ = on; }
-  // Steps begun with next_step (its parity picks the slot set).
+  // The step last begun with next_step, by its number (its parity picks the slot set). A step
+  // number, not a count of data steps: every rank posts the same steps, so after a call that
+  // failed, where one rank began a step with next_step and another with settle (a rejection
+  // against a cross-memory-attach probe), the ranks still pick the same slots.
   std::uint64_t data_steps() const { return step_; }
 
   // A slot step publishes four words with each of its posts, in its entry (whose data a slot
@@ -136,6 +140,10 @@ class StepChannel {
                   const char* what);
   void decide_spin();  // once every peer has published its CPUs; until then the short spin
   bool peer_alive(int peer) const;
+  [[noreturn]] void throw_died(int peer);
+  // A peer other than `waited` that died before posting the step this rank has posted: the
+  // call can never end, and the rank waited for may be waiting for it.
+  void throw_if_a_lagging_peer_died(int waited);
   std::string describe_call(int peer, std::uint64_t step) const;
 
   GroupConfig cfg_;
@@ -148,7 +156,7 @@ class StepChannel {
   std::uint64_t reported_ = 0;  // a step whose mismatch this rank has thrown already
   std::uint64_t calls_ = 0;     // calls begun
   std::uint64_t call_first_step_ = 1;  // the first step of the current call
-  std::uint64_t step_ = 0;      // data steps begun
+  std::uint64_t step_ = 0;      // the step last begun with next_step
   bool tiny_ = false;           // this step is tiny (next_step): its data are in the StepCalls
   bool slot_step_ = false;      // this step is a slot step: post() writes words_
   bool fence_posts_ = false;

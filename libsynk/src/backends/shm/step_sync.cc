@@ -81,7 +81,7 @@ void StepChannel::next_step(bool eager, std::size_t eager_bytes) {
   // stays well ahead of what the others wait for, and they seldom look at its line.
   if (eager && checked_ < back_from(s, kEagerDepth / 2)) catch_up(seq_);
   wait_peers(back_from(s, eager ? kEagerDepth : 2), first);
-  ++step_;
+  step_ = s;
   slot_step_ = false;
   tiny_ = eager && eager_bytes <= kTinyBytes;
 }
@@ -307,14 +307,8 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, s
     sleeping = cfg_.sleep_when_waiting && now >= sleep_after;
     if (now >= next_liveness_check) {
       next_liveness_check = now + std::chrono::milliseconds(10);
-      if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) {
-        mark_broken();
-        throw Error(ErrorCode::Remote,
-                    std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
-                        " (pid " + std::to_string(block_at(blocks_, peer).pid.load()) +
-                        ") died; rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
-                        " was waiting for it");
-      }
+      if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) throw_died(peer);
+      throw_if_a_lagging_peer_died(peer);
     }
     if (warn_pending && now >= warn_at) {
       warn_pending = false;
@@ -333,6 +327,22 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, s
                       ", which has not reached this call (" + what + " " +
                       std::to_string(target) + ")");
     }
+  }
+}
+
+void StepChannel::throw_died(int peer) {
+  mark_broken();
+  throw Error(ErrorCode::Remote,
+              std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) + " (pid " +
+                  std::to_string(block_at(blocks_, peer).pid.load()) + ") died; rank " +
+                  std::to_string(cfg_.job_rank(cfg_.rank)) + " was waiting for it");
+}
+
+void StepChannel::throw_if_a_lagging_peer_died(int waited) {
+  for (int q = 0; q < cfg_.size; ++q) {
+    if (q == cfg_.rank || q == waited) continue;
+    const std::uint64_t posted = call_of(blocks_, q, seq_).step.load(std::memory_order_acquire);
+    if (posted < seq_ && !peer_alive(q)) throw_died(q);
   }
 }
 
