@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -161,6 +162,24 @@ TEST(Shared, WeightedAverageTypesAndAScatterOfABadRootValue) {
   EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
   EXPECT_THAT(message(e), HasSubstr("scatter: the root's 5 values do not fill its shape"));
   EXPECT_EQ(s.value().size(), comm.rank() == 0 ? 5u : 4u);
+}
+
+// A value resized by hand on one rank (the last, not the root) cannot be gathered: every rank
+// says so, naming it, rather than the root failing alone while the others wait in gatherv.
+TEST(Shared, AGatherOfAValueResizedByHandIsAnErrorOnEveryRank) {
+  Communicator& comm = world();
+  const int last = comm.size() - 1;
+  Shared<float> s(comm, "s", {1, 2, 3, 4}, {2, 2});
+  if (comm.rank() == last) s.value().push_back(5);
+  for (const auto& call : std::vector<std::function<void()>>{[&] { s.gather(); },
+                                                             [&] { s.all_gather(); }}) {
+    const auto e = caught(call);
+    EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);
+    EXPECT_THAT(message(e), HasSubstr("gather: rank " + std::to_string(last) +
+                                      "'s 5 values do not fill its shape of 4"));
+  }
+  if (comm.rank() == last) s.value().pop_back();
+  EXPECT_EQ(s.gather().size(), comm.rank() == 0 ? 4u * comm.size() : 0u);
 }
 
 // A value that does not fill its shape, given on rank 0 to broadcast or set_value: rank 0 threw

@@ -187,7 +187,7 @@ class Shared {
   static constexpr std::size_t kMaxDims = 8;
 
   std::vector<T> gather_here(int nd_up, int root, Shape* out_shape) {
-    const std::vector<Shape> shapes = get_shapes_here();
+    const std::vector<Shape> shapes = get_shapes_here("gather");
     const Shape joined = join(shapes, nd_up);
     std::vector<std::size_t> counts(shapes.size());
     for (std::size_t r = 0; r < shapes.size(); ++r) counts[r] = elems(shapes[r]);
@@ -253,14 +253,28 @@ class Shared {
       shape_ = std::move(carrier.shape_);
     }
   }
-  std::vector<Shape> get_shapes_here() {
-    const std::vector<std::uint64_t> mine = encode(shape_);
+  // Every rank's shape. For a call that sends the values (`sending`, its name), a rank whose
+  // value() was resized by hand, so that it no longer fills its shape, is refused on every
+  // rank: its record says so, with both sizes, instead of its shape.
+  std::vector<Shape> get_shapes_here(const char* sending = nullptr) {
+    static constexpr std::uint64_t kUnfilled = ~std::uint64_t{0};
+    std::vector<std::uint64_t> mine = encode(shape_);
+    if (sending != nullptr && value_.size() != elems(shape_)) {
+      mine = {kUnfilled, value_.size(), elems(shape_)};
+      mine.resize(kMaxDims + 1, 0);
+    }
     std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(comm_->size()));
     comm_->all_gather(mine.data(), all.data(), mine.size(), DataType::uint64);
     std::vector<Shape> shapes;
     for (int r = 0; r < comm_->size(); ++r) {
-      shapes.push_back(decode({all.begin() + static_cast<std::ptrdiff_t>(r * kMaxDims + r),
-                               all.begin() + static_cast<std::ptrdiff_t>((r + 1) * (kMaxDims + 1))}));
+      const auto at = all.begin() + static_cast<std::ptrdiff_t>(r * (kMaxDims + 1));
+      if (*at == kUnfilled) {
+        throw Error(ErrorCode::InvalidArgument,
+                    "Shared '" + name_ + "': " + sending + ": rank " + std::to_string(r) + "'s " +
+                        std::to_string(at[1]) + " values do not fill its shape of " +
+                        std::to_string(at[2]) + " (was value() resized by hand?)");
+      }
+      shapes.push_back(decode({at, at + static_cast<std::ptrdiff_t>(kMaxDims + 1)}));
     }
     return shapes;
   }
