@@ -5,10 +5,13 @@
 //   body:   the last rank dies inside the callable of a master-driven call
 //   idle:   the last rank dies while the master is in its serial part
 //   master: the master dies in its serial part; the workers must not serve forever
+//   late:   no rank dies: the last one is late in a call, past SYNK_TIMEOUT (1 s here), so the
+//           call fails on the master alone; its close() must still release the workers
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <string>
@@ -74,15 +77,57 @@ void expect_error(Verdict& v, const std::string& what, const std::function<void(
   }
 }
 
+// Mode late: the master's call times out while the last rank is still in its body; close()
+// after it must not throw, and every worker's serve() must return (false) once back from it.
+int run_late(synk::Communicator& comm, Verdict& v) {
+  const int me = comm.rank(), late = comm.size() - 1;
+  synk::Data<float> x(comm, {8, 2});
+  if (me == 0) std::printf("worker_death: Data segment %s\n", x.segment_name().c_str());
+  synk::Function<float> step(comm, "step", {synk::Collect::sum},
+                             [&](const synk::SliceInputs<float>& in) {
+                               if (me == late) std::this_thread::sleep_for(std::chrono::seconds(2));
+                               return synk::Function<float>::Outputs{{static_cast<float>(in.rows)}};
+                             });
+  synk::Distributed dist(comm);
+  dist.add(step);
+  dist.add("x", x);
+  const auto t0 = Clock::now();
+  if (me != 0) {
+    try {
+      v.expect(!dist.serve(), "serve() returned true on a worker");
+    } catch (const std::exception& e) {
+      v.expect(false, std::string("serve() threw: ") + e.what());
+    }
+    v.expect(since(t0) < kBoundS, "serve() took " + std::to_string(since(t0)) + " s");
+    return v.report();
+  }
+  dist.serve();
+  expect_error(v, "the call rank " + std::to_string(late) + " is late in",
+               [&] { dist.call(step, {"x"}); }, ErrorCode::Timeout, {"SYNK_TIMEOUT"});
+  try {
+    dist.close();
+  } catch (const std::exception& e) {
+    v.expect(false, std::string("close() after the timeout threw: ") + e.what());
+  }
+  // mpiexec ends the job once a rank that met a timeout exits: the workers report first.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  return v.report();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "body";
-  if (mode != "body" && mode != "idle" && mode != "master") {
-    std::fprintf(stderr, "usage: worker_death_test body|idle|master\n");
+  if (mode != "body" && mode != "idle" && mode != "master" && mode != "late") {
+    std::fprintf(stderr, "usage: worker_death_test body|idle|master|late\n");
     return 2;
   }
+  if (mode == "late") setenv("SYNK_TIMEOUT", "1", 1);  // every rank, before synk reads it
   synk::Communicator comm;
+  if (mode == "late") {
+    Verdict late(comm.rank());
+    return run_late(comm, late);
+  }
   const int n = comm.size(), me = comm.rank();
   const int victim = mode == "master" ? 0 : n - 1;
   Verdict v(me);

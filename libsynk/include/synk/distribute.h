@@ -182,7 +182,9 @@ class Distributed final : private detail::DriveHook {
   void drive(detail::DrivenOp op, const std::string& name, const detail::DrivenArgs& args,
              const std::function<void()>& here, const detail::DrivenRows* rows) override;
   std::string name_of_data(const void* data) const;
-  void check_driving(const char* what) const;
+  // Throws InvalidUsage where `what` cannot be driven now; `after_unfinished`: even after a
+  // request that failed on the master alone (close).
+  void check_driving(const char* what, bool after_unfinished = false) const;
   void check_data_request(const std::string& name);
   void check_result_reaches_master(detail::DrivenOp op, const std::string& name,
                                    const detail::DrivenArgs& args) const;

@@ -120,7 +120,9 @@ void Distributed::close() {
   // A worker's serve() has returned by then: its close() does nothing (before serve() an error).
   if (!is_master() && state_ != State::closed) check_driving("close");
   if (!failure_.empty() || state_ == State::closed) return;  // a second close does nothing
-  check_driving("close");
+  // After a request that failed on the master alone the close still goes: it travels as a
+  // message, which no collective can take, and the workers read it once back from that request.
+  check_driving("close", /*after_unfinished=*/true);
   Message m;
   m.kind = Kind::close;
   state_ = State::closed;
@@ -255,7 +257,7 @@ Distributed::Message Distributed::object_request(detail::DrivenOp op, const std:
 // Requests come from the master, between serve() and close(): anything else would wait for
 // ranks that are not listening (a worker's request hung; the master's before serve() or after
 // close() ran into SYNK_TIMEOUT).
-void Distributed::check_driving(const char* what) const {
+void Distributed::check_driving(const char* what, bool after_unfinished) const {
   std::string why;
   if (!failure_.empty() && state_ == State::setup) {
     why = "cannot follow a serve() that failed (" + failure_ + ")";
@@ -269,7 +271,7 @@ void Distributed::check_driving(const char* what) const {
   } else if (driving_) {
     why = "is made inside another request (a Function body on the master): the workers are in "
           "that request, and this one would reach them only after it";
-  } else if (!unfinished_.empty()) {
+  } else if (!unfinished_.empty() && !after_unfinished) {
     why = "cannot follow a request that failed on the master alone (" + unfinished_ +
           "): the workers may still be inside it";
   }
