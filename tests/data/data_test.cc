@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -33,6 +34,8 @@ TEST(Batch, SelectionsAndErrors) {
   EXPECT_FALSE(s.contiguous());
   EXPECT_TRUE(Batch::slice(2, 5).select(10).contiguous());
   EXPECT_EQ(Batch::slice(5, 2).select(10).size(), 0u);
+  EXPECT_EQ(Batch::slice(0, 5, SIZE_MAX).select(10).size(), 1u);  // row 0 (the count wrapped)
+  EXPECT_EQ(Batch::slice(2, 3, 7).select(10).size(), 1u);
   EXPECT_THROW(Batch::first(8).select(7), Error);
   EXPECT_THROW(Batch::slice(0, 11).select(10), Error);
   EXPECT_THROW(Batch::slice(0, 5, 0), Error);

@@ -63,7 +63,7 @@ RowSelection Batch::select(std::size_t rows) const {
       }
       s.start = a_;
       s.step = step_;
-      s.count = b_ > a_ ? (b_ - a_ + step_ - 1) / step_ : 0;
+      s.count = b_ > a_ ? (b_ - a_ - 1) / step_ + 1 : 0;  // no b - a + step - 1: it can wrap
       break;
     case Kind::indices:
       check_indices(rows);
