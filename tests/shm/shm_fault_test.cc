@@ -226,6 +226,39 @@ TEST_F(ShmFaults, ARejectionAgainstACrossMemoryAttachLeavesTheSlotsInStep) {
   for (int r : {0, 1}) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
 }
 
+// Rank 1 rejects a 1 MiB broadcast, a collective whose way is measured: it counts the call as
+// rank 0 does, so the trial that starts 64 such calls later starts on both (it put rank 0 a step
+// ahead for good: every later call a mismatch), and every broadcast after it is exact.
+TEST_F(ShmFaults, ARejectedMeasuredCallKeepsTheTrialsInStep) {
+  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
+    std::vector<float> buf(1 << 18);  // 1 MiB
+    int rc = g.rank() == 1 ? expect_error(ErrorCode::InvalidArgument, report, [&] {
+      detail::CollArgs a;
+      a.coll = detail::Collective::broadcast;
+      a.recv = buf.data();
+      a.count = buf.size();
+      a.dtype = DataType::float32;
+      g.reject(a, ErrorCode::InvalidArgument, "broadcast: a rejected argument");
+    })
+                           : expect_error(ErrorCode::Remote, report, [&] {
+                               broadcast(g, buf.data(), buf.size(), DataType::float32, 0);
+                             });
+    for (int call = 0; call < 300 && rc == 0; ++call) {
+      const int root = call % 2;
+      std::fill(buf.begin(), buf.end(), g.rank() == root ? static_cast<float>(call) : -1.0f);
+      try {
+        broadcast(g, buf.data(), buf.size(), DataType::float32, root);
+      } catch (const Error& e) {
+        report("call " + std::to_string(call) + ": " + e.what());
+        return 3;
+      }
+      if (buf[0] != static_cast<float>(call) || buf.back() != static_cast<float>(call)) rc = 2;
+    }
+    return rc;
+  });
+  for (int r : {0, 1}) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+}
+
 // Rank 0 waits for rank 1, alive but elsewhere, while rank 2 has died: the call can never end,
 // and the error names rank 2 at once, not rank 1 after SYNK_TIMEOUT.
 TEST_F(ShmFaults, ARankThatDiedIsNamedWhileAnotherIsWaitedFor) {

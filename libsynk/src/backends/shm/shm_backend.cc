@@ -144,7 +144,7 @@ Request ShmBackend::reduce_scatter(const CollArgs& a) {
   return {};
 }
 void ShmBackend::reject(const CollArgs& a, const Error& e) {
-  group_->reject(a.coll, e.code(), e.message());  // the group rebuilds the prefix
+  group_->reject(a, e.code(), e.message());  // the group rebuilds the prefix
 }
 
 Request ShmBackend::barrier() {

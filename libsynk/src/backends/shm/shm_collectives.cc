@@ -31,12 +31,35 @@ constexpr std::size_t eager_limit(std::size_t on_two_ranks, int ranks) {
 
 }  // namespace
 
+std::size_t Group::chosen_bytes(const detail::CollArgs& a) const {
+  const std::size_t bytes = a.count * size_of(a.dtype);
+  std::size_t fixed_up_to = 0;  // calls up to this size take a way of their own
+  switch (a.coll) {
+    case Collective::all_reduce:
+      fixed_up_to = std::max(kEagerBytes, std::min(cfg_.small_bytes, cfg_.slot_bytes));
+      break;
+    case Collective::reduce:
+    case Collective::broadcast:
+      fixed_up_to = eager_limit(kRootedEagerBytes, cfg_.size);
+      break;
+    case Collective::all_gather:
+      fixed_up_to = eager_limit(kAllGatherEagerBytes, cfg_.size);
+      break;
+    case Collective::gather:
+      fixed_up_to = eager_limit(kGatherEagerBytes, cfg_.size);
+      break;
+    default:
+      return 0;  // not a chosen collective
+  }
+  return bytes > fixed_up_to ? bytes : 0;
+}
+
 void Group::all_reduce(const detail::CollArgs& a) {
   begin(a);
   const std::size_t bytes = a.count * size_of(a.dtype);
   if (bytes <= kEagerBytes) {
     algo::all_reduce_eager(parts_, a);
-  } else if (bytes <= std::min(cfg_.small_bytes, cfg_.slot_bytes)) {
+  } else if (chosen_bytes(a) == 0) {
     algo::all_reduce_one_step(parts_, a);
   } else if (cma_chosen(Collective::all_reduce, bytes)) {
     algo::all_reduce_cma(parts_, a);
@@ -49,7 +72,7 @@ void Group::all_reduce(const detail::CollArgs& a) {
 void Group::reduce(const detail::CollArgs& a) {
   begin(a);
   const std::size_t bytes = a.count * size_of(a.dtype);
-  if (bytes <= eager_limit(kRootedEagerBytes, cfg_.size)) {
+  if (chosen_bytes(a) == 0) {
     algo::reduce_eager(parts_, a);
   } else if (cma_chosen(Collective::reduce, bytes)) {
     algo::reduce_cma(parts_, a);
@@ -64,7 +87,7 @@ void Group::reduce(const detail::CollArgs& a) {
 void Group::broadcast(const detail::CollArgs& a) {
   begin(a);
   const std::size_t bytes = a.count * size_of(a.dtype);
-  if (bytes <= eager_limit(kRootedEagerBytes, cfg_.size)) {  // the root does not wait
+  if (chosen_bytes(a) == 0) {  // the root does not wait
     algo::broadcast_eager(parts_, a);
   } else if (cma_chosen(Collective::broadcast, bytes)) {
     algo::broadcast_cma(parts_, a);
@@ -77,7 +100,7 @@ void Group::broadcast(const detail::CollArgs& a) {
 void Group::all_gather(const detail::CollArgs& a) {
   begin(a);
   const std::size_t bytes = a.count * size_of(a.dtype);
-  if (bytes <= eager_limit(kAllGatherEagerBytes, cfg_.size)) {
+  if (chosen_bytes(a) == 0) {
     algo::gather_eager(parts_, a);
   } else if (cma_chosen(Collective::all_gather, bytes)) {
     algo::gather_cma(parts_, a);
@@ -90,7 +113,7 @@ void Group::all_gather(const detail::CollArgs& a) {
 void Group::gather(const detail::CollArgs& a) {
   begin(a);
   const std::size_t bytes = a.count * size_of(a.dtype);
-  if (bytes <= eager_limit(kGatherEagerBytes, cfg_.size)) {  // only the root waits
+  if (chosen_bytes(a) == 0) {  // only the root waits
     algo::gather_eager(parts_, a);
   } else if (cma_chosen(Collective::gather, bytes)) {
     algo::gather_cma(parts_, a);

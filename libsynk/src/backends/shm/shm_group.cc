@@ -106,4 +106,13 @@ void Group::reject(detail::Collective c, ErrorCode code, const std::string& mess
   steps_.reject(c, code, message);
 }
 
+void Group::reject(const detail::CollArgs& a, ErrorCode code, const std::string& message) {
+  // The others' cma_chosen, but for the probe: theirs meets this rejection in its first step,
+  // and they leave the call knowing no more than this rank.
+  if (const std::size_t bytes = chosen_bytes(a); bytes > 0 && cma_.may_be_on()) {
+    algo_chooser_.choose(a.coll, bytes);
+  }
+  reject(a.coll, code, message);
+}
+
 }  // namespace synk::shm

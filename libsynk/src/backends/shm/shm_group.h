@@ -59,6 +59,9 @@ class Group {
   void barrier();
   // Takes part in the call `c` only to fail it (StepChannel::reject). Always throws.
   [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message);
+  // The same for the call `a` whose arguments this rank rejected: it first counts the call in
+  // the algorithm chooser as the ranks that take it do, so that their trials stay in step.
+  [[noreturn]] void reject(const detail::CollArgs& a, ErrorCode code, const std::string& message);
 
   // Node buffers (NodeBuffers::add_region).
   int add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
@@ -85,6 +88,9 @@ class Group {
   // end() times its run (time_algo_trial) and, at the end of the trial, agree_on_algo() settles
   // the choice on every rank in one more step (algo_trial.cc).
   bool cma_chosen(detail::Collective c, std::size_t bytes);
+  // The bytes per rank that a call of `a` asks the chooser about (cma_chosen), or 0 where its
+  // size alone fixes its way (shm_collectives.cc).
+  std::size_t chosen_bytes(const detail::CollArgs& a) const;
   void time_algo_trial();
   void agree_on_algo();
 
