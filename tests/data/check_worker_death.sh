@@ -24,9 +24,10 @@ echo "-- mpiexec exit code $rc after $elapsed s"
 [ "$elapsed" -lt 40 ] || fail "the job hung: killed after 40 s"
 
 if grep -q "worker_death: rank [0-9]* FAILED" <<<"$out"; then fail "a rank reported a failure"; fi
-if [ "$mode" = late ]; then  # no rank dies: every one reports
+if [ "$mode" = late ]; then  # no rank dies: every one reports, and the job ends well
   got=$(grep -c "worker_death: rank [0-9]* ok" <<<"$out")
   [ "$got" -eq "$ranks" ] || fail "$got of the $ranks ranks reported ok"
+  [ "$rc" -eq 0 ] || fail "mpiexec exit code $rc"
 elif [ "$launch" = recovery ]; then
   expected=$((ranks - 1))
   got=$(grep -c "worker_death: rank [0-9]* ok" <<<"$out")

@@ -7,6 +7,7 @@
 //   master: the master dies in its serial part; the workers must not serve forever
 //   late:   no rank dies: the last one is late in a call, past SYNK_TIMEOUT (1 s here), so the
 //           call fails on the master alone; its close() must still release the workers
+#include <mpi.h>
 #include <signal.h>
 
 #include <chrono>
@@ -109,9 +110,26 @@ int run_late(synk::Communicator& comm, Verdict& v) {
   } catch (const std::exception& e) {
     v.expect(false, std::string("close() after the timeout threw: ") + e.what());
   }
-  // mpiexec ends the job once a rank that met a timeout exits: the workers report first.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
   return v.report();
+}
+
+// Mode late's job. It starts MPI itself, so that every rank finalizes it: synk skips
+// MPI_Finalize after a timeout in a process where it started MPI, and here the late rank may
+// meet none (the others' posts were all there), and wait in MPI_Finalize for ranks that never
+// come. No MPI call is under way once the Distributed has closed.
+int late_job(int argc, char** argv) {
+  setenv("SYNK_TIMEOUT", "1", 1);  // every rank, before synk reads it
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rc = 0;
+  {
+    synk::Communicator comm;
+    Verdict v(comm.rank());
+    rc = run_late(comm, v);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  return rc;
 }
 
 }  // namespace
@@ -122,12 +140,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: worker_death_test body|idle|master|late\n");
     return 2;
   }
-  if (mode == "late") setenv("SYNK_TIMEOUT", "1", 1);  // every rank, before synk reads it
+  if (mode == "late") return late_job(argc, argv);
   synk::Communicator comm;
-  if (mode == "late") {
-    Verdict late(comm.rank());
-    return run_late(comm, late);
-  }
   const int n = comm.size(), me = comm.rank();
   const int victim = mode == "master" ? 0 : n - 1;
   Verdict v(me);
