@@ -8,7 +8,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "arrays.h"
 #include "errors.h"
@@ -98,8 +97,7 @@ ReduceOp op_of(PyObject* op) {
 }
 
 // The result: `out` where given, else a itself, reduced in place. An out that does not fit is
-// raised once the call has ended, this rank taking part into a new array meanwhile, as the
-// other collectives do (communicator_bindings.cc, out_or_scratch).
+// raised once the call has ended, this rank taking part into a new array (reduction_out).
 PyObject* reduce_now(PyObject* self, const Arguments& got) {
   Communicator& c = communicator(self);
   const ReduceOp op = op_of(got.op);
@@ -111,15 +109,7 @@ PyObject* reduce_now(PyObject* self, const Arguments& got) {
   std::optional<Error> out_error;
   py::array scratch;
   if (has_out) {
-    const py::array out = array(got.out, "out");
-    try {
-      res = as_buffer(out, "out", true, dtype);
-      check_same_shape(in, res, "all_reduce");
-    } catch (const Error& e) {
-      out_error = e;
-      scratch = py::array(a.dtype(), std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
-      res = as_buffer(scratch, "out", true, dtype);
-    }
+    res = reduction_out(array(got.out, "out"), a, in, "all_reduce", dtype, scratch, out_error);
   }
   {
     py::gil_scoped_release gil;

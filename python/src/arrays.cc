@@ -84,6 +84,23 @@ void check_same_shape(const Buffer& a, const Buffer& out, const char* op) {
   }
 }
 
+std::vector<py::ssize_t> shape_of(const py::array& a) {
+  return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
+}
+
+Buffer reduction_out(const py::array& out, const py::array& a, const Buffer& in, const char* op,
+                     const std::string& dtype, py::array& scratch, std::optional<Error>& error) {
+  try {
+    const Buffer res = as_buffer(out, "out", true, dtype);
+    check_same_shape(in, res, op);
+    return res;
+  } catch (const Error& e) {
+    error = e;
+  }
+  scratch = py::array(a.dtype(), shape_of(a));
+  return as_buffer(scratch, "out", true, dtype);
+}
+
 ReduceOp reduce_op(const std::string& name) {
   if (const auto op = parse_reduce_op(name)) return *op;
   invalid("op=\"" + name + "\" is not one of sum, prod, min, max, avg");

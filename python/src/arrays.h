@@ -7,10 +7,12 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "synk/error.h"
 #include "synk/types.h"
 
 namespace synk::python {
@@ -36,6 +38,16 @@ void check_byte_order(const py::dtype& dt, const char* what);
 
 // InvalidArgument "<op>: out must have the input's shape and dtype" unless they match.
 void check_same_shape(const Buffer& a, const Buffer& out, const char* op);
+
+std::vector<py::ssize_t> shape_of(const py::array& a);
+
+// The buffer a reduction of `in` (read from `a`) writes: out's, where out has in's shape and
+// dtype. Where it does not, a new array like a, kept in `scratch`, and out's error in `error`,
+// to raise once the call has ended: the rank still takes part, so that the others neither wait
+// for it nor pair its next call with this one (agreeing first would cost every call a
+// collective).
+Buffer reduction_out(const py::array& out, const py::array& a, const Buffer& in, const char* op,
+                     const std::string& dtype, py::array& scratch, std::optional<Error>& error);
 
 // Throws synk's InvalidArgument with `message` (raised in Python as synk.InvalidArgument).
 [[noreturn]] void invalid(const std::string& message);

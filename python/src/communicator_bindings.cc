@@ -120,17 +120,36 @@ std::optional<Error> failure_of(Checks&& checks) {
               op + ": rank " + std::to_string(rank) + " rejected its arguments: " + why);
 }
 
-// Every rank's root, as agreed (`at(r)`): InvalidUsage on every rank where they differ.
-template <class RootOf>
-void check_same_root(Communicator& c, const std::string& op, RootOf at) {
+// After the all_gather in which gatherv's or scatterv's ranks agree, every rank refuses alike:
+// the lowest rank whose own checks failed (`failed(r)`; fail_as_agreed), then roots that
+// differ (`root_of(r)`; InvalidUsage).
+template <class Failed, class RootOf>
+void refuse_as_agreed(Communicator& c, const std::string& op, const std::optional<Error>& mine,
+                      Failed failed, RootOf root_of) {
+  for (int r = 0; r < c.size(); ++r) {
+    if (failed(r)) fail_as_agreed(c, op, r, mine);
+  }
   for (int r = 1; r < c.size(); ++r) {
-    if (at(r) != at(0)) {
+    if (root_of(r) != root_of(0)) {
       throw Error(ErrorCode::InvalidUsage, op + ": mismatched calls: rank 0 gave root " +
-                                               std::to_string(at(0)) + ", rank " +
+                                               std::to_string(root_of(0)) + ", rank " +
                                                std::to_string(r) + " root " +
-                                               std::to_string(at(r)));
+                                               std::to_string(root_of(r)));
     }
   }
+}
+
+// gatherv's or scatterv's a, checked before the ranks agree: the root is a rank, and a is
+// memory of a synk type with a first axis (its rows).
+Buffer rows_in(Communicator& c, const py::array& a, int root, const std::string& op,
+               const std::string& dtype) {
+  if (root < 0 || root >= c.size()) {
+    invalid(op + ": root " + std::to_string(root) + " is not a rank (" +
+            std::to_string(c.size()) + " ranks)");
+  }
+  const Buffer in = as_buffer(a, "a", false, dtype);
+  if (in.shape.empty()) invalid(op + ": a needs a first axis (its rows)");
+  return in;
 }
 
 // A collective with its arguments checked: which one, its C++ arguments, what it returns, and
@@ -149,46 +168,32 @@ struct Call {
   std::shared_ptr<const std::vector<std::size_t>> counts{};  // gatherv's and scatterv's
   py::object result{};
   py::object input{};
-  // This rank's out did not fit: raised once the call has ended (see out_or_scratch).
+  // This rank's out did not fit: raised once the call has ended (see result_into).
   std::shared_ptr<const Error> after{};
 };
-
-// An out that does not fit is this rank's error, raised once the call has ended: the rank
-// still takes part, into a new array of the result's shape, so that the others neither wait
-// for it nor pair its next call with this one. (Agreeing on it first would cost every call a
-// collective.) `use_out` checks out and returns its buffer; false: the scratch is the result.
-template <class UseOut>
-bool out_or_scratch(const Array& out, Call& call, UseOut&& use_out) {
-  if (!out) return false;
-  try {
-    use_out();
-    return true;
-  } catch (const Error& e) {
-    call.after = std::make_shared<const Error>(e);
-    return false;
-  }
-}
 
 void raise_after(const Call& call) {
   if (call.after) throw *call.after;
 }
 
-std::vector<py::ssize_t> shape_of(const py::array& a) {
-  return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
-}
-
-// The result: out where it fits the shape, else a new array (out_or_scratch); sets call.recv
-// and call.result.
+// The result: out where it fits `shape`, else a new array, and out's error kept for once the
+// call has ended: the rank still takes part, so that the others neither wait for it nor pair
+// its next call with this one (agreeing first would cost every call a collective). Sets
+// call.recv and call.result.
 void result_into(Call& call, const Array& out, const py::array& like,
                  const std::vector<py::ssize_t>& shape, const char* op, const std::string& dtype) {
-  py::array r;
-  if (!out_or_scratch(out, call, [&] {
-        r = result_array(out, like, shape, op);
-        call.recv = as_buffer(r, "out", true, dtype).data;
-      })) {
-    r = result_array(std::nullopt, like, shape, op);
-    call.recv = as_buffer(r, "out", true, dtype).data;
+  if (out) {
+    try {
+      const py::array r = result_array(out, like, shape, op);
+      call.recv = as_buffer(r, "out", true, dtype).data;
+      call.result = r;
+      return;
+    } catch (const Error& e) {
+      call.after = std::make_shared<const Error>(e);
+    }
   }
+  const py::array r = result_array(std::nullopt, like, shape, op);
+  call.recv = as_buffer(r, "out", true, dtype).data;
   call.result = r;
 }
 
@@ -223,20 +228,15 @@ Request start_call(Communicator& c, const Call& k) {
   return {};
 }
 
-// A reduction's result into out (the input's shape and dtype) where it fits, else a new array
-// (out_or_scratch); sets call.recv and call.result.
-void reduction_into(Call& call, const Array& out, const py::array& a, const Buffer& in,
+// A reduction's result into the given out where it fits, else a new array (reduction_out);
+// sets call.recv, call.result and call.after.
+void reduction_into(Call& call, const py::array& out, const py::array& a, const Buffer& in,
                     const char* op, const std::string& dtype) {
-  if (!out_or_scratch(out, call, [&] {
-        const Buffer res = as_buffer(*out, "out", true, dtype);
-        check_same_shape(in, res, op);
-        call.recv = res.data;
-        call.result = *out;
-      })) {
-    py::array scratch = result_array(std::nullopt, a, shape_of(a), op);
-    call.recv = as_buffer(scratch, "out", true, dtype).data;
-    call.result = scratch;
-  }
+  py::array scratch;
+  std::optional<Error> error;
+  call.recv = reduction_out(out, a, in, op, dtype, scratch, error).data;
+  call.result = error ? scratch : out;
+  if (error) call.after = std::make_shared<const Error>(*error);
 }
 
 Call all_reduce(Communicator& /*c*/, const py::array& a, const std::string& op, const Array& out,
@@ -246,7 +246,7 @@ Call all_reduce(Communicator& /*c*/, const py::array& a, const std::string& op, 
   Call call{.kind = Call::Kind::all_reduce, .send = in.data, .recv = in.data, .count = in.count,
             .dtype = in.dtype, .op = rop, .result = a, .input = a};
   if (!out) return call;
-  reduction_into(call, out, a, in, "all_reduce", dtype);
+  reduction_into(call, *out, a, in, "all_reduce", dtype);
   return call;
 }
 
@@ -261,7 +261,7 @@ Call reduce(Communicator& c, const py::array& a, const std::string& op, int root
   call.recv = in.data;
   call.result = a;
   if (!out) return call;
-  reduction_into(call, out, a, in, "reduce", dtype);
+  reduction_into(call, *out, a, in, "reduce", dtype);
   return call;
 }
 
@@ -280,7 +280,7 @@ Call all_gather(Communicator& c, const py::array& a, const Array& out, const std
 }
 
 // Only the root has a result; a root whose out does not fit gathers into a new array and raises
-// once the call has ended (out_or_scratch).
+// once the call has ended (result_into).
 Call gather(Communicator& c, const py::array& a, int root, const Array& out,
             const std::string& dtype) {
   const Buffer in = as_buffer(a, "a", false, dtype);
@@ -349,7 +349,7 @@ enum GathervField { gv_failed, gv_root, gv_rows, gv_row, gv_out_rows, gv_fields 
 std::int64_t out_rows_before(const Array& out, const py::array& a, const Buffer& in, const char* op,
                              const std::string& dtype) {
   if (!out) return -1;
-  result_array(out, a, std::vector<py::ssize_t>(out->shape(), out->shape() + out->ndim()), op);
+  result_array(out, a, shape_of(*out), op);
   const Buffer b = as_buffer(*out, "out", true, dtype);
   if (b.shape.empty() || !std::ranges::equal(b.shape.subspan(1), in.shape.subspan(1))) return -2;
   return b.shape[0];
@@ -363,12 +363,7 @@ Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
   Buffer in;
   std::int64_t mine[gv_fields] = {0, root, 0, 0, -1};
   const std::optional<Error> failed = failure_of([&] {
-    if (root < 0 || root >= c.size()) {
-      invalid("gatherv: root " + std::to_string(root) + " is not a rank (" +
-              std::to_string(c.size()) + " ranks)");
-    }
-    in = as_buffer(a, "a", false, dtype);
-    if (in.shape.empty()) invalid("gatherv: a needs a first axis (its rows)");
+    in = rows_in(c, a, root, "gatherv", dtype);
     mine[gv_rows] = in.shape[0];
     mine[gv_row] = static_cast<std::int64_t>(row_elems(in));
     if (c.rank() == root) mine[gv_out_rows] = out_rows_before(out, a, in, "gatherv", dtype);
@@ -383,10 +378,8 @@ Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
   const auto at = [&](int r, GathervField f) {
     return all[gv_fields * static_cast<std::size_t>(r) + f];
   };
-  for (int r = 0; r < c.size(); ++r) {
-    if (at(r, gv_failed)) fail_as_agreed(c, "gatherv", r, failed);
-  }
-  check_same_root(c, "gatherv", [&](int r) { return at(r, gv_root); });
+  refuse_as_agreed(c, "gatherv", failed, [&](int r) { return at(r, gv_failed) != 0; },
+                   [&](int r) { return at(r, gv_root); });
   const std::int64_t row = at(c.rank(), gv_row);
   auto counts = std::make_shared<std::vector<std::size_t>>();
   py::ssize_t total_rows = 0;
@@ -436,12 +429,7 @@ ScattervPlan agree_on_scatterv(Communicator& c, const py::array& a, Buffer& in, 
   std::vector<std::int64_t> mine(fields, 0);
   mine[sv_root] = root;
   const std::optional<Error> failed = failure_of([&] {
-    if (root < 0 || root >= c.size()) {
-      invalid("scatterv: root " + std::to_string(root) + " is not a rank (" +
-              std::to_string(c.size()) + " ranks)");
-    }
-    in = as_buffer(a, "a", false, dtype);
-    if (in.shape.empty()) invalid("scatterv: a needs a first axis (its rows)");
+    in = rows_in(c, a, root, "scatterv", dtype);
     mine[sv_row] = static_cast<std::int64_t>(row_elems(in));
     mine[sv_out_rows] = out_rows_before(out, a, in, "scatterv", dtype);
   });
@@ -463,10 +451,8 @@ ScattervPlan agree_on_scatterv(Communicator& c, const py::array& a, Buffer& in, 
   const auto at = [&](int r, std::size_t f) {
     return all[static_cast<std::size_t>(r) * fields + f];
   };
-  for (int r = 0; r < c.size(); ++r) {
-    if (at(r, sv_failed)) fail_as_agreed(c, "scatterv", r, failed);
-  }
-  check_same_root(c, "scatterv", [&](int r) { return at(r, sv_root); });
+  refuse_as_agreed(c, "scatterv", failed, [&](int r) { return at(r, sv_failed) != 0; },
+                   [&](int r) { return at(r, sv_root); });
   ScattervPlan plan;
   for (std::size_t r = 0; r < n; ++r) {
     plan.rows.push_back(at(root, sv_counts + r));
