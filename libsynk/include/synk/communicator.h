@@ -125,12 +125,13 @@ class Communicator {
   // at once as a Request that completes when the call has ended (wait() and test() rethrow its
   // error). Every call, blocking or not (and alloc), runs in the order this rank issued it, as
   // MPI's non-blocking collectives do. The buffers, and gatherv's recv_counts, are synk's until
-  // the Request completes; a Request destroyed before then waits for it. The calls run on a progress
-  // thread of this communicator's, asleep while nothing is queued; but where a call makes MPI
-  // calls of its own (the mpi and hier backends, SYNK_CHECK_CALLS) and MPI was initialized
-  // below MPI_THREAD_MULTIPLE, it runs before it returns (its Request complete). On nccl a call
-  // returns once it is queued on the stream, and wait() synchronizes. Issuing from one thread while another
-  // waits is safe; two threads issuing at once on one communicator have no order, as in MPI.
+  // the Request completes; a Request destroyed before then waits for it. The calls run on a
+  // progress thread of this communicator's, asleep while nothing is queued; but where a call
+  // makes MPI calls of its own (the mpi and hier backends, SYNK_CHECK_CALLS) and MPI was
+  // initialized below MPI_THREAD_MULTIPLE, it runs before it returns (its Request complete). On
+  // nccl a call returns once it is queued on the stream, and wait() synchronizes. Issuing from
+  // one thread while another waits is safe; two threads issuing at once on one communicator
+  // have no order, as in MPI.
   Request iall_reduce(const void* send, void* recv, std::size_t count, DataType dtype,
                       ReduceOp op);
   Request ireduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,

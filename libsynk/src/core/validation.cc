@@ -11,6 +11,16 @@
 
 namespace synk::detail {
 
+std::optional<std::size_t> bytes_in_memory(std::size_t count, std::size_t factor, DataType t) {
+  const std::size_t max = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  std::size_t elems = 0, bytes = 0;  // overflow checks without divisions: this runs every call
+  if (__builtin_mul_overflow(count, factor, &elems) ||
+      __builtin_mul_overflow(elems, size_of(t), &bytes) || bytes > max) {
+    return std::nullopt;
+  }
+  return bytes;
+}
+
 namespace {
 
 std::string ptr_text(const void* p) {
@@ -25,16 +35,12 @@ std::string ptr_text(const void* p) {
 
 // count * factor * esize without overflow, or an error.
 std::size_t bytes_of(const CollArgs& a, std::size_t count, std::size_t factor) {
-  const std::size_t es = size_of(a.dtype);
-  const std::size_t max = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
-  std::size_t elems = 0, bytes = 0;  // overflow checks without divisions: this runs every call
-  if (__builtin_mul_overflow(count, factor, &elems) || __builtin_mul_overflow(elems, es, &bytes) ||
-      bytes > max) {
-    fail(ErrorCode::InvalidArgument, a,
-         "count " + std::to_string(count) + " x " + std::to_string(factor) + " elements of " +
-             to_string(a.dtype) + " does not fit in memory");
+  if (const std::optional<std::size_t> bytes = bytes_in_memory(count, factor, a.dtype)) {
+    return *bytes;
   }
-  return bytes;
+  fail(ErrorCode::InvalidArgument, a,
+       "count " + std::to_string(count) + " x " + std::to_string(factor) + " elements of " +
+           to_string(a.dtype) + " does not fit in memory");
 }
 
 // The name of the user's counts argument, for messages.

@@ -95,8 +95,9 @@ std::string describe(const std::vector<std::size_t>& shape, std::size_t elem_siz
 // A rank that did not write the rows maps them into its page tables now, at the cost of one
 // call (12 ms for 188 MB here), rather than one fault per page in the training loop's first
 // epoch: the first batches of a 188 MB Data were twice as slow to take without it
-// (docs/measurements.md, "One collective per call"). Only the rows written: populating the unused capacity
-// would allocate it. Best effort: before Linux 5.14 the call fails and the pages fault in.
+// (docs/measurements.md, "One collective per call"). Only the rows written: populating the
+// unused capacity would allocate it. Best effort: before Linux 5.14 the call fails and the
+// pages fault in.
 void populate_rows(const unsigned char* data, std::size_t bytes) {
 #ifdef MADV_POPULATE_READ
   if (!data || bytes == 0) return;

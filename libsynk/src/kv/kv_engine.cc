@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "core/backoff.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/timeline.h"
+#include "core/validation.h"
 #include "kv/kv_settings.h"
 #include "kv/kv_stall.h"
 
@@ -111,13 +113,12 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   }
   const int rank = user_.rank();
   std::string refused;
-  std::size_t bytes = 0;
+  std::optional<std::size_t> bytes;
   if (index_.count(key) != 0) {
     refused = key_text(key) + " is declared already";
   } else if (!is_valid(dtype) || !is_valid(op)) {
     refused = "not a valid dtype or op";
-  } else if (__builtin_mul_overflow(count, size_of(dtype), &bytes) ||
-             bytes > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max())) {
+  } else if (!(bytes = bytes_in_memory(count, 1, dtype))) {
     refused = key_text(key) + ": " + std::to_string(count) + " elements of " + to_string(dtype) +
               " do not fit in memory";
   } else if (updater_ && rank == 0 && weights == nullptr && count > 0) {
@@ -145,7 +146,7 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   s.count = count;
   s.dtype = dtype;
   s.op = op;
-  s.bytes = bytes;
+  s.bytes = *bytes;
   if (updater_) {
     s.owner = choose_owner(s.bytes);
     std::vector<std::byte> w(s.bytes);

@@ -25,8 +25,8 @@ void SlotArena::set_stores(bool stream_in, bool stream_out) {
 // use of a set further along the slot leaves 2 MiB per rank (both sets) between two writes of the
 // same line, more than a core's L2 here, so the reader has mostly let them go by then
 // (docs/measurements.md#walking-offsets). Every rank computes the same offset from the step's
-// number and the call's size; a rank whose call differs (a mismatch) writes its own slot at its own
-// offset and is caught before anyone reads it. Reuse stays safe: a region of a set was last
+// number and the call's size; a rank whose call differs (a mismatch) writes its own slot at its
+// own offset and is caught before anyone reads it. Reuse stays safe: a region of a set was last
 // written at an earlier step of that set, which every peer is done with (the top of
 // step_sync.cc). Large gathers and all_gathers keep to the start (gather_slots.cc).
 void SlotArena::next_slot_step(std::size_t bytes, bool walk) {
