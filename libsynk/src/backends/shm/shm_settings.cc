@@ -14,6 +14,7 @@ ShmSettings ShmSettings::parse(const EnvGetter& get) {
     s.slot_bytes = static_cast<std::size_t>(b);
   }
   if (const auto v = var("SYNK_SHM_CMA_BYTES")) s.cma_bytes = integer(*v, 0, 1LL << 50);
+  if (const auto v = var("SYNK_SHM_ONE_STEP_BYTES")) s.one_step_bytes = integer(*v, 0, 1LL << 30);
   if (const auto v = var("SYNK_SHM_SPIN_US")) s.spin_us = integer(*v, 0, 60000000);
   if (const auto v = var("SYNK_SHM_STREAM")) {
     const std::string m = one_of(*v, {"auto", "always", "never"}, "auto, always or never");
