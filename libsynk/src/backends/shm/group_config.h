@@ -11,11 +11,19 @@
 
 namespace synk::shm {
 
+// The one step reads the whole vector out of every rank's slot, the ranks' count times what the
+// slices read: on 4, 8 and 16 ranks the slices were faster at every size from 4 KiB
+// (docs/measurements.md#one-step-or-slices-by-ranks-2026-11-28).
+constexpr std::size_t default_one_step_bytes(int ranks) {
+  return ranks <= 2 ? std::size_t{32} * 1024 : 0;
+}
+
 struct GroupConfig {
   int rank = 0;
   int size = 1;
   std::size_t slot_bytes = std::size_t{1} << 20;  // per rank per set; a multiple of 4096
-  std::size_t small_bytes = 32 * 1024;  // all_reduce up to this many bytes: one-step algorithm
+  // all_reduce up to this many bytes: the one-step algorithm (default_one_step_bytes).
+  std::size_t small_bytes = 32 * 1024;
   // reduce up to this many bytes, or of any size on 2 ranks: the root reduces everything
   // (more: every rank a slice, as in all_reduce).
   std::size_t root_reduces_bytes = std::size_t{4} << 20;

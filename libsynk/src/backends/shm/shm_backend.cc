@@ -65,7 +65,8 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   cfg.stall_warn_s = core.stall_warn_s;
   if (s.cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.cma_bytes);
   cfg.forced_algos = shm::parse_forced_algos(s.forced_algos);
-  if (s.one_step_bytes >= 0) cfg.small_bytes = static_cast<std::size_t>(s.one_step_bytes);
+  cfg.small_bytes = s.one_step_bytes >= 0 ? static_cast<std::size_t>(s.one_step_bytes)
+                                           : shm::default_one_step_bytes(size);
   if (s.spin_us >= 0) cfg.spin_us = static_cast<std::uint32_t>(s.spin_us);
   if (yield_at_once) {
     cfg.spin_us = 0;
