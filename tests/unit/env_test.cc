@@ -137,6 +137,7 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_SHM_SPIN_US", "60000001");
   expect_rejected("SYNK_SHM_ONE_STEP_BYTES", "-1");
   expect_rejected("SYNK_SHM_ONE_STEP_BYTES", "32K");
+  expect_rejected("SYNK_SHM_ROOT_REDUCES_BYTES", "-2");
   expect_rejected("SYNK_SHM_SEGMENTS", "anonymous");
   expect_rejected("SYNK_MPI_THREADS", "single");
   expect_rejected("SYNK_MPI_THREADS", "MULTIPLE");
@@ -156,6 +157,7 @@ TEST(Env, SurroundingSpacesAndTabsAreTrimmedForEveryVariable) {
                             {"SYNK_SHM_SLOT_BYTES", "\t8192"},
                             {"SYNK_SHM_CMA_BYTES", "0 "},
                             {"SYNK_SHM_ONE_STEP_BYTES", " 4096"},
+                            {"SYNK_SHM_ROOT_REDUCES_BYTES", "0"},
                             {"SYNK_SHM_SPIN_US", " \t10 \t"},
                             {"SYNK_SHM_STREAM", " never"},
                             {"SYNK_SHM_SEGMENTS", "named\t"},
@@ -171,6 +173,7 @@ TEST(Env, SurroundingSpacesAndTabsAreTrimmedForEveryVariable) {
   EXPECT_EQ(s.shm.slot_bytes, 8192u);
   EXPECT_EQ(s.shm.cma_bytes, 0);
   EXPECT_EQ(s.shm.one_step_bytes, 4096);
+  EXPECT_EQ(s.shm.root_reduces_bytes, 0);
   EXPECT_EQ(s.shm.spin_us, 10);
   EXPECT_EQ(s.shm.store_mode, shm::StoreMode::ordinary);
   EXPECT_TRUE(s.shm.named_segments_only);

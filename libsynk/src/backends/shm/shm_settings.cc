@@ -15,6 +15,9 @@ ShmSettings ShmSettings::parse(const EnvGetter& get) {
   }
   if (const auto v = var("SYNK_SHM_CMA_BYTES")) s.cma_bytes = integer(*v, 0, 1LL << 50);
   if (const auto v = var("SYNK_SHM_ONE_STEP_BYTES")) s.one_step_bytes = integer(*v, 0, 1LL << 30);
+  if (const auto v = var("SYNK_SHM_ROOT_REDUCES_BYTES")) {
+    s.root_reduces_bytes = integer(*v, 0, 1LL << 50);
+  }
   if (const auto v = var("SYNK_SHM_SPIN_US")) s.spin_us = integer(*v, 0, 60000000);
   if (const auto v = var("SYNK_SHM_STREAM")) {
     const std::string m = one_of(*v, {"auto", "always", "never"}, "auto, always or never");
