@@ -18,6 +18,14 @@ constexpr std::size_t default_one_step_bytes(int ranks) {
   return ranks <= 2 ? std::size_t{32} * 1024 : 0;
 }
 
+// On 3 or more ranks, a reduce reduced by the root alone reads every rank's slot on one core,
+// where the slices spread that over all: on the 16-core GPU machine the root alone was faster
+// up to 64 KiB on 4 ranks, and slower at every size on 8 and 16 (0.60-1.08x Open MPI on 16,
+// against 1.33-4.11x in slices; docs/measurements.md#one-step-or-slices-by-ranks-2026-11-28).
+constexpr std::size_t default_root_reduces_bytes(int ranks) {
+  return ranks <= 4 ? std::size_t{128} * 1024 : 0;
+}
+
 struct GroupConfig {
   int rank = 0;
   int size = 1;
@@ -25,7 +33,7 @@ struct GroupConfig {
   // all_reduce up to this many bytes: the one-step algorithm (default_one_step_bytes).
   std::size_t small_bytes = 32 * 1024;
   // reduce up to this many bytes, or of any size on 2 ranks: the root reduces everything
-  // (more: every rank a slice, as in all_reduce).
+  // (more: every rank a slice, as in all_reduce; default_root_reduces_bytes).
   std::size_t root_reduces_bytes = std::size_t{4} << 20;
   // scatters of at least this many bytes per rank: each rank pulls its block straight out of
   // the root's buffer (cross-memory attach, cma_pull.h); 0: never, for any collective.

@@ -67,9 +67,9 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   cfg.forced_algos = shm::parse_forced_algos(s.forced_algos);
   cfg.small_bytes = s.one_step_bytes >= 0 ? static_cast<std::size_t>(s.one_step_bytes)
                                            : shm::default_one_step_bytes(size);
-  if (s.root_reduces_bytes >= 0) {
-    cfg.root_reduces_bytes = static_cast<std::size_t>(s.root_reduces_bytes);
-  }
+  cfg.root_reduces_bytes = s.root_reduces_bytes >= 0
+                               ? static_cast<std::size_t>(s.root_reduces_bytes)
+                               : shm::default_root_reduces_bytes(size);
   if (s.spin_us >= 0) cfg.spin_us = static_cast<std::uint32_t>(s.spin_us);
   if (yield_at_once) {
     cfg.spin_us = 0;

@@ -18,7 +18,8 @@ struct ShmSettings {
   // step, every rank reducing the whole vector (-1: the default, 32 KiB on 2 ranks, 0 on more).
   long long one_step_bytes = -1;
   // SYNK_SHM_ROOT_REDUCES_BYTES: on more than 2 ranks, reduces of up to this many bytes (past
-  // the entries) are reduced by the root alone, larger ones in slices (-1: the default, 4 MiB).
+  // the entries) are reduced by the root alone, larger ones in slices (-1: the default,
+  // 128 KiB on 3 or 4 ranks, 0 on more).
   long long root_reduces_bytes = -1;
   // SYNK_SHM_SPIN_US: where every rank has a CPU of its own, how long a waiting rank polls
   // before it starts yielding its core (-1: the default, 2000).

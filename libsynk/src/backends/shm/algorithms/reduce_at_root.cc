@@ -4,8 +4,9 @@
 // (the reduction, in rank order, may alias only its first source): then it goes through its slot
 // too. Against reduce_slices, where every rank reduces a slice and the root then copies the
 // others' slices out, this moves less between the caches and waits once per step instead of
-// twice; it wins on 2 ranks at every size and on more up to GroupConfig::root_reduces_bytes
-// (docs/measurements.md#reduce-at-the-root-or-in-slices).
+// twice; it wins on 2 ranks at every size and on 3-4 up to GroupConfig::root_reduces_bytes, and
+// loses on 8 or more, where the root alone reads what all the cores could
+// (docs/measurements.md#one-step-or-slices-by-ranks-2026-11-28).
 #include "backends/shm/algorithms/reduction.h"
 #include "backends/shm/byte_offset.h"
 
