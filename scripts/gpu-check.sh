@@ -6,7 +6,7 @@
 #   synkrun   the machine's topology (hwloc XML), synkrun --dry-run --json, --report-bindings
 #   nccl      synk-bench --backend nccl, all collectives, 8 B to 1 GiB, beside raw NCCL calls
 #   train     train_fmnist for 3 epochs: --device cuda (when built) against the CPU run
-#   shm       the shm-vs-Open-MPI table on 2, 4, 8 and 16 ranks: allreduce, broadcast, allgather
+#   shm       the shm-vs-Open-MPI table on 2, 4, 8 and 16 ranks, every collective of synk-bench
 #   kv        issue 33's KeyValue figures on this host: bench_fusion.sh and bench_overlap.sh
 #   suite     (only when named) every target built and the whole ctest suite run on this host
 # Everything goes to one results folder, at most 8 files (summary.md first).
@@ -296,7 +296,7 @@ shm_tables() {
   say "## shm against Open MPI"
   for n in 2 4 8 16; do
     [ "$n" -gt "$JOBS" ] && continue
-    for coll in allreduce broadcast allgather; do
+    for coll in allreduce broadcast allgather reduce reduce_scatter gather scatter; do
       run_step "shm $coll, $n ranks" 60 "$out" mpirun -np "$n" --bind-to core --map-by core \
         "$BUILD/bin/synk-bench" "$coll" -b 16 -e 16M -f 4 -n 10 -w 3 --backend shm \
         --json "/tmp/synk-shm-$coll-$n.json"
