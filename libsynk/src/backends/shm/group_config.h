@@ -12,10 +12,11 @@
 namespace synk::shm {
 
 // The one step reads the whole vector out of every rank's slot, the ranks' count times what the
-// slices read: on 4, 8 and 16 ranks the slices were faster at every size from 4 KiB
+// slices read: on 4, 8 and 16 ranks the slices were faster at every size from 4 KiB, and on 2 at
+// 32 KiB in every host state measured
 // (docs/measurements.md#one-step-or-slices-by-ranks-2026-11-28).
 constexpr std::size_t default_one_step_bytes(int ranks) {
-  return ranks <= 2 ? std::size_t{32} * 1024 : 0;
+  return ranks <= 2 ? std::size_t{16} * 1024 : 0;
 }
 
 // On 3 or more ranks, a reduce reduced by the root alone reads every rank's slot on one core,

@@ -15,7 +15,7 @@ struct ShmSettings {
   // root's buffer (0: never; -1: the default, 1 MiB).
   long long cma_bytes = -1;
   // SYNK_SHM_ONE_STEP_BYTES: all_reduces of up to this many bytes (past the entries) run in one
-  // step, every rank reducing the whole vector (-1: the default, 32 KiB on 2 ranks, 0 on more).
+  // step, every rank reducing the whole vector (-1: the default, 16 KiB on 2 ranks, 0 on more).
   long long one_step_bytes = -1;
   // SYNK_SHM_ROOT_REDUCES_BYTES: on more than 2 ranks, reduces of up to this many bytes (past
   // the entries) are reduced by the root alone, larger ones in slices (-1: the default,
