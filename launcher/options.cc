@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -187,10 +188,13 @@ std::string finish(Options& o, const Raw& raw) {
   if (!raw.gpus.empty()) {
     try {
       const std::vector<unsigned> list = parse_list(raw.gpus);
+      std::set<unsigned> seen;
       for (unsigned g : list) {  // past INT_MAX it turned negative: "GPU -1 does not exist"
         if (g > static_cast<unsigned>(std::numeric_limits<int>::max())) {
           return "--gpus: GPU " + std::to_string(g) + " does not exist";
         }
+        // On any node: refused here, not on each node once mpirun has started the job.
+        if (!seen.insert(g).second) return "--gpus: GPU " + std::to_string(g) + " is listed twice";
       }
       o.plan.gpus = std::vector<int>(list.begin(), list.end());
     } catch (const PlanError& e) {

@@ -168,6 +168,13 @@ RankPlan plan_and_bind(const Options& o, const RankEnv& env, const std::string& 
   Hwloc hw(rank_topology_source(o));
   topo = hw.extract();
   const Plan plan = make_plan(topo, env.local_size, o.plan);
+  // With -H or --hostfile no node's plan was shown before the start (only this one knows its
+  // GPUs and its share of the ranks): its notes, ranks left without a GPU among them, come here.
+  if (!o.node_slots.empty() && env.local_rank == 0) {
+    for (const std::string& note : plan.notes) {
+      std::fprintf(stderr, "%s: note: %s\n", who.c_str(), note.c_str());
+    }
+  }
   RankPlan me = plan.ranks[static_cast<std::size_t>(env.local_rank)];
   if (me.cpus.empty()) return me;
   const std::optional<unsigned> numa = topo.numas.size() > 1 ? me.numa : std::nullopt;

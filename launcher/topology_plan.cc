@@ -1,6 +1,7 @@
 // make_plan: GPUs in order, then CPUs: ranks that share a locality (their first GPU's nearest
-// CPU-side object, or a NUMA node, which gets ranks in proportion to its cores) split its whole
-// cores evenly and disjointly, and share only when there are fewer cores than ranks.
+// CPU-side object, or a NUMA node: their GPU's, else one that gets ranks in proportion to its
+// cores) split its whole cores evenly and disjointly, and share only when it has fewer cores
+// than ranks.
 #include "topology_plan.h"
 
 #include <algorithm>
@@ -69,9 +70,11 @@ void split_cores(const std::vector<const Core*>& cores, const std::vector<int>& 
   }
   for (const Core* core : cores) all_pus.insert(all_pus.end(), core->pus.begin(), core->pus.end());
   std::sort(all_pus.begin(), all_pus.end());
+  // Ranks with GPUs keep to the cores nearest them, though other cores may be idle.
+  const bool near_gpus = !plan.ranks[static_cast<std::size_t>(ranks.front())].gpus.empty();
   plan.notes.push_back("local ranks " + rank_range(ranks) + " share " + std::to_string(c) +
                        (c == 1 ? " core" : " cores") + " (cpus " + format_list(all_pus) +
-                       "): fewer cores than ranks");
+                       "): fewer cores than ranks" + (near_gpus ? " near their GPUs" : ""));
 }
 
 std::vector<int> usable_gpus(const NodeTopology& topo, const PlanOptions& options) {
@@ -186,22 +189,68 @@ std::vector<std::size_t> ranks_per_group(const std::vector<NumaGroup>& groups, s
   return count;
 }
 
+// The NUMA group each rank goes to: a rank with a GPU to its GPU's NUMA node, the others (no
+// GPU, or one whose NUMA node is not known) spread in proportion to the groups' cores.
+std::vector<std::vector<int>> ranks_by_numa_group(const NodeTopology& topo,
+                                                  const std::vector<NumaGroup>& groups,
+                                                  const Plan& plan) {
+  std::vector<std::vector<int>> members(groups.size());
+  std::vector<int> spread;
+  for (const RankPlan& r : plan.ranks) {
+    std::optional<unsigned> numa;
+    if (!r.gpus.empty()) numa = topo.gpus[static_cast<std::size_t>(r.gpus.front())].numa;
+    const auto at = std::find_if(groups.begin(), groups.end(),
+                                 [&](const NumaGroup& g) { return numa && g.os_index == numa; });
+    if (at == groups.end()) {
+      spread.push_back(r.local_rank);
+    } else {
+      members[static_cast<std::size_t>(at - groups.begin())].push_back(r.local_rank);
+    }
+  }
+  const std::vector<std::size_t> counts = ranks_per_group(groups, spread.size());
+  std::size_t next = 0;
+  for (std::size_t j = 0; j < groups.size(); ++j) {
+    for (std::size_t k = 0; k < counts[j]; ++k) members[j].push_back(spread[next++]);
+    std::sort(members[j].begin(), members[j].end());
+  }
+  return members;
+}
+
+// --bind core (whole cores, disjoint) or numa (the whole NUMA node, which the ranks placed on
+// it share) within each rank's NUMA group.
 void plan_numa_spread(const NodeTopology& topo, bool whole_node, Plan& plan) {
   const std::vector<NumaGroup> groups = numa_groups(topo);
-  const std::size_t n = groups.size(), m = plan.ranks.size();
-  const std::vector<std::size_t> counts = ranks_per_group(groups, m);
-  std::size_t next = 0;
-  for (std::size_t j = 0; j < n && next < m; ++j) {
-    const std::size_t count = counts[j];
-    std::vector<int> ranks;
-    for (std::size_t k = 0; k < count; ++k, ++next) {
-      RankPlan& r = plan.ranks[next];
-      r.numa = groups[j].os_index;
-      if (whole_node) r.cpus = groups[j].pus;
-      ranks.push_back(r.local_rank);
+  const std::vector<std::vector<int>> members = ranks_by_numa_group(topo, groups, plan);
+  for (std::size_t j = 0; j < groups.size(); ++j) {
+    const std::vector<int>& ranks = members[j];
+    for (int r : ranks) plan.ranks[static_cast<std::size_t>(r)].numa = groups[j].os_index;
+    if (!whole_node) {
+      split_cores(groups[j].cores, ranks, plan);
+      continue;
     }
-    if (!whole_node) split_cores(groups[j].cores, ranks, plan);
+    for (int r : ranks) {
+      RankPlan& rank = plan.ranks[static_cast<std::size_t>(r)];
+      rank.cpus = groups[j].pus;
+      rank.shared = ranks.size() > 1;
+    }
+    if (ranks.size() > 1) {
+      plan.notes.push_back("local ranks " + rank_range(ranks) + " share the cores of NUMA node " +
+                           (groups[j].os_index ? std::to_string(*groups[j].os_index) : "-") +
+                           " (cpus " + format_list(groups[j].pus) + ", --bind numa)");
+    }
   }
+}
+
+// Every GPU but a remainder in use, --gpus-per-rank not dividing them: say which stay idle (a
+// smaller -np leaves GPUs idle by the user's choice, unnoted).
+void note_gpus_left_by_gpus_per_rank(const std::vector<int>& gpus, int nranks, int k,
+                                     Plan& plan) {
+  const std::size_t used = static_cast<std::size_t>(nranks) * static_cast<std::size_t>(k);
+  if (k < 2 || used >= gpus.size() || static_cast<std::size_t>(nranks) != gpus.size() / k) return;
+  const std::vector<unsigned> idle(gpus.begin() + static_cast<std::ptrdiff_t>(used), gpus.end());
+  plan.notes.push_back((idle.size() == 1 ? "GPU " : "GPUs ") + format_list(idle) +
+                       " left unused: " + std::to_string(gpus.size()) +
+                       " GPUs do not divide by --gpus-per-rank " + std::to_string(k));
 }
 
 }  // namespace
@@ -251,19 +300,23 @@ Plan make_plan(const NodeTopology& topo, int nranks, const PlanOptions& options)
       auto& mine = plan.ranks[static_cast<std::size_t>(r)].gpus;
       for (int i = 0; i < k; ++i) mine.push_back(gpus[static_cast<std::size_t>(r * k + i)]);
     }
+    note_gpus_left_by_gpus_per_rank(gpus, nranks, k, plan);
   } else if (options.bind == BindMode::gpu) {
     throw PlanError(std::to_string(nranks) + (nranks == 1 ? " rank" : " ranks") +
                     (k > 1 ? " with " + std::to_string(k) + " GPUs each" : "") + " but " +
                     (options.gpus ? "--gpus lists " : "the node has ") +
                     std::to_string(gpus.size()) + (gpus.size() == 1 ? " GPU" : " GPUs") +
-                    " (--bind gpu): use fewer ranks, or --bind core");
+                    (gpus.empty() ? " (--bind gpu): use --bind core"
+                                  : " (--bind gpu): use fewer ranks, or --bind core"));
   } else if (!gpus.empty()) {
     // By default a job with more ranks than GPUs still runs (a CPU program on a GPU node, `make
     // run` on a one-GPU workstation), bound to cores; --bind gpu asks for the error above.
     const bool fell_back = plan.mode == BindMode::gpu;
     if (fell_back) plan.mode = BindMode::core;
-    plan.notes.push_back(std::to_string(nranks) + " ranks need " + std::to_string(need) +
-                         " GPUs, the node offers " + std::to_string(gpus.size()) +
+    plan.notes.push_back(std::to_string(nranks) + (nranks == 1 ? " rank needs " : " ranks need ") +
+                         std::to_string(need) + " GPUs, " +
+                         (options.gpus ? "--gpus lists " : "the node offers ") +
+                         std::to_string(gpus.size()) +
                          ": ranks get no GPU" +
                          (fell_back ? " and are bound to cores (--bind gpu makes this an error)"
                                     : ""));

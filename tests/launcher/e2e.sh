@@ -92,6 +92,19 @@ rank_step_slurm)
   grep -q '^probe rank=3 world=4 local=1 lsize=2 node=1 .*args=s1$' "$work/out" ||
     fail "the contract from Slurm's variables: $(cat "$work/out" "$work/err")"
   ;;
+rank_step_node_notes)
+  # With -H or --hostfile each node plans at the start, where nobody saw its plan: its local
+  # rank 0 prints the notes (here 2 ranks on a node of 1 GPU get none), and the others do not.
+  for local in 0 1; do
+    SLURM_PROCID=$((2 + local)) SLURM_LOCALID=$local SLURM_NTASKS=4 SLURM_NODEID=1 \
+      SLURM_STEP_TASKS_PER_NODE='2(x2)' "$SYNKRUN" --rank-step --node-slots a:2,b:2 --bind none \
+      --topology "$FIXTURES/2numa-32pu-1gpu.xml" -- "$PROBE" >"$work/out" 2>"$work/err" ||
+      fail "rank step exit $?"
+    grep -q "^probe rank=$((2 + local)) " "$work/out" || fail "local rank $local did not run"
+    notes=$(grep -c 'note: 2 ranks need 2 GPUs, the node offers 1: ranks get no GPU' "$work/err")
+    [ "$notes" = "$((1 - local))" ] || fail "local rank $local printed $notes notes"
+  done
+  ;;
 env_and_binding)
   PROBE_EXPORTED=yes "$SYNKRUN" -np 2 -x FOO=bar -x PROBE_EXPORTED "$PROBE" -np 7 --x >"$work/out" \
     2>"$work/err" || fail "synkrun exit $?"

@@ -93,6 +93,7 @@ TEST(Options, ErrorsAreOneLine) {
   EXPECT_NE(error({"--gpus", "1-", "prog"}).find("--gpus"), std::string::npos);
   // An index past INT_MAX was reported as GPU -1.
   EXPECT_EQ(error({"--gpus", "4294967295", "prog"}), "--gpus: GPU 4294967295 does not exist");
+  EXPECT_EQ(error({"--gpus", "0,2-3,2", "prog"}), "--gpus: GPU 2 is listed twice");
   EXPECT_NE(error({"--gpus-per-rank", "0", "prog"}).find("--gpus-per-rank"), std::string::npos);
   EXPECT_NE(error({"-x", "1A=2", "prog"}).find("-x"), std::string::npos);
   EXPECT_NE(error({"--timeout", "soon", "prog"}).find("--timeout"), std::string::npos);

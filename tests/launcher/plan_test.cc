@@ -210,11 +210,26 @@ TEST(PlanDgx2, OtherBindModes) {
     EXPECT_TRUE(r.cpus.empty());
     EXPECT_EQ(r.gpus.size(), 1u);
   }
+  // GPUs 0-3 hang under NUMA node 0: --bind numa gives each rank that node, shared, and says so
+  // (it spread them over both nodes, ranks 2 and 3 away from their GPUs, marked unshared).
   const Plan numa = make_plan(t, 4, {BindMode::numa, std::nullopt, 1});
-  EXPECT_EQ(numa.ranks[0].cpus, (std::vector<unsigned>{0, 1}));
-  EXPECT_EQ(numa.ranks[1].cpus, (std::vector<unsigned>{0, 1}));
-  EXPECT_EQ(numa.ranks[2].cpus, (std::vector<unsigned>{24, 25}));
-  EXPECT_EQ(numa.ranks[3].numa, 1u);
+  for (const RankPlan& r : numa.ranks) {
+    EXPECT_EQ(r.cpus, (std::vector<unsigned>{0, 1})) << "local rank " << r.local_rank;
+    EXPECT_EQ(r.numa, 0u);
+    EXPECT_TRUE(r.shared);
+  }
+  ASSERT_EQ(numa.notes.size(), 1u);
+  EXPECT_EQ(numa.notes[0], "local ranks 0-3 share the cores of NUMA node 0 (cpus 0-1, --bind numa)");
+  // 16 GPUs in ranks of 3: GPU 15 stays idle, and a note says so.
+  const Plan k3 = make_plan(t, 5, {std::nullopt, std::nullopt, 3});
+  EXPECT_EQ(k3.ranks[4].gpus, (std::vector<int>{12, 13, 14}));
+  ASSERT_FALSE(k3.notes.empty());
+  EXPECT_EQ(k3.notes[0], "GPU 15 left unused: 16 GPUs do not divide by --gpus-per-rank 3");
+  // GPUs 8-11 hang under NUMA node 1: --bind core keeps their ranks there.
+  const Plan far = make_plan(t, 2, {BindMode::core, std::vector<int>{8, 9}, 1});
+  EXPECT_EQ(far.ranks[0].cpus, std::vector<unsigned>{24});
+  EXPECT_EQ(far.ranks[1].cpus, std::vector<unsigned>{25});
+  EXPECT_EQ(far.ranks[1].numa, 1u);
   // --bind core allows more ranks than GPUs; they get none, and a note says so.
   const Plan core = make_plan(t, 20, {BindMode::core, std::nullopt, 1});
   for (const RankPlan& r : core.ranks) EXPECT_TRUE(r.gpus.empty());
@@ -297,6 +312,21 @@ TEST(Plan2Numa, TwoRanksOnOneGpu) {
   expect_whole_cores_and_disjoint(t, four);
 }
 
+// One rank with the GPU, bound by core or NUMA node: the GPU's package (NUMA node 1), not the
+// first NUMA node, which --bind core and --bind numa gave it.
+TEST(Plan2Numa, CoreAndNumaModesKeepTheRankOnItsGpusNode) {
+  const NodeTopology t = xml("2numa-32pu-1gpu.xml");
+  const std::vector<unsigned> package1 = cat(range(8, 15), range(24, 31));
+  for (BindMode mode : {BindMode::core, BindMode::numa}) {
+    const Plan p = make_plan(t, 1, {mode, std::nullopt, 1});
+    EXPECT_EQ(p.ranks[0].gpus, std::vector<int>{0});
+    EXPECT_EQ(p.ranks[0].cpus, package1);
+    EXPECT_EQ(p.ranks[0].numa, 1u);
+    EXPECT_FALSE(p.ranks[0].shared);
+    EXPECT_TRUE(p.notes.empty()) << p.notes.front();
+  }
+}
+
 TEST(Plan2Numa, PciFallbackSeesAllThreeNvidiaControllers) {
   const NodeTopology t = without_cuda_nvml("2numa-32pu-1gpu.xml");
   ASSERT_EQ(t.gpus.size(), 3u);  // the ATI VGA device at 84:00.1 is not NVIDIA
@@ -355,6 +385,15 @@ TEST(Plan4Numa, RanksSpreadOverNumaNodesWithDisjointCores) {
     }
     EXPECT_TRUE(p.notes.empty()) << p.notes.front();
   }
+  // --bind numa: 6 ranks on 4 NUMA nodes; two nodes take two ranks each, which share them.
+  const Plan n6 = make_plan(t, 6, {BindMode::numa, std::nullopt, 1});
+  std::map<unsigned, int> on_numa;
+  for (const RankPlan& r : n6.ranks) ++on_numa[r.numa.value()];
+  for (const RankPlan& r : n6.ranks) {
+    EXPECT_EQ(r.cpus, t.numas[*r.numa].pus);
+    EXPECT_EQ(r.shared, on_numa[*r.numa] > 1) << "local rank " << r.local_rank;
+  }
+  EXPECT_EQ(n6.notes.size(), 2u);
   const Plan p100 = make_plan(t, 100, {});
   for (const RankPlan& r : p100.ranks) EXPECT_EQ(r.cpus.size(), 1u);
   EXPECT_TRUE(std::any_of(p100.ranks.begin(), p100.ranks.end(),
