@@ -219,7 +219,8 @@ TEST(PlanDgx2, OtherBindModes) {
     EXPECT_TRUE(r.shared);
   }
   ASSERT_EQ(numa.notes.size(), 1u);
-  EXPECT_EQ(numa.notes[0], "local ranks 0-3 share the cores of NUMA node 0 (cpus 0-1, --bind numa)");
+  EXPECT_EQ(numa.notes[0],
+            "local ranks 0-3 share the cores of NUMA node 0 (cpus 0-1, --bind numa)");
   // 16 GPUs in ranks of 3: GPU 15 stays idle, and a note says so.
   const Plan k3 = make_plan(t, 5, {std::nullopt, std::nullopt, 3});
   EXPECT_EQ(k3.ranks[4].gpus, (std::vector<int>{12, 13, 14}));
