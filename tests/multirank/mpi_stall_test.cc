@@ -4,6 +4,8 @@
 //                   SYNK_CHECK_CALLS), and it goes on to sleep; the others wait in MPI_Allreduce.
 //   istall BACKEND: as stall, but under MPI_THREAD_MULTIPLE the others' call is a non-blocking
 //                   one, which the progress thread has started before they wait for it.
+//   vstall BACKEND: as stall, with a gatherv, which the auto backend first routes by memory
+//                   in an MPI all-reduce of its own (where built with NCCL).
 //   progress BACKEND: no rank stalls, but one all_reduce (run with SYNK_MPI_MAX_CHUNK=1: one MPI
 //                   call per element) takes longer than SYNK_TIMEOUT and its grace in all.
 //   compare BACKEND RANKS: the calls are compared first (SYNK_CHECK_CALLS=1, or hier): after one
@@ -65,7 +67,7 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
   }
   if (argc != (mode == "compare" ? 4 : 3)) {
-    std::fprintf(stderr, "usage: mpi_stall_test stall|istall|reject|progress BACKEND\n"
+    std::fprintf(stderr, "usage: mpi_stall_test stall|vstall|istall|reject|progress BACKEND\n"
                          "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
   }
@@ -79,6 +81,14 @@ int main(int argc, char** argv) {
       sleep(120);
     } else {
       comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+    }
+  } else if (mode == "vstall") {
+    if (odd) {
+      sleep(120);
+    } else {
+      std::vector<float> all(static_cast<std::size_t>(comm.size()));
+      const std::vector<std::size_t> counts(all.size(), 1);
+      comm.gatherv(&x, 1, all.data(), counts, synk::DataType::float32, 0);
     }
   } else if (mode == "istall") {
     if (odd) {

@@ -160,7 +160,13 @@ detail::CommState& route(detail::CommState& st, const CollArgs& a) {
     } catch (const Error&) {
       kind = 2;
     }
-    SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &kind, 1, MPI_INT, MPI_MAX, st.ctx.comm));
+    {
+      // A wait inside MPI before the backend's own deadlines: a rank that never joins (late,
+      // or in another call) ended nothing and left the others here for ever. The watchdog ends
+      // the job at SYNK_TIMEOUT, as it does for the mpi backend's calls.
+      detail::MpiWatch watch(a, st.ctx.rank, "auto (routing by memory)", false, st.timeout_s);
+      SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &kind, 1, MPI_INT, MPI_MAX, st.ctx.comm));
+    }
     if (kind == 2) {
       throw Error(ErrorCode::InvalidArgument,
                   std::string(detail::to_string(a.coll)) +

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -76,6 +77,19 @@ CollArgs node_step(const CollArgs& a, Collective c, const void* send, void* recv
   return step;
 }
 
+// The leader's part of a call between the nodes, which its node's other ranks await in the
+// node's next step (`next`): an error there fails that step on every rank of the node (the
+// leader takes part in it only to reject it), so that they learn of it at once and the node's
+// steps stay in step. Before, they waited out SYNK_TIMEOUT for a leader that had left the call,
+// and its next call met theirs as a mismatch.
+void leader_part(shm::Group& g, const CollArgs& next, const std::function<void()>& part) {
+  try {
+    part();
+  } catch (const Error& e) {
+    g.reject(next, e.code(), e.message());
+  }
+}
+
 }  // namespace
 
 HierBackend::HierBackend(const CommContext& ctx)
@@ -115,8 +129,13 @@ Request HierBackend::all_reduce(const CollArgs& a) {
   const bool leader = ctx_.local_rank == 0;
   // Non-leaders need no result buffer for the node-local reduce; the leader reduces into recv.
   g.reduce(node_step(a, Collective::reduce, a.send, leader ? a.recv : nullptr, a.count));
-  if (leader) all_reduce_across(static_cast<unsigned char*>(a.recv), a.count, a, ctx_.leader_comm);
-  g.broadcast(node_step(a, Collective::broadcast, a.recv, a.recv, a.count));
+  const CollArgs back = node_step(a, Collective::broadcast, a.recv, a.recv, a.count);
+  if (leader) {
+    leader_part(g, back, [&] {
+      all_reduce_across(static_cast<unsigned char*>(a.recv), a.count, a, ctx_.leader_comm);
+    });
+  }
+  g.broadcast(back);
   return {};
 }
 
@@ -169,20 +188,33 @@ Request HierBackend::broadcast(const CollArgs& a) {
     node_.group->broadcast(with_root(a, local_rank_of_rank_[static_cast<std::size_t>(a.root)]));
   }
   // 2. Across the leaders. 3. Inside every other node.
-  if (ctx_.local_rank == 0) {
+  const bool node_step_follows = ctx_.node != root_node || a.root == root_leader;
+  const auto across = [&] {
     for (std::size_t off = 0; off < a.count; off += chunk) {
       const std::size_t n = std::min(chunk, a.count - off);
-      SYNK_CHECK_MPI(MPI_Bcast(buf + off * es, static_cast<int>(n), t, root_node, ctx_.leader_comm));
+      SYNK_CHECK_MPI(
+          MPI_Bcast(buf + off * es, static_cast<int>(n), t, root_node, ctx_.leader_comm));
       mpi_watch_progress();
     }
+  };
+  if (ctx_.local_rank == 0) {
+    if (node_step_follows) {
+      leader_part(*node_.group, with_root(a, 0), across);
+    } else {
+      across();
+    }
   }
-  if (ctx_.node != root_node || a.root == root_leader) node_.group->broadcast(with_root(a, 0));
+  if (node_step_follows) node_.group->broadcast(with_root(a, 0));
   return {};
 }
 
 Request HierBackend::barrier() {
   node_.group->barrier();
-  if (ctx_.local_rank == 0) SYNK_CHECK_MPI(MPI_Barrier(ctx_.leader_comm));
+  if (ctx_.local_rank == 0) {
+    CollArgs step;
+    step.coll = Collective::barrier;
+    leader_part(*node_.group, step, [&] { SYNK_CHECK_MPI(MPI_Barrier(ctx_.leader_comm)); });
+  }
   node_.group->barrier();
   return {};
 }
