@@ -253,9 +253,15 @@ bool StepChannel::entries_match(std::uint64_t step, int peer, Mismatch* m) const
     return false;
   }
   for (int q = lo; q < hi; ++q) {
-    if (entry_of(blocks_, q, step).call.error_code >= 0) {
+    const int code = entry_of(blocks_, q, step).call.error_code;
+    if (code >= 0) {
+      // A rank that failed before this step (hier: its node leader's MPI call between the
+      // nodes) rejects it too, and is not said to have rejected its arguments.
+      const bool failed = code == static_cast<int>(ErrorCode::Backend) ||
+                          code == static_cast<int>(ErrorCode::System);
       *m = {ErrorCode::Remote, name() + ": rank " + std::to_string(q) +
-                                   " rejected its arguments: " + block_at(blocks_, q).errors[slot]};
+                                   (failed ? " failed: " : " rejected its arguments: ") +
+                                   block_at(blocks_, q).errors[slot]};
       return false;
     }
   }
