@@ -53,13 +53,16 @@ bool same(T got, T want) {
   }
 }
 
-// A pseudo-random value of (element, rank): each element's inputs differ from its neighbours'
-// and from the other ranks', so a block read from the wrong place, or one rank's input lost or
-// counted twice, changes most elements of the result. (With 1 + (r + j) % 3, every sum on 3 or
-// 6 ranks was 2n and every min and max on 3 ranks or more was 1 and 3, whatever went where.)
-std::uint32_t mix(std::size_t j, int r) {
+// A pseudo-random value of (element, rank, seed): each element's inputs differ from its
+// neighbours' and from the other ranks', so a block read from the wrong place, or one rank's
+// input lost or counted twice, changes most elements of the result. (With 1 + (r + j) % 3, every
+// sum on 3 or 6 ranks was 2n and every min and max on 3 ranks or more was 1 and 3, whatever went
+// where.) Another seed gives other values, so a result left from an earlier call is wrong.
+std::uint32_t mix(std::size_t j, int r, std::uint32_t seed) {
+  const auto rank_word = static_cast<std::uint64_t>(static_cast<std::int64_t>(r) + 1);
   std::uint64_t x = static_cast<std::uint64_t>(j) * 0x9E3779B97F4A7C15ull +
-                    static_cast<std::uint64_t>(static_cast<std::int64_t>(r) + 1) * 0xBF58476D1CE4E5B9ull;
+                    rank_word * 0xBF58476D1CE4E5B9ull +
+                    static_cast<std::uint64_t>(seed) * 0xD6E8FEB86659FD93ull;
   x ^= x >> 31;
   x *= 0x94D049BB133111EBull;
   x ^= x >> 29;
@@ -69,44 +72,46 @@ std::uint32_t mix(std::size_t j, int r) {
 // Small values, so that every result is exact in every dtype: sums of 0..3 (an int8 sum wraps
 // only past 42 ranks), min and max of 0..15; for prod one rank per element (its owner) gives
 // 1..3 and the others 1, so products stay below 4 for any number of ranks.
-long long reduce_input(ReduceOp op, int rank, std::size_t j, int n) {
+long long reduce_input(ReduceOp op, int rank, std::size_t j, int n, std::uint32_t seed) {
   switch (op) {
     case ReduceOp::prod: {
-      const std::uint32_t h = mix(j, -1);
+      const std::uint32_t h = mix(j, -1, seed);
       return static_cast<int>(h % static_cast<std::uint32_t>(n)) == rank ? 1 + (h >> 8) % 3 : 1;
     }
     case ReduceOp::min:
     case ReduceOp::max:
-      return mix(j, rank) & 15;
+      return mix(j, rank, seed) & 15;
     case ReduceOp::sum:
     case ReduceOp::avg:
-      return mix(j, rank) & 3;
+      return mix(j, rank, seed) & 3;
   }
   return 0;
 }
 
-// The reduction over ranks 0..n-1 of reduce_input(op, r, j, n).
-long long reduce_result(ReduceOp op, std::size_t j, int n) {
-  if (op == ReduceOp::prod) return 1 + (mix(j, -1) >> 8) % 3;
-  long long acc = reduce_input(op, 0, j, n);
+// The reduction over ranks 0..n-1 of reduce_input(op, r, j, n, seed).
+long long reduce_result(ReduceOp op, std::size_t j, int n, std::uint32_t seed) {
+  if (op == ReduceOp::prod) return 1 + (mix(j, -1, seed) >> 8) % 3;
+  long long acc = reduce_input(op, 0, j, n, seed);
   for (int r = 1; r < n; ++r) {
-    const long long v = reduce_input(op, r, j, n);
+    const long long v = reduce_input(op, r, j, n, seed);
     acc = op == ReduceOp::min ? std::min(acc, v) : op == ReduceOp::max ? std::max(acc, v) : acc + v;
   }
   return acc;
 }
 
-long long move_value(int rank, std::size_t i) { return mix(i, rank) % 100; }
+long long move_value(int rank, std::size_t i, std::uint32_t seed) {
+  return mix(i, rank, seed) % 100;
+}
 
 template <class T>
-T expected_reduction(ReduceOp op, std::size_t j, int n) {
-  const long long v = reduce_result(op, j, n);
+T expected_reduction(ReduceOp op, std::size_t j, int n, std::uint32_t seed) {
+  const long long v = reduce_result(op, j, n, seed);
   if (op == ReduceOp::avg) return average<T>(v, n);
   return from_int<T>(v);
 }
 
 template <class T>
-void fill_typed(const CallArgs& a, int rank, int n) {
+void fill_typed(const CallArgs& a, int rank, int n, std::uint32_t seed) {
   const Layout& l = a.layout;
   T* send = static_cast<T*>(a.send);
   if (l.recv_bytes > 0) std::memset(a.recv, 0xff, l.recv_bytes);
@@ -115,39 +120,43 @@ void fill_typed(const CallArgs& a, int rank, int n) {
     case Coll::reduce:
     case Coll::reduce_scatter:
       for (std::size_t j = 0; j < l.count; ++j)
-        send[j] = from_int<T>(reduce_input(a.op, rank, j, n));
+        send[j] = from_int<T>(reduce_input(a.op, rank, j, n, seed));
       break;
     case Coll::broadcast:
       if (rank == a.root) {
         T* buf = static_cast<T*>(a.recv);
-        for (std::size_t i = 0; i < l.count; ++i) buf[i] = from_int<T>(move_value(a.root, i));
+        for (std::size_t i = 0; i < l.count; ++i) buf[i] = from_int<T>(move_value(a.root, i, seed));
       }
       break;
     case Coll::allgather:
     case Coll::gather:
-      for (std::size_t i = 0; i < l.block; ++i) send[i] = from_int<T>(move_value(rank, i));
+      for (std::size_t i = 0; i < l.block; ++i) send[i] = from_int<T>(move_value(rank, i, seed));
       break;
     case Coll::scatter:
       for (int r = 0; r < n; ++r) {
         T* block = send + static_cast<std::size_t>(r) * l.block;
-        for (std::size_t i = 0; i < l.block; ++i) block[i] = from_int<T>(move_value(r, i));
+        for (std::size_t i = 0; i < l.block; ++i) {
+          block[i] = from_int<T>(move_value(r, i, seed));
+        }
       }
       break;
   }
 }
 
 template <class T>
-std::uint64_t count_blocks(const T* recv, std::size_t block, int n) {
+std::uint64_t count_blocks(const T* recv, std::size_t block, int n, std::uint32_t seed) {
   std::uint64_t wrong = 0;
   for (int r = 0; r < n; ++r) {
     const T* b = recv + static_cast<std::size_t>(r) * block;
-    for (std::size_t i = 0; i < block; ++i) wrong += !same(b[i], from_int<T>(move_value(r, i)));
+    for (std::size_t i = 0; i < block; ++i) {
+      wrong += !same(b[i], from_int<T>(move_value(r, i, seed)));
+    }
   }
   return wrong;
 }
 
 template <class T>
-std::uint64_t count_typed(const CallArgs& a, int rank, int n) {
+std::uint64_t count_typed(const CallArgs& a, int rank, int n, std::uint32_t seed) {
   const Layout& l = a.layout;
   const T* recv = static_cast<const T*>(a.recv);
   std::uint64_t wrong = 0;
@@ -157,29 +166,29 @@ std::uint64_t count_typed(const CallArgs& a, int rank, int n) {
       [[fallthrough]];
     case Coll::allreduce:
       for (std::size_t j = 0; j < l.count; ++j) {
-        wrong += !same(recv[j], expected_reduction<T>(a.op, j, n));
+        wrong += !same(recv[j], expected_reduction<T>(a.op, j, n, seed));
       }
       break;
     case Coll::reduce_scatter: {
       const std::size_t first = static_cast<std::size_t>(rank) * l.block;
       for (std::size_t i = 0; i < l.block; ++i) {
-        wrong += !same(recv[i], expected_reduction<T>(a.op, first + i, n));
+        wrong += !same(recv[i], expected_reduction<T>(a.op, first + i, n, seed));
       }
       break;
     }
     case Coll::broadcast:
       for (std::size_t i = 0; i < l.count; ++i)
-        wrong += !same(recv[i], from_int<T>(move_value(a.root, i)));
+        wrong += !same(recv[i], from_int<T>(move_value(a.root, i, seed)));
       break;
     case Coll::gather:
       if (rank != a.root) break;
       [[fallthrough]];
     case Coll::allgather:
-      wrong = count_blocks(recv, l.block, n);
+      wrong = count_blocks(recv, l.block, n, seed);
       break;
     case Coll::scatter:
       for (std::size_t i = 0; i < l.block; ++i)
-        wrong += !same(recv[i], from_int<T>(move_value(rank, i)));
+        wrong += !same(recv[i], from_int<T>(move_value(rank, i, seed)));
       break;
   }
   return wrong;
@@ -187,13 +196,13 @@ std::uint64_t count_typed(const CallArgs& a, int rank, int n) {
 
 }  // namespace
 
-void fill_buffers(const CallArgs& a, int rank, int nranks) {
-  synk::visit_type(a.dtype, [&](auto tag) { fill_typed<decltype(tag)>(a, rank, nranks); });
+void fill_buffers(const CallArgs& a, int rank, int nranks, std::uint32_t seed) {
+  synk::visit_type(a.dtype, [&](auto tag) { fill_typed<decltype(tag)>(a, rank, nranks, seed); });
 }
 
-std::uint64_t count_wrong(const CallArgs& a, int rank, int nranks) {
-  return synk::visit_type(a.dtype,
-                         [&](auto tag) { return count_typed<decltype(tag)>(a, rank, nranks); });
+std::uint64_t count_wrong(const CallArgs& a, int rank, int nranks, std::uint32_t seed) {
+  return synk::visit_type(
+      a.dtype, [&](auto tag) { return count_typed<decltype(tag)>(a, rank, nranks, seed); });
 }
 
 }  // namespace synk::bench

@@ -15,10 +15,14 @@ namespace synk::bench {
 //   reductions:    sum and avg 0..3 a rank, min and max 0..15; for prod, 1..3 on one rank per
 //                  element and 1 elsewhere, so that products stay below 4 for any number of ranks.
 //   data movement: element i of rank r's block is 0..99.
-void fill_buffers(const CallArgs& a, int rank, int nranks);
+// Each seed gives other values: the timed calls use kTimedSeed and the checked call kCheckSeed,
+// so a backend that kept or replayed an earlier call's result fails the check.
+inline constexpr std::uint32_t kTimedSeed = 0;
+inline constexpr std::uint32_t kCheckSeed = 1;
+void fill_buffers(const CallArgs& a, int rank, int nranks, std::uint32_t seed);
 
 // The number of elements of this rank's result that differ from the closed form (0 on ranks
 // that receive nothing, e.g. off the root of reduce and gather).
-std::uint64_t count_wrong(const CallArgs& a, int rank, int nranks);
+std::uint64_t count_wrong(const CallArgs& a, int rank, int nranks, std::uint32_t seed);
 
 }  // namespace synk::bench

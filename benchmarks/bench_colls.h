@@ -20,7 +20,7 @@ std::optional<Coll> parse_coll(std::string_view name);
 bool uses_op(Coll c) noexcept;
 bool has_root(Coll c) noexcept;
 // Blocked collectives split the buffer into one block per rank (allgather, reduce_scatter,
-// gather, scatter); size and count then describe the whole buffer, as in nccl-tests.
+// gather, scatter); size (as in nccl-tests) and count then describe the whole buffer.
 bool is_blocked(Coll c) noexcept;
 // nccl-tests' PERFORMANCE.md: busbw = algbw * factor.
 double busbw_factor(Coll c, int nranks) noexcept;

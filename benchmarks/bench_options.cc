@@ -13,20 +13,22 @@ namespace synk::bench {
 namespace {
 
 const char kFooter[] = R"(Sizes:
-  size(B) and count describe the whole buffer, as in nccl-tests: for allgather, gather,
-  scatter and reduce_scatter the gathered (or scattered) buffer of all ranks, so each rank
-  contributes or receives count/ranks elements. A size is rounded down to whole elements (and
-  to a multiple of the number of ranks for those four); a size too small for one element per
-  rank is skipped.
+  size(B) describes the whole buffer, as in nccl-tests: for allgather, gather, scatter and
+  reduce_scatter the gathered (or scattered) buffer of all ranks. count does too, so each rank
+  contributes or receives count/ranks elements (nccl-tests' count column is one rank's part
+  for those). A size is rounded down to whole elements (and to a multiple of the number of
+  ranks for those four); a size too small for one element per rank is skipped.
 
 Timing (per row):
   WARMUP untimed calls of synk, then WARMUP of MPI. Then 9 rounds; each round times ITERS
   calls of synk and ITERS calls of MPI back to back (a barrier before each), synk first in
   the odd rounds and MPI first in the even ones. A round's per-call time is the maximum over
-  ranks; time(us) and mpi(us) are the medians over the 9 rounds, and speedup is the median
-  over the rounds of each round's mpi/synk ratio (on a shared host the cores' speed, and
-  whether two of them share a cache, changes from one second to the next; the two halves of a
-  round mostly see the same machine).
+  ranks (nccl-tests averages over ranks and calls); time(us) and mpi(us) are the medians over
+  the 9 rounds, and speedup is the median over the rounds of each round's mpi/synk ratio (on
+  a shared host the cores' speed, and whether two of them share a cache, changes from one
+  second to the next; the two halves of a round mostly see the same machine).
+  The checked call (-c 1) gets other inputs than the timed calls, so a result left from an
+  earlier call counts as wrong.
   algbw = size / time, busbw = algbw * factor (nccl-tests' PERFORMANCE.md): allreduce
   2(n-1)/n; allgather, reduce_scatter, gather and scatter (n-1)/n; broadcast and reduce 1.
   Cap: when the warmup (or, with -w 0, the previous row scaled by size) predicts that one side
@@ -188,13 +190,14 @@ Options parse_options(int argc, char** argv) {
       ->type_name("ITERS")
       ->capture_default_str();
   app.add_option("-w,--warmup_iters", o.warmup, "Untimed calls per side before each row")
+      ->type_name("WARMUP")
       ->capture_default_str();
   app.add_option("-S,--settle_iters", o.settle,
                  "More untimed calls per side after the warmup, as many as fit in 0.25 s a side: "
                  "the shm backend measures its two ways of large calls (single copy or slots) in "
                  "calls 65-128 of each size and keeps the faster (0: none, so that the table "
                  "shows what that costs)")
-      ->type_name("WARMUP")
+      ->type_name("SETTLE")
       ->capture_default_str();
   app.add_option("-d,--datatype", dtype_text,
                  "Element type: " +

@@ -406,7 +406,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
                send.get(), recv.get(),  o.nonblocking};
     if (a.layout.count == 0) continue;
     for (Bench& b : benches) {
-      fill_buffers(a, w.rank, w.size);
+      fill_buffers(a, w.rank, w.size, kTimedSeed);
       b.inputs_written(a);
       const double predicted = b.seconds_per_byte * static_cast<double>(a.layout.bytes);
       const Timing t = time_row(b, a, o, predicted);
@@ -430,11 +430,11 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
         row.speedup = *t.speedup;
       }
       if (o.check) {
-        fill_buffers(a, w.rank, w.size);
+        fill_buffers(a, w.rank, w.size, kCheckSeed);
         b.inputs_written(a);
         call_synk(b.comm, b.args(a));
         if (b.device) b.device.pull_result(a);
-        std::uint64_t wrong = count_wrong(a, w.rank, w.size);
+        std::uint64_t wrong = count_wrong(a, w.rank, w.size, kCheckSeed);
         MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
         row.wrong = wrong;
         total_wrong += wrong;

@@ -13,7 +13,8 @@ namespace synk::bench {
 namespace {
 
 // Every rank's input of a reduction of `count` floats, filled by the bench's own pattern.
-std::vector<std::vector<float>> inputs(Coll c, ReduceOp op, std::size_t count, int n) {
+std::vector<std::vector<float>> inputs(Coll c, ReduceOp op, std::size_t count, int n,
+                                       std::uint32_t seed = kTimedSeed) {
   std::vector<std::vector<float>> in(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     auto& v = in[static_cast<std::size_t>(r)];
@@ -21,7 +22,7 @@ std::vector<std::vector<float>> inputs(Coll c, ReduceOp op, std::size_t count, i
     std::vector<float> out(count);
     CallArgs a{c, make_layout(c, count * sizeof(float), DataType::float32, n), DataType::float32,
                op, 0, v.data(), out.data()};
-    fill_buffers(a, r, n);
+    fill_buffers(a, r, n, seed);
   }
   return in;
 }
@@ -46,11 +47,11 @@ float reduced(const std::vector<std::vector<float>>& in, const std::vector<int>&
 }
 
 std::uint64_t wrong_in(Coll c, ReduceOp op, std::size_t count, int n, int rank,
-                       std::vector<float>& recv) {
+                       std::vector<float>& recv, std::uint32_t seed = kTimedSeed) {
   std::vector<float> send(count);
   CallArgs a{c, make_layout(c, count * sizeof(float), DataType::float32, n), DataType::float32,
              op, 0, send.data(), recv.data()};
-  return count_wrong(a, rank, n);
+  return count_wrong(a, rank, n, seed);
 }
 
 TEST(BenchCheck, ASumOrMinMaxFromTheWrongPlaceOrRanksIsWrong) {
@@ -90,12 +91,39 @@ TEST(BenchCheck, BlocksOfAnAllGatherInTheWrongOrderAreWrong) {
     CallArgs a{Coll::allgather, make_layout(Coll::allgather, count * sizeof(float),
                                             DataType::float32, n),
                DataType::float32, ReduceOp::sum, 0, mine.data(), unused.data()};
-    fill_buffers(a, r, n);
+    fill_buffers(a, r, n, kTimedSeed);
     std::copy(mine.begin(), mine.end(), recv.begin() + static_cast<long>(r * block));
   }
   EXPECT_EQ(wrong_in(Coll::allgather, ReduceOp::sum, count, n, 0, recv), 0u);
   std::rotate(recv.begin(), recv.begin() + static_cast<long>(block), recv.end());
   EXPECT_GT(wrong_in(Coll::allgather, ReduceOp::sum, count, n, 0, recv), count / 2);
+}
+
+// The checked call gets other inputs than the timed ones: a backend that kept the last timed
+// call's result, or replayed it, must fail the check (with one pattern for both, it passed).
+TEST(BenchCheck, AResultLeftFromTheTimedCallsIsWrong) {
+  const int n = 2;
+  const std::size_t block = 64, count = block * n;
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::prod}) {
+    const auto in = inputs(Coll::allreduce, op, count, n, kTimedSeed);
+    std::vector<float> timed(count);
+    for (std::size_t j = 0; j < count; ++j) timed[j] = reduced(in, {0, 1}, op, j);
+    SCOPED_TRACE("op " + std::to_string(static_cast<int>(op)));
+    EXPECT_EQ(wrong_in(Coll::allreduce, op, count, n, 0, timed, kTimedSeed), 0u);
+    EXPECT_GT(wrong_in(Coll::allreduce, op, count, n, 0, timed, kCheckSeed), count / 4);
+  }
+  std::vector<float> gathered(count);
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> mine(block), unused(count);
+    CallArgs a{Coll::allgather,
+               make_layout(Coll::allgather, count * sizeof(float), DataType::float32, n),
+               DataType::float32, ReduceOp::sum, 0, mine.data(), unused.data()};
+    fill_buffers(a, r, n, kTimedSeed);
+    std::copy(mine.begin(), mine.end(), gathered.begin() + static_cast<long>(r * block));
+  }
+  EXPECT_EQ(wrong_in(Coll::allgather, ReduceOp::sum, count, n, 0, gathered, kTimedSeed), 0u);
+  EXPECT_GT(wrong_in(Coll::allgather, ReduceOp::sum, count, n, 0, gathered, kCheckSeed),
+            count / 2);
 }
 
 TEST(BenchCheck, BusBandwidthFactorsAreNcclTests) {
