@@ -145,6 +145,10 @@ void FailureParser::feed_line(const std::string& line) {
   static const std::regex abort_rank(
       R"(MPI_ABORT was invoked on rank (\d+) in communicator MPI_COMM_WORLD)");
   static const std::regex abort_code(R"(^\s*with errorcode (-?\d+))");
+  // A rank that ended without MPI_Finalize (synk skips it after a Timeout, so that mpirun
+  // ends the stuck ranks): "...process rank 0 with PID 0 on" / "node vm exiting improperly".
+  static const std::regex improper_rank(R"(exited due to process rank (\d+) with PID \d+ on)");
+  static const std::regex improper_node(R"(^node (\S+) exiting improperly)");
   std::smatch m;
   if (std::regex_search(line, m, abort_rank)) {
     pending_abort_rank_ = std::stoi(m[1]);
@@ -161,6 +165,12 @@ void FailureParser::feed_line(const std::string& line) {
     rank_ = std::stoi(m[1]);
     node_ = m[2];
     signal_ = std::stoi(m[3]);
+  } else if (std::regex_search(line, m, improper_rank)) {
+    pending_improper_rank_ = std::stoi(m[1]);
+  } else if (pending_improper_rank_ && std::regex_search(line, m, improper_node)) {
+    rank_ = pending_improper_rank_;
+    node_ = m[1];
+    no_finalize_ = true;
   }
 }
 
@@ -170,6 +180,7 @@ std::string FailureParser::describe() const {
   if (!node_.empty()) out += " on " + node_;
   if (code_) out += (aborted_ ? " (MPI_Abort, error code " : " (exit code ") +
                    std::to_string(*code_) + ")";
+  if (no_finalize_) out += " (ended without MPI_Finalize)";
   if (signal_) {
     const char* name = strsignal(*signal_);
     out += " (signal " + std::to_string(*signal_) + (name ? std::string(", ") + name : "") + ")";

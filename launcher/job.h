@@ -32,10 +32,11 @@ class FailureParser {
   static constexpr int kFrameLines = 16;  // mpirun's messages that name a failure are shorter
   void feed_job_line(const std::string& line);
   int lines_since_rule_ = kFrameLines;
-  std::optional<int> pending_rank_, pending_abort_rank_;
+  std::optional<int> pending_rank_, pending_abort_rank_, pending_improper_rank_;
   std::optional<int> rank_, code_, signal_;
   std::string node_;  // the failing rank's host, where mpirun named it
   bool aborted_ = false;  // the rank called MPI_Abort; code_ is its error code
+  bool no_finalize_ = false;  // the rank exited without MPI_Finalize (mpirun: "improperly")
   bool failing_ = false, daemons_failed_ = false, in_tcp_message_ = false;
   std::string tcp_local_, connection_failure_;
 };

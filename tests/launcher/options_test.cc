@@ -280,6 +280,16 @@ TEST(FailureParser, OpenMpiMessages) {
   EXPECT_EQ(aborted.exit_code(), 7);
   EXPECT_EQ(aborted.describe(), "rank 1 (MPI_Abort, error code 7)");
 
+  FailureParser improper;  // a rank that exited without MPI_Finalize, as after a Timeout
+  for (const char* l : {kRule, "mpirun has exited due to process rank 3 with PID 0 on",
+                        "node vm exiting improperly. There are three reasons this could occur:",
+                        ""}) {
+    improper.feed_line(l);
+  }
+  EXPECT_EQ(improper.rank(), 3);
+  EXPECT_EQ(improper.describe(), "rank 3 on vm (ended without MPI_Finalize)");
+  EXPECT_TRUE(improper.job_failing());
+
   FailureParser nothing;
   nothing.feed_line("Exit code: 3");  // without a process name first
   nothing.feed_line("hello from rank 1");
