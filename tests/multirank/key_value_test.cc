@@ -205,6 +205,24 @@ TEST(KeyValue, ACountTooLargeIsRefused) {
   expect_sums(3, v);
 }
 
+// avg on an integer key is refused by init_key on every rank: before, the key's first
+// all_reduce failed on the engine's thread and ended the KeyValue, naming all_reduce.
+TEST(KeyValue, AvgOnAnIntegerKeyIsRefusedByInitKey) {
+  KeyValue kv(world());
+  const std::string e =
+      error_of([&] { kv.init_key(6, 3, DataType::int32, ReduceOp::avg); });
+  EXPECT_NE(e.find("KeyValue::init_key: key 6: op avg is not defined for integer dtype int32"),
+            std::string::npos)
+      << e;
+  kv.init_key(6, 4, DataType::float32, ReduceOp::avg);  // the KeyValue goes on
+  std::vector<float> v(4, static_cast<float>(world().rank() + 1));
+  kv.push(6, v.data());
+  kv.pull(6, v.data());
+  kv.pull_wait(6);
+  const float n = static_cast<float>(world().size());
+  for (float x : v) EXPECT_FLOAT_EQ(x, (n + 1) / 2);
+}
+
 // A pull made after the key's result has arrived gets it at once; a pull made before its push
 // waits for it.
 TEST(KeyValue, PullBeforePushAndAfterResult) {

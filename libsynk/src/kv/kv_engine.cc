@@ -118,6 +118,11 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
     refused = key_text(key) + " is declared already";
   } else if (!is_valid(dtype) || !is_valid(op)) {
     refused = "not a valid dtype or op";
+  } else if (op == ReduceOp::avg && !is_floating(dtype)) {
+    // Refused here, not at the key's first all_reduce on the engine's thread, which ends the
+    // KeyValue with an error about a call the user never made.
+    refused = key_text(key) + ": op avg is not defined for integer dtype " + to_string(dtype) +
+              " (it would truncate); use sum and divide";
   } else if (!(bytes = bytes_in_memory(count, 1, dtype))) {
     refused = key_text(key) + ": " + std::to_string(count) + " elements of " + to_string(dtype) +
               " do not fit in memory";
