@@ -86,3 +86,9 @@ def check_native(dtype, who, name="value"):
     why = byte_order_problem(dtype, name)
     if why is not None:
         raise error(_synk.InvalidArgument, "%s: %s" % (who, why))
+
+
+def describe(e):
+    """An exception as "Timeout: its text", or as "KeyboardInterrupt" where it has no text."""
+    text = str(e)
+    return "%s: %s" % (type(e).__name__, text) if text else type(e).__name__

@@ -15,7 +15,7 @@ import sys
 import weakref
 
 from . import _synk
-from ._agree import bcast_object, error, first_failure
+from ._agree import bcast_object, describe, error, first_failure
 from ._model import _distributed, registry
 
 
@@ -51,6 +51,7 @@ class Driver:
         self.driving = False  # the master is inside a request (its nested calls run as they are)
         self.closed = False
         self.failure = None  # why no request can follow
+        self.alone = False  # the failure was the master's alone: the workers come back from it
         # A worker's objects made at the master's request, by number: held until the master
         # drops its own (its numbers travel with the next request) or closes.
         self.made = {}
@@ -80,7 +81,8 @@ class Driver:
             return here()
         except (_synk.Timeout, KeyboardInterrupt) as e:
             # The master alone: the workers may still be in the request.
-            self.failure = "a request failed on the master alone (%s)" % e
+            self.failure = "a request failed on the master alone (%s)" % describe(e)
+            self.alone = True
             raise
         except Exception as e:
             self._raise_if_peer_died(e)
@@ -191,15 +193,16 @@ def distribute(comm=None, *, exit_workers=True):
 
 def close(comm=None):
     """On the master: the workers leave distribute(). Elsewhere, or a second time, nothing.
-    After a rank died, or a request that failed on the master alone, nothing is sent (the
-    workers cannot take it), and the job ends when the master does."""
+    After a request that failed on the master alone the close still goes: the workers read it
+    once back from that request (its collectives end them by SYNK_TIMEOUT at the latest), as in
+    C++. After a rank died nothing is sent, and the job ends when the master does."""
     reg = registry(comm)
     driver = reg.driver
     if driver is None or not driver.is_master:
         return
     reg.driver = None
     driver.closed = True
-    if not driver.failure:
+    if not driver.failure or driver.alone:
         driver.channel.send(None)
 
 

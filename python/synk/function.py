@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _synk
 from . import _batch
-from ._agree import bcast_object, check_root, dtype_code, error
+from ._agree import bcast_object, check_root, describe, dtype_code, error
 from ._model import driven, registry
 
 # avg: the mean over slices, then over ranks. weighted_avg: each slice's value weighed by its
@@ -62,8 +62,8 @@ class Function:
             mine = _batch.share(selection, comm.rank, comm.size)
             batch_rows, my_rows = len(selection), len(mine)
             acc = self._run_slices(args, mine, num_slices)
-        except Exception as e:  # noqa: BLE001 - every rank hears of it in _agree
-            failure = e
+        except BaseException as e:  # noqa: BLE001 - every rank hears of it in _agree, even of a
+            failure = e  # KeyboardInterrupt or SystemExit, which would leave them out of step
         self._agree(failure, acc)
         collected = [self._collect_one(j, v, to_all, root) for j, v in enumerate(acc)]
         here = to_all or comm.rank == root
@@ -129,10 +129,12 @@ class Function:
         return arrays
 
     def _weigh(self, j, v, rows):
-        # A slice of no rows adds nothing, even where its value is the NaN of an empty mean.
+        # A slice of no rows adds nothing, even where its value is the NaN of an empty mean. The
+        # weight is of v's dtype: NumPy 1.x turns a float32 0-d array times an int into float64,
+        # which the ranks with no rows (zeros of float32) would then differ from.
         if self._collect[j] != "weighted_avg":
             return v
-        return _array(v * rows) if rows else np.zeros_like(v)
+        return _array(v * v.dtype.type(rows)) if rows else np.zeros_like(v)
 
     def _accumulate(self, j, a, b):
         mode = self._collect[j]
@@ -168,7 +170,7 @@ class Function:
         comm.all_reduce(word, op="min")
         if word[0] != comm.size:
             first = int(word[0])
-            text = "" if failure is None else "%s: %s" % (type(failure).__name__, failure)
+            text = "" if failure is None else describe(failure)
             text = bcast_object(comm, text, first)
             if failure is not None:
                 raise failure

@@ -153,6 +153,19 @@ def test_weighted_avg_is_the_exact_mean(comm, rows, num_slices):
     np.testing.assert_allclose(f.local(x, num_slices=num_slices), want, rtol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_weighted_avg_of_a_scalar_loss_with_ranks_left_without_rows(comm, dtype):
+    """A loss as the batch's mean (a 0-d float32 from xb.mean()) on a batch smaller than the
+    ranks: the ranks with no rows must send the dtype of those with rows (NumPy 1.x made the
+    weighted 0-d float32 a float64, and every rank failed with "differs in dtype")."""
+    value = np.arange(20, dtype=dtype).reshape(10, 2)
+    x = synk.Data(value if comm.rank == 0 else None, comm=comm)
+    f = synk.Function(lambda xb: xb.mean(), collect="weighted_avg", comm=comm)
+    for batch in (1, np.array([4])):
+        want = value[batch if isinstance(batch, np.ndarray) else slice(0, batch)].mean()
+        assert f(x, batch=batch, to_all=True) == pytest.approx(float(want), rel=1e-3)
+
+
 def test_broadcast_inputs_are_passed_through(comm):
     x = synk.Data(VALUE if comm.rank == 0 else None, comm=comm)
     seen = []
@@ -219,6 +232,27 @@ def test_a_body_failing_on_one_rank(comm, num_slices):
         assert comm.all_reduce(np.ones(2), op="sum")[0] == comm.size
         ok = synk.Function(lambda rows: rows.sum(), collect="sum", comm=comm)
         assert ok(x, to_all=True) == VALUE.sum()
+
+
+def test_a_system_exit_in_a_body_on_one_rank_is_shared(comm):
+    """SystemExit and KeyboardInterrupt are not Exceptions: the other ranks were not told, and
+    met the failing rank's next call as "mismatched calls"."""
+    x = synk.Data(VALUE if comm.rank == 0 else None, comm=comm)
+    bad = comm.size - 1
+
+    def body(rows):
+        if comm.rank == bad:
+            raise SystemExit(3)
+        return rows.sum()
+
+    f = synk.Function(body, collect="sum", comm=comm, name="quits")
+    if comm.rank == bad:
+        with pytest.raises(SystemExit):
+            f(x)
+    else:
+        with pytest.raises(synk.Remote, match="'quits': rank %d failed: SystemExit: 3" % bad):
+            f(x)
+    assert comm.all_reduce(np.ones(2), op="sum")[0] == comm.size  # still in step
 
 
 def test_bodies_failing_on_every_rank_raise_their_own(comm):
