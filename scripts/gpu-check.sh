@@ -209,7 +209,8 @@ build() {
     -DCMAKE_BUILD_TYPE=Release -DSYNK_WITH_NCCL=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
     "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:-}" || return 1
   run_step build 300 "$RESULTS/build.log" cmake --build "$BUILD" -j "$JOBS" --target \
-    synkrun synk-bench train_fmnist bench_fusion nccl_raw_avg_one_rank nccl_auto_route_test \
+    synkrun synk-bench train_fmnist bench_fusion nccl_raw_avg_one_rank nccl_group_thread_probe \
+    nccl_auto_route_test \
     nccl_collectives_test nccl_device_api_test \
     nccl_no_device_test nccl_contexts_test nccl_device_choice_test
 }
@@ -225,7 +226,9 @@ tests() {
     grep -v "^###" | sed 's/^[0-9]*: //; s/^/    /' >> "$SUMMARY"
   run_step "NCCL alone: one-rank ncclAvg (exit 1 while its wrong element remains)" 30 "$RESULTS/tests.log" \
     "$BUILD/bin/nccl_raw_avg_one_rank"
-  grep -E "^NCCL|^raw_avg" "$RESULTS/tests.log" | sed 's/^/    /' >> "$SUMMARY"
+  run_step "NCCL alone: a group call, blocking and non-blocking communicator" 60 \
+    "$RESULTS/tests.log" "$BUILD/bin/nccl_group_thread_probe"
+  grep -E "^NCCL|^raw_avg|^group_thread" "$RESULTS/tests.log" | sed 's/^/    /' >> "$SUMMARY"
 }
 
 synkrun_checks() {
