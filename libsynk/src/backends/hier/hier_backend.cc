@@ -106,13 +106,17 @@ HierBackend::HierBackend(const CommContext& ctx)
   // The sliced all-reduce needs the same number of ranks on every node.
   int sizes[2] = {ctx.local_size, -ctx.local_size};
   SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, ctx.comm));
-  if (sizes[0] == -sizes[1] && ctx.local_size > 1) {
+  const bool same_sizes = sizes[0] == -sizes[1];
+  if (same_sizes && ctx.local_size > 1) {
     SYNK_CHECK_MPI(MPI_Comm_split(ctx.comm, ctx.local_rank, ctx.node, &slice_comm_));
     SYNK_CHECK_MPI(MPI_Comm_set_errhandler(slice_comm_, MPI_ERRORS_RETURN));
   }
+  const char* sliced = slice_comm_ != MPI_COMM_NULL ? "on"
+                       : same_sizes                  ? "off (one rank a node)"
+                                                     : "off (nodes differ in size)";
   SYNK_LOG_AT(info, "hier backend: " << ctx.num_nodes << " nodes, " << ctx.local_size
-                                     << " local ranks here (node " << ctx.node << "); sliced "
-                                     << "all-reduce " << (slice_comm_ != MPI_COMM_NULL ? "on" : "off (nodes differ in size)"));
+                                     << " local ranks here (node " << ctx.node
+                                     << "); sliced all-reduce " << sliced);
 }
 
 HierBackend::~HierBackend() {
