@@ -223,6 +223,35 @@ TEST(KeyValue, AvgOnAnIntegerKeyIsRefusedByInitKey) {
   for (float x : v) EXPECT_FLOAT_EQ(x, (n + 1) / 2);
 }
 
+// A pull callback that waits (pull_wait, close) is refused: it runs where the results are
+// delivered, and waited for its own delivery forever.
+TEST(KeyValue, APullCallbackMayNotWait) {
+  KeyValue kv(world());
+  kv.init_key(0, 4, DataType::float32);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> v = pushed(0, 4);
+    std::string waited, closed;
+    auto callback = [&] {
+      waited = error_of([&] { kv.pull_wait(0); });
+      closed = error_of([&] { kv.close(); });
+    };
+    if (step == 1) {  // pushed first: on one rank the pull finds the result and runs it itself
+      kv.push(0, v.data());
+      kv.pull(0, v.data(), 0, callback);
+    } else {
+      kv.pull(0, v.data(), 0, callback);
+      kv.push(0, v.data());
+    }
+    kv.pull_wait(0);
+    expect_sums(0, v);
+    EXPECT_NE(waited.find("KeyValue::pull_wait(key 0): called from a pull callback"),
+              std::string::npos)
+        << waited;
+    EXPECT_NE(closed.find("KeyValue::close: called from a pull callback"), std::string::npos)
+        << closed;
+  }
+}
+
 // A pull made after the key's result has arrived gets it at once; a pull made before its push
 // waits for it.
 TEST(KeyValue, PullBeforePushAndAfterResult) {

@@ -19,7 +19,7 @@
 // one at a time; such a callback that throws is logged (an Updater that throws fails the
 // KeyValue on every rank). A pull whose result is there already runs its callback itself, on
 // the caller's thread, and rethrows what it throws. A callback may push and pull, but not wait
-// (pull_wait, close).
+// (pull_wait, close: InvalidUsage).
 #pragma once
 
 #include <cstddef>

@@ -21,6 +21,17 @@ namespace synk::detail {
 
 namespace {
 
+thread_local int callbacks_running = 0;  // pull callbacks on this thread's stack
+
+// InvalidUsage for a wait made from a pull callback.
+void refuse_in_callback(const std::string& call) {
+  if (callbacks_running == 0) return;
+  throw Error(ErrorCode::InvalidUsage,
+              "KeyValue::" + call + ": called from a pull callback, which runs where the "
+              "results are delivered: it would wait for itself. A callback may push and pull, "
+              "not wait (pull_wait, close)");
+}
+
 constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
 
 // How long the engine pauses between cycles that reduced nothing while some rank still has a
@@ -34,6 +45,17 @@ KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, do
 }
 
 }  // namespace
+
+void run_pull_callback(const std::function<void()>& callback) {
+  ++callbacks_running;
+  try {
+    callback();
+  } catch (...) {
+    --callbacks_running;
+    throw;
+  }
+  --callbacks_running;
+}
 
 std::string key_text(int key) { return "key " + std::to_string(key); }
 
@@ -236,7 +258,7 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
   lk.unlock();
   std::exception_ptr thrown;
   try {
-    if (run) run();
+    if (run) run_pull_callback(run);
   } catch (...) {
     thrown = std::current_exception();
   }
@@ -249,6 +271,7 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
 }
 
 void KvEngine::pull_wait(int key) {
+  refuse_in_callback("pull_wait(" + key_text(key) + ")");
   KeySlot* k = nullptr;
   {
     std::lock_guard lk(m_);
@@ -281,6 +304,7 @@ void KvEngine::pull_wait(int key) {
 }
 
 void KvEngine::close() {
+  refuse_in_callback("close");
   std::lock_guard closing(close_m_);  // a second close waits for the first
   {
     std::lock_guard lk(m_);

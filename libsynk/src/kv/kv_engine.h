@@ -75,6 +75,10 @@ struct KeySlot {
   std::function<void()> callback;
 };
 
+// Runs a pull callback: while it runs, pull_wait and close on its thread are refused (they
+// would wait for the very delivery the callback is part of, forever).
+void run_pull_callback(const std::function<void()>& callback);
+
 class KvEngine {
  public:
   KvEngine(Communicator& comm, KeyValueOptions options);
