@@ -43,10 +43,17 @@ MPI_Comm handle_of(const py::object& mpi4py_comm) {
   return reinterpret_cast<MPI_Comm>(h);
 }
 
+// synk._model.refuse_on_master_alone: a new world, or a split of a communicator that serves
+// distribute()'s requests, made by the master alone would wait in MPI forever.
+void refuse_on_master_alone(const char* what, const py::object& comm) {
+  py::module_::import("synk._model").attr("refuse_on_master_alone")(what, comm);
+}
+
 Communicator make_communicator(const py::object& comm, const std::string& backend) {
   CommOptions options;
   options.backend = backend;
   if (comm.is_none()) {
+    refuse_on_master_alone("synk.Communicator()", py::none());
     NoGil released;
     return Communicator(options);
   }
@@ -594,7 +601,9 @@ void add_communicator(py::module_& m) {
       .def_property_readonly("node", &Communicator::node)
       .def_property_readonly("num_nodes", &Communicator::num_nodes)
       .def_property_readonly("backend", &Communicator::backend)
-      .def("split", [](const Communicator& c, int color, int key) {
+      .def("split", [](const py::object& self, int color, int key) {
+             refuse_on_master_alone("split", self);
+             const Communicator& c = self.cast<const Communicator&>();
              NoGil released;
              return c.split(color, key);
            }, py::arg("color"), py::arg("key") = 0)

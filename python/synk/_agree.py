@@ -1,6 +1,7 @@
 """What the ranks agree on before they go on, so that an error on one rank is an error on all of
 them, and nobody is left waiting in a collective the others never reach."""
 import pickle
+import zlib
 
 import numpy as np
 
@@ -19,24 +20,31 @@ class _Refused:
         self.text = text
 
 
-def bcast_object(comm, obj, root=0):
+def bcast_object(comm, obj, root, what):
     """The root's picklable `obj` on every rank (ignored elsewhere): its size, then its bytes.
-    Where the root cannot pickle it, every rank raises InvalidArgument."""
-    size = np.zeros(1, np.int64)
+    Where the root cannot pickle it, every rank raises InvalidArgument. `what` names the call
+    it is part of ("Data", "distribute"): two ranks in different calls, whose broadcasts would
+    pair up unseen, get InvalidUsage naming both (on the ranks that receive)."""
+    header = np.zeros(2, np.int64)  # the payload's size, and which call sends it
     if comm.rank == root:
         try:
-            payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps((what, obj), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:  # noqa: BLE001 - any pickling failure is refused alike
-            payload = pickle.dumps(_Refused("rank %d could not send a %s: %s"
-                                            % (root, type(obj).__name__, e)))
-        size[0] = len(payload)
-    comm.broadcast(size, root)
+            payload = pickle.dumps((what, _Refused("rank %d could not send a %s: %s"
+                                                   % (root, type(obj).__name__, e))))
+        header[:] = len(payload), zlib.crc32(what.encode())
+    comm.broadcast(header, root)
     if comm.rank == root:
         buf = np.frombuffer(payload, np.uint8).copy()
     else:
-        buf = np.empty(int(size[0]), np.uint8)
+        buf = np.empty(int(header[0]), np.uint8)
     comm.broadcast(buf, root)
-    got = pickle.loads(buf.tobytes())
+    theirs, got = pickle.loads(buf.tobytes())
+    if theirs != what:
+        raise error(_synk.InvalidUsage,
+                    "the ranks are in different calls: rank %d in %s, rank %d in %s (every rank "
+                    "makes the same calls, and the same Data, Shared and Function objects in the "
+                    "same order)" % (root, theirs, comm.rank, what))
     if isinstance(got, _Refused):
         raise error(_synk.InvalidArgument, got.text)
     return got
@@ -50,7 +58,7 @@ def first_failure(comm, failed, text=""):
     if first[0] == comm.size:
         return None
     rank = int(first[0])
-    return rank, bcast_object(comm, text, rank)
+    return rank, bcast_object(comm, text, rank, "the agreement on a failure")
 
 
 def check_root(comm, who, root):

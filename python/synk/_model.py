@@ -26,6 +26,20 @@ def world():
     return _world
 
 
+def refuse_on_master_alone(what, comm=None):
+    """InvalidUsage where the master, between distribute() and close() and outside a request,
+    starts what every rank of a driven communicator (comm, or any: the world) must join: the
+    workers serve requests and never would, and MPI would wait for them forever. Called by the
+    binding before synk.Communicator() and split()."""
+    for reg in list(_distributed):
+        driver = reg.driver
+        if driver is not None and driver.drives() and (comm is None or reg.comm is comm):
+            raise error(_synk.InvalidUsage,
+                        "%s on the master after distribute(): the workers serve its requests and "
+                        "never join it, so it would wait forever; make it on every rank before "
+                        "distribute() or after close()" % what)
+
+
 class Registry:
     """A communicator's Data, Shared and Function objects, numbered in the order they were
     made: the master names an object to the workers by its number. It holds them weakly, so

@@ -31,7 +31,7 @@ class Data:
         layout = None
         if comm.rank == 0:
             layout = _layout(value, shape, dtype)
-        layout = bcast_object(comm, layout, 0)
+        layout = bcast_object(comm, layout, 0, "Data()")
         if isinstance(layout, str):
             raise error(_synk.InvalidArgument, "Data: " + layout)
         shape, dtype, filled = layout
@@ -103,7 +103,7 @@ class Data:
                     rows = value.shape[0]
             except Exception as e:  # noqa: BLE001 - refused on every rank, below
                 rows = "%s" % e
-        rows = bcast_object(comm, rows, 0)
+        rows = bcast_object(comm, rows, 0, "Data.set_value")
         if isinstance(rows, str):
             raise error(_synk.InvalidArgument, "Data '%s': set_value: rank 0 gave %s" % (self.name, rows))
         if rows != len(self):

@@ -153,7 +153,7 @@ class Driver:
 def _check_same_objects(reg):
     """Every rank made the same Data, Shared and Function objects, in the same order."""
     mine = reg.describe()
-    masters = bcast_object(reg.comm, mine, 0)
+    masters = bcast_object(reg.comm, mine, 0, "distribute()")
     failed = first_failure(reg.comm, mine != masters, mine)
     if not failed:
         return

@@ -171,7 +171,7 @@ class Function:
         if word[0] != comm.size:
             first = int(word[0])
             text = "" if failure is None else describe(failure)
-            text = bcast_object(comm, text, first)
+            text = bcast_object(comm, text, first, "Function '%s'" % self.name)
             if failure is not None:
                 raise failure
             raise error(_synk.Remote, "Function '%s': rank %d failed: %s" % (self.name, first, text))

@@ -209,7 +209,7 @@ class Shared:
                 layout = "a 0-d value has no rows to split"
             else:
                 layout = (v.shape, v.dtype.str)
-        layout = bcast_object(self._comm, layout, root)
+        layout = bcast_object(self._comm, layout, root, self._who(op))
         if isinstance(layout, str):
             raise error(_synk.InvalidArgument, "%s: rank %d's value: %s" % (self._who(op), root, layout))
         return tuple(layout[0]), np.dtype(layout[1])
@@ -242,8 +242,11 @@ class Shared:
     def _same_layout(self, op):
         """InvalidUsage on every rank unless every rank's value has rank 0's shape and dtype."""
         shapes, same_dtype = self._all_layouts(op)
-        if not same_dtype or any(s != shapes[0] for s in shapes):
-            raise error(_synk.InvalidUsage, "%s: the ranks' values differ in shape or dtype: %s"
+        if not same_dtype:
+            raise error(_synk.InvalidUsage, "%s: the ranks' values differ in dtype (this rank's: "
+                        "%s)" % (self._who(op), self._value.dtype))
+        if any(s != shapes[0] for s in shapes):
+            raise error(_synk.InvalidUsage, "%s: the ranks' values differ in shape: %s"
                         % (self._who(op), shapes))
 
     def _joined(self, nd_up):

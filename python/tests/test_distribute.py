@@ -338,3 +338,38 @@ def test_on_one_rank_the_master_runs_everything(comm):
     finally:
         synk.close(c)
     comm.barrier()
+
+
+def test_ranks_in_different_calls_are_told_not_paired(comm):
+    """A Data made on the master alone before distribute(): its broadcast met the workers' check
+    of the objects, which read rank 0's layout as its list of objects (or timed out). Each
+    broadcast of an object now says which call sends it."""
+    from synk._agree import bcast_object
+    if comm.size == 1:
+        pytest.skip("needs two ranks")
+    if comm.rank == 0:
+        assert bcast_object(comm, (8, 3), 0, "Data()") == (8, 3)
+    else:
+        with pytest.raises(synk.InvalidUsage, match=r"the ranks are in different calls: rank 0 "
+                                                    r"in Data\(\), rank %d in distribute\(\)"
+                                                    % comm.rank):
+            bcast_object(comm, None, 0, "distribute()")
+    assert bcast_object(comm, "same", 0, "Data()") == "same"
+    comm.barrier()
+
+
+def test_the_master_alone_cannot_make_a_world_or_split_what_it_drives(comm):
+    """Between distribute() and close() the workers serve requests: a synk.Communicator() or a
+    split of the driven communicator made by the master alone waited in MPI forever."""
+    c = comm.split(0)
+
+    def master():
+        with pytest.raises(synk.InvalidUsage, match=r"synk.Communicator\(\) on the master after "
+                                                    r"distribute\(\)"):
+            synk.Communicator()
+        with pytest.raises(synk.InvalidUsage, match="split on the master after distribute"):
+            c.split(0)
+        return "refused"
+
+    assert drive(c, master) == ("refused" if c.rank == 0 else None)
+    assert c.split(0).size == c.size  # after close() every rank splits again

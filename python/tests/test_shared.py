@@ -331,10 +331,16 @@ def test_all_reduce_of_differing_shapes_fails_on_every_rank(comm):
     if comm.size == 1:
         pytest.skip("needs two ranks")
     s = synk.Shared(np.zeros(comm.rank + 1), comm=comm, name="u")
-    with pytest.raises(synk.InvalidUsage, match="Shared 'u' all_reduce: the ranks' values differ "
-                                                "in shape or dtype"):
+    with pytest.raises(synk.InvalidUsage, match=r"Shared 'u' all_reduce: the ranks' values differ "
+                                                r"in shape: \[\(1,\), \(2,\)"):
         s.all_reduce(op="sum")
     np.testing.assert_array_equal(s.value, np.zeros(comm.rank + 1))  # unchanged
+    # Of one shape but not one dtype: the message says dtype, and this rank's.
+    t = synk.Shared(np.zeros(2, np.float32 if comm.rank else np.float64), comm=comm, name="t")
+    mine = "float32" if comm.rank else "float64"
+    with pytest.raises(synk.InvalidUsage, match=r"Shared 't' all_reduce: the ranks' values differ "
+                                                r"in dtype \(this rank's: %s\)" % mine):
+        t.all_reduce(op="sum")
 
 
 def test_a_value_of_over_8_dimensions_on_one_rank(comm):
