@@ -185,6 +185,10 @@ int run(const Options& o) {
       if (train_file.dim != 784 || test_file.dim != 784) error = o.data + ": images are not 28x28";
     } catch (const fmnist::IdxError& e) {
       error = e.what();
+      if (o.data == Options{}.data && error.find("cannot open") != std::string::npos) {
+        error += " (the Debian package dataset-fashion-mnist puts the files there; make run "
+                 "installs it)";
+      }
     } catch (const std::exception& e) {  // no memory for the images, say: the others must hear
       error = o.data + ": " + e.what();
     }
@@ -216,7 +220,8 @@ int run(const Options& o) {
   const fmnist::DatasetView train{train_pixels.data(), train_labels.data(), n_train, dim};
 
   fmnist::TrainConfig config;
-  config.batch = o.batch;
+  // A batch past the images is the whole set (and the GPU's buffers are sized by it).
+  config.batch = std::min(o.batch, n_train);
   config.optimizer = o.optimizer;
   config.lr = o.lr;
   config.momentum = o.momentum;
@@ -245,10 +250,14 @@ int run(const Options& o) {
         "%zu steps/epoch; %s lr %g (%s)%s; seed %llu%s\n",
         comm->size(), comm->backend().c_str(),
         o.device == "cuda" ? ", on the GPU (gradients through nccl)" : "", n_train, n_test,
-        o.batch,
+        config.batch,
         trainer.steps_per_epoch(), o.optimizer.c_str(), static_cast<double>(o.lr),
         o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed),
         o.overlap ? "; gradients overlapped layer by layer" : "");
+    if (config.batch < o.batch) {
+      std::fprintf(stderr, "train_fmnist: note: --batch %zu is more than the %zu training images: "
+                           "each step takes them all\n", o.batch, n_train);
+    }
     std::fflush(stdout);
   }
   try {
