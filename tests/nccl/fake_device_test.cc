@@ -44,7 +44,7 @@ TEST(NcclFakeDevice, TwoRanksOnOneDeviceAreRefused) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->code(), synk::ErrorCode::InvalidUsage) << message(e);
   EXPECT_EQ(message(e),
-            std::string("synk InvalidUsage: SYNK_BACKEND=nccl: ranks 0 and 1 both use the CUDA "
+            std::string("synk InvalidUsage: the nccl backend: ranks 0 and 1 both use the CUDA "
                         "device at PCI 0000:00:00.0 on host ") +
                 host +
                 "; NCCL needs one device per rank (start the ranks with synkrun, or give each "
@@ -66,7 +66,7 @@ TEST(NcclFakeDevice, OneRanksErrorReachesTheOthers) {
   } else {
     EXPECT_EQ(e->code(), synk::ErrorCode::Remote) << message(e);
     EXPECT_EQ(message(e),
-              "synk Remote: SYNK_BACKEND=nccl: rank 0 could not set up its CUDA "
+              "synk Remote: the nccl backend: rank 0 could not set up its CUDA "
               "device: " +
                   own);
   }
@@ -83,7 +83,7 @@ TEST(NcclFakeDevice, InitFailureIsAnErrorOnEveryRank) {
   ASSERT_TRUE(e.has_value()) << "NCCL's init succeeded without a CUDA driver";
   const int r = world_rank(), n = world_size();
   EXPECT_EQ(e->code(), synk::ErrorCode::Backend) << message(e);
-  EXPECT_THAT(message(e), HasSubstr("SYNK_BACKEND=nccl: rank " + std::to_string(r) +
+  EXPECT_THAT(message(e), HasSubstr("the nccl backend: rank " + std::to_string(r) +
                                     ": ncclCommInitRankConfig (rank " + std::to_string(r) +
                                     " of " + std::to_string(n) + ") failed: "));
 }

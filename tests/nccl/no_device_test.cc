@@ -41,7 +41,7 @@ TEST(NcclNoDevice, CommunicatorFailsWithNotSupportedAndCudasReason) {
   ASSERT_TRUE(e.has_value()) << "the nccl backend was created without a device";
   EXPECT_EQ(e->code(), synk::ErrorCode::NotSupported) << message(e);
   EXPECT_EQ(message(e),
-            "synk NotSupported: SYNK_BACKEND=nccl: no CUDA device is visible "
+            "synk NotSupported: the nccl backend: no CUDA device is visible "
             "(cudaGetDeviceCount: " +
                 *text + ")");
 }
@@ -60,7 +60,7 @@ TEST(NcclNoDevice, BuildWithoutNcclSaysSo) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->code(), synk::ErrorCode::NotSupported);
   EXPECT_EQ(message(e),
-            "synk NotSupported: SYNK_BACKEND=nccl: this build has no NCCL backend (configured with "
+            "synk NotSupported: the nccl backend: this build has no NCCL backend (configured with "
             "SYNK_WITH_NCCL=OFF or without CUDA)");
 }
 

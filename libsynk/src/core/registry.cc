@@ -95,7 +95,7 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const CommCo
     return std::make_unique<NcclBackend>(ctx);
 #else
     throw Error(ErrorCode::NotSupported,
-                "SYNK_BACKEND=nccl: this build has no NCCL backend (configured with "
+                "the nccl backend: this build has no NCCL backend (configured with "
                 "SYNK_WITH_NCCL=OFF or without CUDA)");
 #endif
   }

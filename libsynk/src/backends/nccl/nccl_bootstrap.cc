@@ -62,12 +62,12 @@ int visible_device_count() {
   if (rc != cudaSuccess) {
     cudaGetLastError();
     throw Error(ErrorCode::NotSupported,
-                std::string("SYNK_BACKEND=nccl: no CUDA device is visible (cudaGetDeviceCount: ") +
+                std::string("the nccl backend: no CUDA device is visible (cudaGetDeviceCount: ") +
                     cudaGetErrorString(rc) + ")");
   }
   if (count <= 0) {
     throw Error(ErrorCode::NotSupported,
-                "SYNK_BACKEND=nccl: no CUDA device is visible (cudaGetDeviceCount: found 0 "
+                "the nccl backend: no CUDA device is visible (cudaGetDeviceCount: found 0 "
                 "devices)");
   }
   return count;
@@ -138,7 +138,7 @@ void check_devices(const CommContext& ctx, const DeviceRecord& mine,
   for (int r = 0; r < ctx.size; ++r) {
     const DeviceRecord& other = all[static_cast<std::size_t>(r)];
     if (other.code != kOk) {
-      throw Error(ErrorCode::Remote, "SYNK_BACKEND=nccl: rank " + std::to_string(r) +
+      throw Error(ErrorCode::Remote, "the nccl backend: rank " + std::to_string(r) +
                                          " could not set up its CUDA device: " + other.message);
     }
   }
@@ -147,7 +147,7 @@ void check_devices(const CommContext& ctx, const DeviceRecord& mine,
   if (const auto pair = find_shared_device(devices)) {
     const DeviceRecord& x = all[static_cast<std::size_t>(pair->first)];
     throw Error(ErrorCode::InvalidUsage,
-                "SYNK_BACKEND=nccl: ranks " + std::to_string(pair->first) + " and " +
+                "the nccl backend: ranks " + std::to_string(pair->first) + " and " +
                     std::to_string(pair->second) + " both use the CUDA device at PCI " + x.bus_id +
                     " on host " + x.host +
                     "; NCCL needs one device per rank (start the ranks with synkrun, or give "
@@ -169,7 +169,7 @@ ncclUniqueId shared_unique_id(const CommContext& ctx) {
   if (msg.code != kOk) {
     throw Error(
         ctx.rank == 0 ? ErrorCode::Backend : ErrorCode::Remote,
-        std::string("SYNK_BACKEND=nccl: ") + (ctx.rank == 0 ? "" : "rank 0: ") + msg.message);
+        std::string("the nccl backend: ") + (ctx.rank == 0 ? "" : "rank 0: ") + msg.message);
   }
   return msg.id;
 }
@@ -191,7 +191,7 @@ ncclComm_t init_comm(const CommContext& ctx, const ncclUniqueId& id, int device)
       ncclCommAbort(comm);
       note_peer_lost();
       throw Error(ErrorCode::Timeout,
-                  "SYNK_BACKEND=nccl: rank " + std::to_string(ctx.rank) + " of " +
+                  "the nccl backend: rank " + std::to_string(ctx.rank) + " of " +
                       std::to_string(ctx.size) + ": ncclCommInitRankConfig on device " +
                       std::to_string(device) + " did not complete within " +
                       seconds_text(timeout_s) + " (SYNK_TIMEOUT); the communicator was aborted");
@@ -201,7 +201,7 @@ ncclComm_t init_comm(const CommContext& ctx, const ncclUniqueId& id, int device)
   if (rc != ncclSuccess) {
     const std::string msg = nccl_message(rc);
     if (comm) ncclCommAbort(comm);
-    throw Error(ErrorCode::Backend, "SYNK_BACKEND=nccl: rank " + std::to_string(ctx.rank) +
+    throw Error(ErrorCode::Backend, "the nccl backend: rank " + std::to_string(ctx.rank) +
                                         ": ncclCommInitRankConfig (rank " +
                                         std::to_string(ctx.rank) + " of " +
                                         std::to_string(ctx.size) + ") failed: " + msg);
