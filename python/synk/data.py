@@ -93,7 +93,14 @@ class Data:
         rows = None
         if comm.rank == 0:
             try:
-                value = np.asarray(value, dtype=self._dtype)
+                given = np.asarray(value)
+                with np.errstate(invalid="ignore"):  # a NaN into ints: refused just below
+                    value = given.astype(self._dtype, copy=False)
+                if (not np.can_cast(given.dtype, self._dtype, casting="same_kind") and
+                        not np.array_equal(value, given)):
+                    # 1.0 becomes 1 in an int Data, but 2.7 would become 2 without a word.
+                    raise TypeError("values of dtype %s that a Data of %s cannot hold unchanged "
+                                    "(cast them first)" % (given.dtype, self._dtype))
                 if value.ndim == 0:
                     rows = "a 0-d value"
                 elif value.shape[1:] != self.shape[1:]:
