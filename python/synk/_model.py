@@ -92,8 +92,11 @@ def registry(comm):
     reg = getattr(comm, "_synk_registry", None)
     if reg is None:
         if not isinstance(comm, _synk.Communicator):
-            raise error(_synk.InvalidArgument,
-                        "comm must be a synk.Communicator, not %s" % type(comm).__name__)
+            hint = ""
+            if type(comm).__module__.startswith("mpi4py"):
+                hint = " (adopt an mpi4py communicator with synk.Communicator(comm) first)"
+            raise error(_synk.InvalidArgument, "comm must be a synk.Communicator, not %s%s"
+                        % (type(comm).__name__, hint))
         reg = Registry(comm)
         comm._synk_registry = reg
     return reg
