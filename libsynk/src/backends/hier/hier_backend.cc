@@ -143,6 +143,13 @@ Request HierBackend::all_reduce(const CollArgs& a) {
   return {};
 }
 
+// SYNK_TIMEOUT bounds a chunk between the nodes, not the call: the watchdog of this rank's MPI
+// calls hears of each, and so do the node's ranks waiting for this one in the node's next step.
+void HierBackend::chunk_done() const {
+  mpi_watch_progress();
+  node_.group->note_progress();
+}
+
 // The cross-node step of both all-reduces: p[0, count) in place over comm, in chunks of at most
 // SYNK_MPI_MAX_CHUNK elements, then avg's scaling by the whole communicator's size.
 void HierBackend::all_reduce_across(unsigned char* p, std::size_t count, const CollArgs& a,
@@ -152,7 +159,7 @@ void HierBackend::all_reduce_across(unsigned char* p, std::size_t count, const C
     const std::size_t n = std::min(max_chunk(), count - off);
     SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n),
                                  mpi_datatype(a.dtype), mpi_reduce_op(a.op), comm));
-    mpi_watch_progress();  // the watchdog's deadline bounds a chunk, not the call
+    chunk_done();
   }
   if (a.op == ReduceOp::avg) scale_avg(p, count, a.dtype, ctx_.size);
 }
@@ -198,7 +205,7 @@ Request HierBackend::broadcast(const CollArgs& a) {
       const std::size_t n = std::min(chunk, a.count - off);
       SYNK_CHECK_MPI(
           MPI_Bcast(buf + off * es, static_cast<int>(n), t, root_node, ctx_.leader_comm));
-      mpi_watch_progress();
+      chunk_done();
     }
   };
   if (ctx_.local_rank == 0) {

@@ -50,6 +50,7 @@ class HierBackend final : public Backend {
   void all_reduce_sliced(const CollArgs& a);
   void all_reduce_across(unsigned char* p, std::size_t count, const CollArgs& a,
                          MPI_Comm comm) const;
+  void chunk_done() const;  // a chunk between the nodes is through
 };
 
 }  // namespace synk::detail

@@ -63,6 +63,10 @@ class Group {
   // the algorithm chooser as the ranks that take it do, so that their trials stay in step.
   [[noreturn]] void reject(const detail::CollArgs& a, ErrorCode code, const std::string& message);
 
+  // This rank's work outside the group moved on: the ranks waiting for it wait on past
+  // SYNK_TIMEOUT while it does (StepChannel::note_progress).
+  void note_progress() { steps_.note_progress(); }
+
   // Node buffers (NodeBuffers::add_region).
   int add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
                  std::shared_ptr<void> keep);

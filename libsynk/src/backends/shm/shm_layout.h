@@ -81,6 +81,9 @@ struct alignas(kLine) RankBlock {
   alignas(kLine) std::atomic<std::uint64_t> done;
   alignas(kLine) std::atomic<std::int64_t> pid;
   std::atomic<std::uint64_t> pid_namespace;  // detail::pid_namespace_id(), stored before pid
+  // Bumped by the owner as work outside the group moves on (a hier leader's chunks between the
+  // nodes): a peer that waits for it past SYNK_TIMEOUT sees it alive and busy, and waits on.
+  std::atomic<std::uint64_t> progress;
   alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
   // This call's send buffer in the owner's address space, for cross-memory attach (cma_pull.cc),
   // and the owner's verdict on it (the probe, then each call's copy result).

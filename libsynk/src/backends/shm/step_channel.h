@@ -61,6 +61,8 @@ class StepChannel {
   // others a Remote error naming this rank (one that only writes in that call, at its next
   // call, as for any mismatch), this rank its own error. Always throws.
   [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message);
+  // This rank's work outside the group moved on (StepChannel::wait_until's deadline).
+  void note_progress();
   const char* op_name() const { return op_name_; }
   const Call& call() const { return call_; }
 
@@ -141,6 +143,7 @@ class StepChannel {
   void decide_spin();  // once every peer has published its CPUs; until then the short spin
   bool peer_alive(int peer) const;
   [[noreturn]] void throw_died(int peer);
+  bool peer_moved_on(int peer, std::uint64_t& seen) const;
   // A peer other than `waited` that died before posting the step this rank has posted: the
   // call can never end, and the rank waited for may be waiting for it.
   void throw_if_a_lagging_peer_died(int waited);

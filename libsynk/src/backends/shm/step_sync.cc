@@ -23,6 +23,7 @@
 
 #include "backends/shm/step_channel.h"
 #include "backends/shm/stream_copy.h"
+#include "core/mpi_watchdog.h"
 #include "core/backoff.h"
 #include "core/logging.h"
 #include "core/mpi_runtime.h"
@@ -287,7 +288,8 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, s
   if (!spin_decided_) decide_spin();
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const auto deadline = start + detail::wait_duration(cfg_.timeout_s);
+  auto deadline = start + detail::wait_duration(cfg_.timeout_s);
+  std::uint64_t peer_progress = block_at(blocks_, peer).progress.load(std::memory_order_relaxed);
   auto next_liveness_check = start + std::chrono::milliseconds(10);
   // Where every rank has a CPU of its own, polls go on for spin_before_yield_ before the
   // first yield, which may hand this core to another process for a time slice (cpu_share.h).
@@ -324,7 +326,10 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, s
                                  << ", which has not reached this call; it fails after "
                                  << detail::seconds_text(cfg_.timeout_s) << " (SYNK_TIMEOUT)");
     }
-    if (now >= deadline) {
+    if (now >= deadline && peer_moved_on(peer, peer_progress)) {
+      deadline = now + detail::wait_duration(cfg_.timeout_s);  // SYNK_TIMEOUT bounds a part
+      detail::mpi_watch_progress();  // and so for a watched call (hier's): this wait moved on
+    } else if (now >= deadline) {
       mark_broken();
       throw Error(ErrorCode::Timeout,
                   std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
@@ -334,6 +339,19 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, s
                       std::to_string(target) + ")");
     }
   }
+}
+
+void StepChannel::note_progress() {
+  block_at(blocks_, cfg_.rank).progress.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Whether `peer` noted progress since `seen` (which it updates): a peer still at work outside
+// the group (a hier leader between the nodes, chunk by chunk) is not a stuck one.
+bool StepChannel::peer_moved_on(int peer, std::uint64_t& seen) const {
+  const std::uint64_t now = block_at(blocks_, peer).progress.load(std::memory_order_relaxed);
+  if (now == seen) return false;
+  seen = now;
+  return true;
 }
 
 void StepChannel::throw_died(int peer) {
