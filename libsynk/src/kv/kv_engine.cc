@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include <mpi.h>
+
 #include "core/backoff.h"
 #include "core/env.h"
 #include "core/logging.h"
@@ -37,6 +39,41 @@ constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
 // How long the engine pauses between cycles that reduced nothing while some rank still has a
 // push waiting: short, since a late rank's push waits for the others' next cycle.
 constexpr auto kPause = std::chrono::microseconds(500);
+
+// The engines alive in this process, in the order they were made. MPI_Finalize closes them
+// first (close_at_finalize): one alive past the program's MPI_Finalize, as objects in main's
+// scope are, made MPI calls after it (its cycles, its close), and MPI ended the job.
+std::mutex live_mu;
+std::vector<KvEngine*> live_engines;
+
+// The delete callback of an attribute of MPI_COMM_SELF, which MPI_Finalize deletes first, while
+// MPI still works. Every rank finalizes, so the engines' collective closes meet; last made,
+// first closed, as scopes end.
+int close_at_finalize(MPI_Comm, int, void*, void*) {
+  std::vector<KvEngine*> engines;
+  {
+    std::lock_guard lk(live_mu);
+    engines = live_engines;
+  }
+  for (auto e = engines.rbegin(); e != engines.rend(); ++e) {
+    try {
+      (*e)->close();
+    } catch (const std::exception& ex) {
+      SYNK_LOG_AT(error, "KeyValue closed by MPI_Finalize after a failure: " << ex.what());
+    }
+  }
+  return MPI_SUCCESS;
+}
+
+void close_engines_at_finalize() {
+  static const bool installed = [] {
+    int key = MPI_KEYVAL_INVALID;
+    return MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, close_at_finalize, &key, nullptr) ==
+               MPI_SUCCESS &&
+           MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr) == MPI_SUCCESS;
+  }();
+  if (!installed) SYNK_LOG_AT(warn, "KeyValue: MPI_Finalize cannot close the KeyValues first");
+}
 
 KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, double timeout_s) {
   if (!k.push_pending) return kNotPushed;
@@ -89,9 +126,16 @@ KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
     if (fusion_bytes_ > 0) fusion_ = engine_comm_.alloc(fusion_bytes_);
     thread_ = std::thread([this] { engine_loop(); });
   }
+  close_engines_at_finalize();
+  std::lock_guard lk(live_mu);
+  live_engines.push_back(this);
 }
 
 KvEngine::~KvEngine() {
+  {
+    std::lock_guard lk(live_mu);
+    std::erase(live_engines, this);
+  }
   try {
     close();
   } catch (const std::exception& e) {
