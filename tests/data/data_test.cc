@@ -322,5 +322,24 @@ TEST(Data, ResizeKeepsContentsWithinAndBeyondTheOversize) {
   EXPECT_EQ(d.rows(), 0u);
 }
 
+// A view that take() gave keeps the node's segment: after a resize that moves the data, or a
+// free(), it still reads the rows it had (it read unmapped memory, a segfault, before).
+TEST(Data, ATakenViewOutlivesAResizeAndAFree) {
+  Communicator& comm = world();
+  Data<float> d(comm, {4, 2});
+  std::vector<float> v;
+  if (comm.rank() == 0) v = {1, 2, 3, 4, 5, 6, 7, 8};
+  d.set_value(v);
+  const BatchRows<float> before_grow = d.take(Batch::all(), 0, 1);  // every row, in place
+  ASSERT_EQ(before_grow.values.data(), d.data());                    // a view, not a copy
+  d.resize(40);  // past the capacity: a new segment
+  const BatchRows<float> before_free = d.take(Batch::first(2), 0, 1);
+  d.free();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(before_grow.values[static_cast<std::size_t>(i)], i + 1);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(before_free.values[static_cast<std::size_t>(i)], i + 1);
+  const BatchRows<float> copy = before_grow;  // a copy holds the segment too
+  EXPECT_EQ(copy.values[7], 8.0f);
+}
+
 }  // namespace
 }  // namespace synk

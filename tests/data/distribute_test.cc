@@ -244,6 +244,13 @@ TEST(Distribute, MisuseIsAnErrorAtOnce) {
     EXPECT_SYNK_ERROR(after, ErrorCode::InvalidUsage);
     EXPECT_THAT(message(after), HasSubstr("add() of Shared 'late' comes before serve()"));
     EXPECT_THAT(dist.call(inner, {"x"})[0], ElementsAre(static_cast<float>(comm.size())));
+    // Called directly, as Synkhronos's master did: it waited for the workers until
+    // SYNK_TIMEOUT, and the communicator was broken after.
+    const auto direct = caught([&] { inner({&x}); });
+    EXPECT_SYNK_ERROR(direct, ErrorCode::InvalidUsage);
+    EXPECT_THAT(message(direct), HasSubstr("Function 'inner': on the master between serve() "
+                                           "and close(), call it as Distributed::call"));
+    EXPECT_THAT(dist.call(inner, {"x"})[0], ElementsAre(static_cast<float>(comm.size())));
     dist.close();
   } else {
     EXPECT_FALSE(caught([&] { dist.close(); }).has_value());  // SPMD-style close: nothing
@@ -358,6 +365,40 @@ TEST(Distribute, AMasterThatUnwindsWithoutCloseReleasesTheWorkers) {
   });
   if (comm.rank() == 0) {
     EXPECT_THAT(message(e), HasSubstr("the master's loop failed"));
+  } else {
+    EXPECT_FALSE(e.has_value());
+    EXPECT_TRUE(served);
+  }
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+// The same with the objects declared after the Distributed, so destroyed before it: its
+// destructor wrote into them (a heap use-after-free; a double free on the master), and the
+// master's own exception was lost.
+TEST(Distribute, AMasterThatUnwindsPastObjectsMadeAfterItsDistributed) {
+  Communicator& comm = world();
+  bool served = false;
+  const auto e = caught([&] {
+    try {
+      Distributed dist(comm);
+      Data<float> x(comm, {3, 1});
+      Shared<float> s(comm, "a_shared_variable_with_a_name_past_the_small_string", {1});
+      Function<float> f(comm, "f", {Collect::sum},
+                        [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+      dist.add(f);
+      dist.add("x", x);
+      dist.add(s);
+      if (dist.serve()) {
+        s.all_reduce();
+        throw std::runtime_error("the master's own bug");
+      }
+      served = true;
+    } catch (const std::runtime_error& error) {
+      throw Error(ErrorCode::InvalidUsage, error.what());
+    }
+  });
+  if (comm.rank() == 0) {
+    EXPECT_THAT(message(e), HasSubstr("the master's own bug"));
   } else {
     EXPECT_FALSE(e.has_value());
     EXPECT_TRUE(served);

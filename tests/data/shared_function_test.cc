@@ -156,6 +156,16 @@ TEST(Shared, WeightedAverageTypesAndAScatterOfABadRootValue) {
   });
   EXPECT_SYNK_ERROR(narrow, ErrorCode::InvalidArgument);
   EXPECT_THAT(message(narrow), HasSubstr("weighted_avg needs float or double outputs"));
+  // avg of integers: refused when made, where every rank ran the body first and then failed in
+  // the collective, and local() truncated 5.5 to 5.
+  const auto integer_avg = caught([&] {
+    Function<float, std::int32_t> f(comm, "g", {Collect::sum, Collect::avg},
+                                    [](const SliceInputs<float, std::int32_t>&) {
+                                      return Function<float, std::int32_t>::Outputs{{1}, {1}};
+                                    });
+  });
+  EXPECT_SYNK_ERROR(integer_avg, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(integer_avg), HasSubstr("Function 'g': avg needs floating-point outputs"));
   Shared<float> s(comm, "s", {1, 2, 3, 4}, {2, 2});
   if (comm.rank() == 0) s.value().push_back(5);
   const auto e = caught([&] { s.scatter(); });

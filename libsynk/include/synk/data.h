@@ -114,16 +114,23 @@ struct BatchRows {
   std::span<const T> values;
   std::size_t rows = 0;
   std::vector<T> owned;  // the copy, when one was needed
+  // The node's segment, when values view it: held, so that the view stays readable (with the
+  // old rows) after a resize that moves the data or a free(), as Python's views do.
+  std::shared_ptr<const void> segment;
 
   BatchRows() = default;
   // A copy of rows held in `owned` views its own copy of them, not the original's (which may
   // be gone by the time the copy is read).
-  BatchRows(const BatchRows& o) : values(o.values), rows(o.rows), owned(o.owned) { repoint(o); }
+  BatchRows(const BatchRows& o)
+      : values(o.values), rows(o.rows), owned(o.owned), segment(o.segment) {
+    repoint(o);
+  }
   BatchRows& operator=(const BatchRows& o) {
     if (this != &o) {
       values = o.values;
       rows = o.rows;
       owned = o.owned;
+      segment = o.segment;
       repoint(o);
     }
     return *this;
@@ -192,10 +199,14 @@ class Data {
     BatchRows<T> out;
     out.values = take(sel, out.owned);
     out.rows = sel.size();
+    if (!out.values.empty() && out.values.data() != out.owned.data()) {
+      out.segment = store_.mapping();
+    }
     return out;
   }
   // The same into a buffer the caller reuses from batch to batch (no allocation once it is
   // large enough): a view into shared memory when the rows are contiguous, else into buffer.
+  // That view, like data() and row_span(), lasts until a resize that moves the data or free().
   std::span<const T> take(const RowSelection& sel, std::vector<T>& buffer) const {
     detail::check_selection(sel, rows());
     const std::size_t re = row_elems();

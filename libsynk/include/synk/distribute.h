@@ -174,6 +174,7 @@ class Distributed final : private detail::DriveHook {
     std::string line;
     std::function<void(const Message&)> serve;
     std::function<void(detail::DriveHook*)> link;
+    const detail::DriveLink* link_at = nullptr;  // the object's link, until it is destroyed
     const void* object = nullptr;
     const std::type_info* type = nullptr;  // a Data's element type
     bool read_only = false;                // a const Data
@@ -181,6 +182,8 @@ class Distributed final : private detail::DriveHook {
 
   void drive(detail::DrivenOp op, const std::string& name, const detail::DrivenArgs& args,
              const std::function<void()>& here, const detail::DrivenRows* rows) override;
+  void check_direct_call(const std::string& name) const override;
+  void unlinked(const detail::DriveLink* link) noexcept override;
   std::string name_of_data(const void* data) const;
   // Throws InvalidUsage where `what` cannot be driven now; `after_unfinished`: even after a
   // request that failed on the master alone (close).
@@ -237,6 +240,8 @@ void Distributed::add(Function<T, Out>& f) {
   e.line = "Function '" + f.name() + "' (" + detail::type_text<T>() + " -> " +
            detail::type_text<Out>() + ")";
   e.object = &f;
+  e.link = [&f](detail::DriveHook* hook) { f.link_.set(hook, f.name()); };
+  e.link_at = &f.link_;
   e.serve = [this, &f](const Message& m) { run_call<T, Out>(f, m, {}, nullptr); };
   functions_[f.name()] = std::move(e);
 }
@@ -250,6 +255,7 @@ void Distributed::add(const std::string& name, const Data<T>& d) {
   e.type = &typeid(T);
   e.read_only = true;  // its link refuses changes on the master (check_data_request)
   e.link = [name, &d](detail::DriveHook* hook) { d.link_.set(hook, name); };
+  e.link_at = &d.link_;
   e.serve = [name](const Message& m) {
     throw Error(ErrorCode::InvalidUsage, "distribute: Data '" + name + "' was added read only; " +
                                              detail::driven_op_name(m.op) + " needs add() of a "
@@ -267,6 +273,7 @@ void Distributed::add(const std::string& name, Data<T>& d,
   e.object = &d;
   e.type = &typeid(T);
   e.link = [name, &d](detail::DriveHook* hook) { d.link_.set(hook, name); };
+  e.link_at = &d.link_;
   e.serve = [name, &d, loader](const Message& m) {
     switch (m.op) {
       case detail::DrivenOp::data_set_value: d.set_value({}); break;
@@ -298,6 +305,7 @@ void Distributed::add(Shared<T>& s) {
   e.line = "Shared '" + s.name() + "' (" + detail::type_text<T>() + ")";
   e.object = &s;
   e.link = [&s](detail::DriveHook* hook) { s.link_.set(hook, s.name()); };
+  e.link_at = &s.link_;
   e.serve = [this, &s](const Message& m) {
     const int a = static_cast<int>(m.args.a), b = static_cast<int>(m.args.b);
     switch (m.op) {

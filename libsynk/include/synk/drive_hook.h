@@ -1,7 +1,8 @@
-// The master-driven mode's hook in Shared and Data (synk/distribute.h): between serve() and
-// close(), a collective called on the master on a registered object first brings every worker
-// into the same call. Elsewhere (SPMD, the workers, before serve()) the hook is not set and the
-// call runs as it is.
+// The master-driven mode's hook in Shared, Data and Function (synk/distribute.h): between
+// serve() and close(), a collective called on the master on a registered object first brings
+// every worker into the same call (a Function, which must go through Distributed::call, is
+// refused). Elsewhere (SPMD, the workers, before serve()) the hook is not set and the call runs
+// as it is.
 #pragma once
 
 #include <cstdint>
@@ -49,12 +50,19 @@ struct DrivenRows {
   const RowSelection* selection = nullptr;
 };
 
+struct DriveLink;
+
 class DriveHook {
  public:
   // On the master: sends the request that brings every worker into `op` on the object
   // registered as `name` (reading `rows` where given), then runs `here`, the master's part.
   virtual void drive(DrivenOp op, const std::string& name, const DrivenArgs& args,
                      const std::function<void()>& here, const DrivenRows* rows) = 0;
+  // A registered Function called directly on the master: InvalidUsage, unless inside a request
+  // (Distributed::call), since the workers would never join it.
+  virtual void check_direct_call(const std::string& name) const = 0;
+  // The object holding `link` is being destroyed: the hook must not touch it any more.
+  virtual void unlinked(const DriveLink* link) noexcept = 0;
 
  protected:
   ~DriveHook() = default;
@@ -68,6 +76,11 @@ struct DriveLink {
   // A copy of a registered object is not registered: it runs its calls as they are.
   DriveLink(const DriveLink&) {}
   DriveLink& operator=(const DriveLink&) { return *this; }
+  // An object destroyed while registered (declared after its Distributed, on a master that
+  // unwinds) tells the hook, which then leaves it alone.
+  ~DriveLink() {
+    if (hook) hook->unlinked(this);
+  }
   // Registers the object (Distributed::serve) or, with a null hook, unregisters it.
   void set(DriveHook* h, std::string n) {
     hook = h;

@@ -15,6 +15,7 @@
 #include "synk/agreement.h"
 #include "synk/communicator.h"
 #include "synk/data.h"
+#include "synk/drive_hook.h"
 
 namespace synk {
 
@@ -64,6 +65,15 @@ class Function {
                                               "or double outputs (value x rows would overflow "
                                               "a narrower type)");
     }
+    // Refused here, not after every rank has run the body (the collective refuses it) or as a
+    // silent truncation (local()).
+    const bool averages = std::find(collect_.begin(), collect_.end(), Collect::avg) !=
+                          collect_.end();
+    if (std::is_integral_v<Out> && averages) {
+      throw Error(ErrorCode::InvalidArgument, "Function '" + name_ + "': avg needs floating-point "
+                                              "outputs (an integer mean would truncate); use sum "
+                                              "and divide");
+    }
   }
 
   const std::string& name() const { return name_; }
@@ -75,6 +85,7 @@ class Function {
   // the others Remote, naming the first rank that failed.
   Outputs operator()(const std::vector<const Data<T>*>& data,
                      const std::vector<std::vector<Out>>& inputs = {}, const CallOptions& o = {}) {
+    if (link_.hook) link_.hook->check_direct_call(name_);
     check_slices(o.num_slices);
     Outputs acc;
     Failure failure;
@@ -352,6 +363,9 @@ class Function {
   bool weighted_;  // an output is weighted_avg
   static constexpr std::size_t kFusedOutputs = 8, kFusedValues = 16;
   bool fusable_;  // every output is small enough in kind for agree_and_collect_small
+  detail::DriveLink link_;  // set on the master while a Distributed serves
+
+  friend class Distributed;  // sets link_ (synk/distribute.h)
 };
 
 }  // namespace synk

@@ -303,11 +303,31 @@ void Distributed::check_same_names() {
 }
 
 void Distributed::link_objects(detail::DriveHook* hook) {
-  for (const auto* map : {&data_, &shared_}) {
+  for (const auto* map : {&functions_, &data_, &shared_}) {
     for (const auto& entry : *map) {
       if (entry.second.link) entry.second.link(hook);
     }
   }
+}
+
+// The object is going (a master that unwinds past objects declared after this Distributed):
+// setting or clearing its link later would write into freed memory.
+void Distributed::unlinked(const detail::DriveLink* link) noexcept {
+  for (auto* map : {&functions_, &data_, &shared_}) {
+    for (auto& entry : *map) {
+      if (entry.second.link_at != link) continue;
+      entry.second.link = nullptr;
+      entry.second.link_at = nullptr;
+    }
+  }
+}
+
+void Distributed::check_direct_call(const std::string& name) const {
+  if (driving_) return;  // Distributed::call's own part: the workers are in it
+  throw Error(ErrorCode::InvalidUsage,
+              "Function '" + name + "': on the master between serve() and close(), call it as "
+              "Distributed::call(f, {data names}, ...), which brings the workers into it; a "
+              "direct call would wait for them until SYNK_TIMEOUT");
 }
 
 // The master's side of every request: send it, run its own part. Once a rank has died every
