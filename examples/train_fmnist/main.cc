@@ -221,7 +221,7 @@ int run(const Options& o) {
 
   fmnist::TrainConfig config;
   // A batch past the images is the whole set (and the GPU's buffers are sized by it).
-  config.batch = std::min(o.batch, n_train);
+  config.batch = std::max<std::size_t>(1, std::min(o.batch, n_train));
   config.optimizer = o.optimizer;
   config.lr = o.lr;
   config.momentum = o.momentum;

@@ -74,9 +74,20 @@ class PyUpdater : public Updater {
   }
 };
 
+class PyKeyValue;
+// The KeyValues alive, closed by a Python atexit hook: MPI_Finalize would close them too, but
+// mpi4py's runs it holding the GIL, which a callback or an Updater of theirs then waits for.
+std::vector<PyKeyValue*> live_key_values;
+void close_live_key_values();
+
 class PyKeyValue {
  public:
   PyKeyValue(Communicator& comm, const py::object& updater) : updater_(updater) {
+    static const bool hooked = [] {
+      py::module_::import("atexit").attr("register")(py::cpp_function(&close_live_key_values));
+      return true;
+    }();
+    (void)hooked;
     KeyValueOptions options;
     if (!updater.is_none()) {
       if (!py::isinstance<Updater>(updater)) {
@@ -87,11 +98,15 @@ class PyKeyValue {
       }
       options.updater = updater.cast<std::shared_ptr<Updater>>();
     }
-    NoGil released;
-    kv_ = std::make_unique<KeyValue>(comm, options);
+    {
+      NoGil released;
+      kv_ = std::make_unique<KeyValue>(comm, options);
+    }
+    live_key_values.push_back(this);
   }
   // Collective (it waits for every rank to close), so without the GIL.
   ~PyKeyValue() {
+    std::erase(live_key_values, this);
     NoGil released;
     kv_.reset();
   }
@@ -193,6 +208,19 @@ class PyKeyValue {
   std::unique_ptr<KeyValue> kv_;
   std::map<int, py::object> pushed_, pulled_, callbacks_;
 };
+
+// At interpreter exit, before mpi4py's MPI_Finalize (atexit runs the last registered first, and
+// the first KeyValue comes after `from mpi4py import MPI`): the last made first, as MPI_Finalize
+// would. An error is logged by the KeyValue; nothing is left to tell.
+void close_live_key_values() {
+  const std::vector<PyKeyValue*> open = live_key_values;
+  for (auto kv = open.rbegin(); kv != open.rend(); ++kv) {
+    try {
+      (*kv)->close();
+    } catch (...) {
+    }
+  }
+}
 
 }  // namespace
 

@@ -33,7 +33,8 @@ def refuse_on_master_alone(what, comm=None):
     binding before synk.Communicator() and split()."""
     for reg in list(_distributed):
         driver = reg.driver
-        if driver is not None and driver.drives() and (comm is None or reg.comm is comm):
+        if (driver is not None and driver.drives() and reg.comm.size > 1 and
+                (comm is None or reg.comm is comm)):  # with no workers, nothing waits
             raise error(_synk.InvalidUsage,
                         "%s on the master after distribute(): the workers serve its requests and "
                         "never join it, so it would wait forever; make it on every rank before "

@@ -93,14 +93,7 @@ class Data:
         rows = None
         if comm.rank == 0:
             try:
-                given = np.asarray(value)
-                with np.errstate(invalid="ignore"):  # a NaN into ints: refused just below
-                    value = given.astype(self._dtype, copy=False)
-                if (not np.can_cast(given.dtype, self._dtype, casting="same_kind") and
-                        not np.array_equal(value, given)):
-                    # 1.0 becomes 1 in an int Data, but 2.7 would become 2 without a word.
-                    raise TypeError("values of dtype %s that a Data of %s cannot hold unchanged "
-                                    "(cast them first)" % (given.dtype, self._dtype))
+                value = _converted(value, self._dtype)
                 if value.ndim == 0:
                     rows = "a 0-d value"
                 elif value.shape[1:] != self.shape[1:]:
@@ -153,3 +146,19 @@ def _layout(value, shape, dtype):
     if not shape or min(shape) < 0:
         return "shape %s: needs a first axis (the rows), no negative dimension" % (shape,)
     return shape, dtype, value is not None  # the dtype itself, pickled: padding, offsets and all
+
+
+def _converted(value, dtype):
+    """value as an array of dtype. Numbers into an integer Data must keep their values: 1.0
+    becomes 1, but 2.7, 300 into uint8 or -1 into unsigned are refused, not changed silently."""
+    if dtype.kind not in "biu":
+        return np.asarray(value, dtype=dtype)
+    given = np.asarray(value)
+    if given.dtype.kind not in "biuf" or given.dtype == dtype:
+        return np.asarray(value, dtype=dtype)
+    with np.errstate(invalid="ignore", over="ignore"):  # a NaN or an overflow: refused below
+        converted = given.astype(dtype)
+    if not np.array_equal(converted, given):
+        raise TypeError("values of dtype %s that a Data of %s cannot hold unchanged (cast them "
+                        "first)" % (given.dtype, dtype))
+    return converted

@@ -80,6 +80,8 @@ class Driver:
             self._agree_read(None)
             return here()
         except (_synk.Timeout, KeyboardInterrupt) as e:
+            if getattr(e, "_synk_agreed", False):  # a Function body's, which every rank heard of
+                raise
             # The master alone: the workers may still be in the request.
             self.failure = "a request failed on the master alone (%s)" % describe(e)
             self.alone = True

@@ -171,8 +171,9 @@ class Function:
         if word[0] != comm.size:
             first = int(word[0])
             text = "" if failure is None else describe(failure)
-            text = bcast_object(comm, text, first, "Function '%s'" % self.name)
+            text = bcast_object(comm, text, first, "Function")  # names may differ by rank
             if failure is not None:
+                failure._synk_agreed = True  # every rank knows: not a failure of this rank alone
                 raise failure
             raise error(_synk.Remote, "Function '%s': rank %d failed: %s" % (self.name, first, text))
         for j, mode in enumerate(self._collect):

@@ -209,7 +209,7 @@ class Shared:
                 layout = "a 0-d value has no rows to split"
             else:
                 layout = (v.shape, v.dtype.str)
-        layout = bcast_object(self._comm, layout, root, self._who(op))
+        layout = bcast_object(self._comm, layout, root, "Shared " + op)  # names may differ
         if isinstance(layout, str):
             raise error(_synk.InvalidArgument, "%s: rank %d's value: %s" % (self._who(op), root, layout))
         return tuple(layout[0]), np.dtype(layout[1])

@@ -201,9 +201,9 @@ def test_set_value_converts_to_the_data_dtype(comm):
     x.set_value([1.0, 2.0, 3.0] if comm.rank == 0 else None)
     assert_same_everywhere(comm, x.value, np.array([1, 2, 3], np.uint8))
     # Values the dtype cannot hold are refused on every rank, not truncated (2.7 became 2).
-    for bad in ([2.7, 1.0], [300.0], [np.nan]):
+    for bad in ([2.7, 1.0], [300.0], [np.nan], [300], [-1]):
         with pytest.raises(synk.InvalidArgument, match="set_value: rank 0 gave values of dtype "
-                                                       "float64 that a Data of uint8 cannot"):
+                                                       "(float|int)64 that a Data of uint8 cannot"):
             x.set_value(bad if comm.rank == 0 else None)
     assert_same_everywhere(comm, x.value, np.array([1, 2, 3], np.uint8))  # unchanged
 

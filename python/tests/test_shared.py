@@ -384,3 +384,11 @@ def test_a_value_in_a_foreign_byte_order_is_refused(comm):
         s.set_value(comm.size - 1, np.array([1.0, 2.0], FOREIGN_F4))
     s.all_reduce("sum")  # nothing refused changed the value
     np.testing.assert_array_equal(s.value, np.array([1.5, 2.0]) * comm.size)
+
+
+def test_names_may_differ_by_rank_in_spmd(comm):
+    """SPMD asks nothing of the names: a Shared named per rank still broadcasts (the check that
+    ranks are in the same call must not take a name for a call)."""
+    s = synk.Shared(np.arange(3.0) * (comm.rank + 1), comm=comm, name="g%d" % comm.rank)
+    s.broadcast()
+    np.testing.assert_array_equal(s.value, np.arange(3.0))

@@ -247,9 +247,13 @@ TEST(Distribute, MisuseIsAnErrorAtOnce) {
     // Called directly, as Synkhronos's master did: it waited for the workers until
     // SYNK_TIMEOUT, and the communicator was broken after.
     const auto direct = caught([&] { inner({&x}); });
-    EXPECT_SYNK_ERROR(direct, ErrorCode::InvalidUsage);
-    EXPECT_THAT(message(direct), HasSubstr("Function 'inner': on the master between serve() "
-                                           "and close(), call it as Distributed::call"));
+    if (comm.size() > 1) {
+      EXPECT_SYNK_ERROR(direct, ErrorCode::InvalidUsage);
+      EXPECT_THAT(message(direct), HasSubstr("Function 'inner': on the master between serve() "
+                                             "and close(), call it as Distributed::call"));
+    } else {
+      EXPECT_FALSE(direct.has_value());  // no workers: nothing would wait
+    }
     EXPECT_THAT(dist.call(inner, {"x"})[0], ElementsAre(static_cast<float>(comm.size())));
     dist.close();
   } else {

@@ -323,7 +323,7 @@ void Distributed::unlinked(const detail::DriveLink* link) noexcept {
 }
 
 void Distributed::check_direct_call(const std::string& name) const {
-  if (driving_) return;  // Distributed::call's own part: the workers are in it
+  if (driving_ || comm_->size() == 1) return;  // the workers are in it, or there are none
   throw Error(ErrorCode::InvalidUsage,
               "Function '" + name + "': on the master between serve() and close(), call it as "
               "Distributed::call(f, {data names}, ...), which brings the workers into it; a "

@@ -186,7 +186,7 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
   }
   for (auto& [k, callback] : callbacks) {
     try {
-      run_pull_callback(callback);
+      run_pull_callback(this, callback);
     } catch (const std::exception& e) {
       SYNK_LOG_AT(error, "KeyValue: the pull callback of " << key_text(k->key)
                                                            << " threw: " << e.what());

@@ -23,11 +23,15 @@ namespace synk::detail {
 
 namespace {
 
-thread_local int callbacks_running = 0;  // pull callbacks on this thread's stack
+// The engines whose pull callbacks run on this thread's stack (another engine's waits are
+// free: it delivers on its own thread).
+thread_local std::vector<const KvEngine*> delivering_here;
 
-// InvalidUsage for a wait made from a pull callback.
-void refuse_in_callback(const std::string& call) {
-  if (callbacks_running == 0) return;
+// InvalidUsage for a wait on `engine` made from one of its own pull callbacks.
+void refuse_in_callback(const KvEngine* engine, const std::string& call) {
+  if (std::find(delivering_here.begin(), delivering_here.end(), engine) == delivering_here.end()) {
+    return;
+  }
   throw Error(ErrorCode::InvalidUsage,
               "KeyValue::" + call + ": called from a pull callback, which runs where the "
               "results are delivered: it would wait for itself. A callback may push and pull, "
@@ -57,9 +61,11 @@ int close_at_finalize(MPI_Comm, int, void*, void*) {
   }
   for (auto e = engines.rbegin(); e != engines.rend(); ++e) {
     try {
-      (*e)->close();
+      (*e)->close_engine();
     } catch (const std::exception& ex) {
       SYNK_LOG_AT(error, "KeyValue closed by MPI_Finalize after a failure: " << ex.what());
+    } catch (...) {  // an Updater's own exception: nothing may leave MPI's callback
+      SYNK_LOG_AT(error, "KeyValue closed by MPI_Finalize after a failure");
     }
   }
   return MPI_SUCCESS;
@@ -83,15 +89,15 @@ KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, do
 
 }  // namespace
 
-void run_pull_callback(const std::function<void()>& callback) {
-  ++callbacks_running;
+void run_pull_callback(const KvEngine* engine, const std::function<void()>& callback) {
+  delivering_here.push_back(engine);
   try {
     callback();
   } catch (...) {
-    --callbacks_running;
+    delivering_here.pop_back();
     throw;
   }
-  --callbacks_running;
+  delivering_here.pop_back();
 }
 
 std::string key_text(int key) { return "key " + std::to_string(key); }
@@ -137,9 +143,11 @@ KvEngine::~KvEngine() {
     std::erase(live_engines, this);
   }
   try {
-    close();
+    close_engine();
   } catch (const std::exception& e) {
     SYNK_LOG_AT(error, "KeyValue destroyed after a failure: " << e.what());
+  } catch (...) {
+    SYNK_LOG_AT(error, "KeyValue destroyed after a failure");
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -302,7 +310,7 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
   lk.unlock();
   std::exception_ptr thrown;
   try {
-    if (run) run_pull_callback(run);
+    if (run) run_pull_callback(this, run);
   } catch (...) {
     thrown = std::current_exception();
   }
@@ -315,7 +323,7 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
 }
 
 void KvEngine::pull_wait(int key) {
-  refuse_in_callback("pull_wait(" + key_text(key) + ")");
+  refuse_in_callback(this, "pull_wait(" + key_text(key) + ")");
   KeySlot* k = nullptr;
   {
     std::lock_guard lk(m_);
@@ -348,7 +356,13 @@ void KvEngine::pull_wait(int key) {
 }
 
 void KvEngine::close() {
-  refuse_in_callback("close");
+  refuse_in_callback(this, "close");
+  close_engine();
+}
+
+// close() without the callback check: the destructor's and MPI_Finalize's, which must close
+// whatever thread they run on (a KeyValue dropped inside another's callback, say).
+void KvEngine::close_engine() {
   std::lock_guard closing(close_m_);  // a second close waits for the first
   {
     std::lock_guard lk(m_);

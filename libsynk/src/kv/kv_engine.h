@@ -77,7 +77,8 @@ struct KeySlot {
 
 // Runs a pull callback: while it runs, pull_wait and close on its thread are refused (they
 // would wait for the very delivery the callback is part of, forever).
-void run_pull_callback(const std::function<void()>& callback);
+class KvEngine;
+void run_pull_callback(const KvEngine* engine, const std::function<void()>& callback);
 
 class KvEngine {
  public:
@@ -91,6 +92,7 @@ class KvEngine {
   void pull(int key, void* out, int priority, std::function<void()> callback);
   void pull_wait(int key);
   void close();
+  void close_engine();  // close() from anywhere, even one of its own callbacks
   // The slot's fixed fields (count, dtype, owner); throws InvalidUsage for an unknown key.
   const KeySlot& declared(int key, const char* op) const;
 
