@@ -1,7 +1,6 @@
 """What the ranks agree on before they go on, so that an error on one rank is an error on all of
 them, and nobody is left waiting in a collective the others never reach."""
 import pickle
-import zlib
 
 import numpy as np
 
@@ -25,19 +24,19 @@ def bcast_object(comm, obj, root, what):
     Where the root cannot pickle it, every rank raises InvalidArgument. `what` names the call
     it is part of ("Data", "distribute"): two ranks in different calls, whose broadcasts would
     pair up unseen, get InvalidUsage naming both (on the ranks that receive)."""
-    header = np.zeros(2, np.int64)  # the payload's size, and which call sends it
+    size = np.zeros(1, np.int64)
     if comm.rank == root:
         try:
             payload = pickle.dumps((what, obj), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:  # noqa: BLE001 - any pickling failure is refused alike
             payload = pickle.dumps((what, _Refused("rank %d could not send a %s: %s"
                                                    % (root, type(obj).__name__, e))))
-        header[:] = len(payload), zlib.crc32(what.encode())
-    comm.broadcast(header, root)
+        size[0] = len(payload)  # `what` travels in the payload, compared below
+    comm.broadcast(size, root)
     if comm.rank == root:
         buf = np.frombuffer(payload, np.uint8).copy()
     else:
-        buf = np.empty(int(header[0]), np.uint8)
+        buf = np.empty(int(size[0]), np.uint8)
     comm.broadcast(buf, root)
     theirs, got = pickle.loads(buf.tobytes())
     if theirs != what:

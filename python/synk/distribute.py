@@ -106,8 +106,7 @@ class Driver:
                     for number in dropped:
                         self.made.pop(number, None)
                 except Exception as e:  # noqa: BLE001 - reported to every rank below
-                    request, why = None, "rank %d could not read it: %s: %s" % (
-                        rank, type(e).__name__, e)
+                    request, why = None, "rank %d could not read it: %s" % (rank, describe(e))
                 self._agree_read(why)
                 self._execute(request)
             except Exception as e:  # noqa: BLE001 - the master got the same error; serve on

@@ -346,29 +346,21 @@ TEST(Distribute, ALargeRequestArrivesWhole) {
   }
 }
 
-// The master's program fails and unwinds past its Distributed without close(): the workers
-// waited in serve() for a request forever (and the master then in MPI_Finalize for them). Its
-// destructor closes, so the workers' serve() returns and every rank goes on.
-TEST(Distribute, AMasterThatUnwindsWithoutCloseReleasesTheWorkers) {
-  Communicator& comm = world();
-  Function<float> f(comm, "f", {Collect::sum},
-                    [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+// Runs `session`, a Distributed's life that throws std::runtime_error on the master once it
+// serves and returns true on a worker whose serve() returned: the master alone fails, with its
+// own error, and the communicator works after.
+void expect_the_master_alone_fails(Communicator& comm, const std::function<bool()>& session,
+                                   const std::string& error_text) {
   bool served = false;
   const auto e = caught([&] {
     try {
-      Distributed dist(comm);
-      dist.add(f);
-      if (dist.serve()) {
-        EXPECT_THAT(dist.call(f)[0], ElementsAre(static_cast<float>(comm.size())));
-        throw std::runtime_error("the master's loop failed");
-      }
-      served = true;
+      served = session();
     } catch (const std::runtime_error& error) {
       throw Error(ErrorCode::InvalidUsage, error.what());
     }
   });
   if (comm.rank() == 0) {
-    EXPECT_THAT(message(e), HasSubstr("the master's loop failed"));
+    EXPECT_THAT(message(e), HasSubstr(error_text));
   } else {
     EXPECT_FALSE(e.has_value());
     EXPECT_TRUE(served);
@@ -376,38 +368,44 @@ TEST(Distribute, AMasterThatUnwindsWithoutCloseReleasesTheWorkers) {
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
+// The master's program fails and unwinds past its Distributed without close(): the workers
+// waited in serve() for a request forever (and the master then in MPI_Finalize for them). Its
+// destructor closes, so the workers' serve() returns and every rank goes on.
+TEST(Distribute, AMasterThatUnwindsWithoutCloseReleasesTheWorkers) {
+  Communicator& comm = world();
+  Function<float> f(comm, "f", {Collect::sum},
+                    [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+  expect_the_master_alone_fails(comm, [&] {
+    Distributed dist(comm);
+    dist.add(f);
+    if (dist.serve()) {
+      EXPECT_THAT(dist.call(f)[0], ElementsAre(static_cast<float>(comm.size())));
+      throw std::runtime_error("the master's loop failed");
+    }
+    return true;
+  }, "the master's loop failed");
+}
+
 // The same with the objects declared after the Distributed, so destroyed before it: its
 // destructor wrote into them (a heap use-after-free; a double free on the master), and the
 // master's own exception was lost.
 TEST(Distribute, AMasterThatUnwindsPastObjectsMadeAfterItsDistributed) {
   Communicator& comm = world();
-  bool served = false;
-  const auto e = caught([&] {
-    try {
-      Distributed dist(comm);
-      Data<float> x(comm, {3, 1});
-      Shared<float> s(comm, "a_shared_variable_with_a_name_past_the_small_string", {1});
-      Function<float> f(comm, "f", {Collect::sum},
-                        [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
-      dist.add(f);
-      dist.add("x", x);
-      dist.add(s);
-      if (dist.serve()) {
-        s.all_reduce();
-        throw std::runtime_error("the master's own bug");
-      }
-      served = true;
-    } catch (const std::runtime_error& error) {
-      throw Error(ErrorCode::InvalidUsage, error.what());
+  expect_the_master_alone_fails(comm, [&] {
+    Distributed dist(comm);
+    Data<float> x(comm, {3, 1});
+    Shared<float> s(comm, "a_shared_variable_with_a_name_past_the_small_string", {1});
+    Function<float> f(comm, "f", {Collect::sum},
+                      [](const SliceInputs<float>&) { return Function<float>::Outputs{{1.0f}}; });
+    dist.add(f);
+    dist.add("x", x);
+    dist.add(s);
+    if (dist.serve()) {
+      s.all_reduce();
+      throw std::runtime_error("the master's own bug");
     }
-  });
-  if (comm.rank() == 0) {
-    EXPECT_THAT(message(e), HasSubstr("the master's own bug"));
-  } else {
-    EXPECT_FALSE(e.has_value());
-    EXPECT_TRUE(served);
-  }
-  EXPECT_TRUE(synk_test::still_usable(comm));
+    return true;
+  }, "the master's own bug");
 }
 
 // Requests out of place are errors at once, on the rank that made them (they waited for ranks

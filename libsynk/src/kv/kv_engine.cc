@@ -27,13 +27,15 @@ namespace {
 // free: it delivers on its own thread).
 thread_local std::vector<const KvEngine*> delivering_here;
 
-// InvalidUsage for a wait on `engine` made from one of its own pull callbacks.
-void refuse_in_callback(const KvEngine* engine, const std::string& call) {
+// InvalidUsage for a wait on `engine` made from one of its own pull callbacks (the message is
+// made only then: pull_wait passes here on every call).
+void refuse_in_callback(const KvEngine* engine, const char* call, std::optional<int> key = {}) {
   if (std::find(delivering_here.begin(), delivering_here.end(), engine) == delivering_here.end()) {
     return;
   }
+  const std::string what = key ? std::string(call) + "(" + key_text(*key) + ")" : call;
   throw Error(ErrorCode::InvalidUsage,
-              "KeyValue::" + call + ": called from a pull callback, which runs where the "
+              "KeyValue::" + what + ": called from a pull callback, which runs where the "
               "results are delivered: it would wait for itself. A callback may push and pull, "
               "not wait (pull_wait, close)");
 }
@@ -323,7 +325,7 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
 }
 
 void KvEngine::pull_wait(int key) {
-  refuse_in_callback(this, "pull_wait(" + key_text(key) + ")");
+  refuse_in_callback(this, "pull_wait", key);
   KeySlot* k = nullptr;
   {
     std::lock_guard lk(m_);
