@@ -65,15 +65,19 @@ CLI::Validator float_check(const std::string& name, const std::string& bounds,
 }
 
 // A check for a whole-number option: up to 19 digits (a sign is refused, as "-1" would wrap to
-// 2^64 - 1 in an unsigned option), else "the NAME must be a whole number WHAT, not TEXT".
-CLI::Validator whole_check(const std::string& name, const std::string& what) {
+// 2^64 - 1 in an unsigned option) from `low` to `high`, else "the NAME must be a whole number
+// WHAT, not TEXT". By hand, as CLI::Range called 1.5 epochs "not in range 1 to 100000".
+CLI::Validator whole_check(const std::string& name, const std::string& what,
+                           std::uint64_t low = 0, std::uint64_t high = UINT64_MAX) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         const bool digits = !text.empty() && text.size() <= 19 &&
                             text.find_first_not_of("0123456789") == std::string::npos;
-        return digits ? "" : "the " + name + " must be a whole number " + what + ", not " + text;
+        const std::uint64_t v = digits ? std::stoull(text) : 0;
+        if (digits && v >= low && v <= high) return "";
+        return "the " + name + " must be a whole number " + what + ", not " + text;
       },
-      "UINT");
+      high == UINT64_MAX ? "UINT" : "[" + std::to_string(low) + ", " + std::to_string(high) + "]");
 }
 
 // Returns -1 when the run should go on, else the exit code.
@@ -84,10 +88,10 @@ int parse(int argc, char** argv, Options& o) {
       "batch; one synk all_reduce per step makes the global mean.",
       "train_fmnist"};
   app.add_option("--epochs", o.epochs, "epochs to train")
-      ->check(CLI::Range(1, 100000))
+      ->check(whole_check("number of epochs", "from 1 to 100000", 1, 100000))
       ->capture_default_str();
   app.add_option("--batch", o.batch, "global batch size (over all ranks)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->check(whole_check("batch", "from 1 to 1048576", 1, std::uint64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--lr", o.lr, "learning rate, above 0 and at most 10 (default 0.1 for sgd, "
                                "0.001 for adam)")

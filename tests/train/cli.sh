@@ -45,9 +45,13 @@ done
 for limit in -1 nan 1.5 1e3; do
   expect 2 "the limit must be a whole number of images (0 for all), not $limit" --limit "$limit"
 done
-# (CLI11 writes the range "1 to 100000" in Debian 12 and "[1 - 100000]" in Ubuntu 24.04.)
-expect 2 "epochs: Value nan not in range" --epochs nan
-expect 2 "batch: Value -1 not in range" --batch -1
+# CLI::Range called 1.5 epochs "not in range 1 to 100000".
+for e in nan 1.5 0 100001 -1; do
+  expect 2 "the number of epochs must be a whole number from 1 to 100000, not $e" --epochs "$e"
+done
+for b in -1 0 2.5 1048577; do
+  expect 2 "the batch must be a whole number from 1 to 1048576, not $b" --batch "$b"
+done
 expect 2 "$work/none/train-images-idx3-ubyte.gz: cannot open" --data "$work/none"
 
 # A data directory whose training images are cut short.
