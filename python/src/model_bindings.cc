@@ -97,6 +97,11 @@ class RequestChannel {
     return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
   }
   std::string deaths() const { return watch_.deaths(); }
+  // On the master between distribute() and close(), outside a request: its own collectives on
+  // the communicator are refused (see detail::set_master_alone).
+  void master_alone(bool alone) {
+    detail::set_master_alone(*comm_, alone && comm_->size() > 1 ? "distribute()" : nullptr);
+  }
 
  private:
   Communicator* comm_;
@@ -124,7 +129,8 @@ void add_model(py::module_& m) {
       .def(py::init<Communicator&>(), py::arg("comm"), py::keep_alive<1, 2>())
       .def("send", &RequestChannel::send, py::arg("payload").none(true))
       .def("receive", &RequestChannel::receive)
-      .def("deaths", &RequestChannel::deaths);
+      .def("deaths", &RequestChannel::deaths)
+      .def("master_alone", &RequestChannel::master_alone, py::arg("alone"));
 }
 
 }  // namespace synk::python

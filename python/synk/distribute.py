@@ -75,6 +75,7 @@ class Driver:
         del self.dropped[:len(dropped)]
         payload = self._encode((dropped, request))
         self.driving = True
+        self.channel.master_alone(False)
         try:
             self.channel.send(payload)
             self._agree_read(None)
@@ -91,6 +92,7 @@ class Driver:
             raise
         finally:
             self.driving = False
+            self.channel.master_alone(not self.closed)
 
     def serve(self):
         """A worker's loop: runs the master's requests until close()."""
@@ -182,6 +184,7 @@ def distribute(comm=None, *, exit_workers=True):
     _distributed.add(reg)
     if driver.is_master:
         atexit.register(_close_at_exit, driver)
+        driver.channel.master_alone(True)
         return True
     try:
         driver.serve()
@@ -203,6 +206,7 @@ def close(comm=None):
         return
     reg.driver = None
     driver.closed = True
+    driver.channel.master_alone(False)
     if not driver.failure or driver.alone:
         driver.channel.send(None)
 

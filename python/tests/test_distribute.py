@@ -376,3 +376,31 @@ def test_the_master_alone_cannot_make_a_world_or_split_what_it_drives(comm):
     want = 2 if c.size == 1 else "refused"
     assert drive(c, master) == (want if c.rank == 0 else None)
     assert c.split(0).size == c.size  # after close() every rank splits again
+
+
+def test_the_masters_own_collectives_are_refused_while_it_drives(comm):
+    """Between distribute() and close() the master's own all_reduce on the driven communicator,
+    outside a request, waited for the workers until SYNK_TIMEOUT: they serve requests and never
+    join it. It is refused at once; inside a Function's body, and after close(), it runs."""
+    c = comm.split(0)
+
+    def body(x):
+        return c.all_reduce(np.ones(1)) + x
+
+    f = synk.Function(body, collect="sum", comm=c)
+
+    def master():
+        ones = np.ones(2)
+        if c.size > 1:
+            for call in (lambda: c.all_reduce(ones), lambda: c.iall_reduce(ones).wait(),
+                         lambda: c.barrier()):
+                with pytest.raises(synk.InvalidUsage, match=r"on the master between "
+                                                            r"distribute\(\) and close\(\)"):
+                    call()
+        else:  # no workers: nothing would wait
+            assert c.all_reduce(ones)[0] == 1
+        return f(np.zeros(1))[0]
+
+    n = c.size
+    assert drive(c, master) == (n * n if c.rank == 0 else None)
+    assert c.all_reduce(np.ones(1))[0] == n  # after close() every rank calls it again

@@ -438,6 +438,44 @@ TEST(Distribute, RequestsOutsideServeAndCloseAreErrorsAtOnce) {
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
+// The master's own collectives between serve() and close(), outside a request: the workers
+// serve requests and never join them, so each waited until SYNK_TIMEOUT (and the timed-out
+// communicator was broken after). They are refused at once; inside a Function's body, where
+// every rank runs them, and after close() they run.
+TEST(Distribute, TheMastersOwnCollectivesAreRefusedWhileItDrives) {
+  Communicator& comm = world();
+  const float n = static_cast<float>(comm.size());
+  Function<float> f(comm, "f", {Collect::sum}, [&](const SliceInputs<float>&) {
+    std::vector<float> one{1.0f};
+    comm.all_reduce(one);  // every rank is in the request
+    return Function<float>::Outputs{{one[0]}};
+  });
+  Distributed dist(comm);
+  dist.add(f);
+  if (dist.serve()) {
+    std::vector<float> v{1.0f};
+    const auto blocking = caught([&] { comm.all_reduce(v); });
+    const auto started = caught([&] { comm.iall_reduce(v).wait(); });
+    const auto split = caught([&] { (void)comm.split(0, 0); });
+    if (comm.size() > 1) {
+      for (const auto& e : {blocking, started}) {
+        EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+        EXPECT_THAT(message(e), HasSubstr("all_reduce on the master between serve() and "
+                                          "close(), outside a request"));
+      }
+      EXPECT_SYNK_ERROR(split, ErrorCode::InvalidUsage);
+      EXPECT_THAT(message(split), HasSubstr("split on the master between serve()"));
+    } else {  // no workers: nothing would wait
+      EXPECT_FALSE(blocking.has_value());
+      EXPECT_FALSE(started.has_value());
+      EXPECT_FALSE(split.has_value());
+    }
+    EXPECT_THAT(dist.call(f)[0], ElementsAre(n * n));
+    dist.close();
+  }
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 // A name registered on some ranks only: serve() fails on every rank naming it (a request for
 // it left the master waiting for SYNK_TIMEOUT while the worker dropped the error).
 TEST(Distribute, DifferentRegistrationsAreAnErrorInServeOnEveryRank) {

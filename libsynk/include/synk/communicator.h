@@ -33,6 +33,10 @@ Communicator duplicate_for_engine(const Communicator& comm);
 bool runs_in_background(const Communicator& comm);
 // Whether comm sends calls on device memory to NCCL (SYNK_BACKEND=auto in a build with NCCL).
 bool routes_by_memory(const Communicator& comm);
+// Master-driven mode (synk/distribute.h): while `since` is set ("serve()", "distribute()"), the
+// master's own collectives on comm are InvalidUsage, since the workers serve its requests and
+// would never join them; nullptr (inside a request, after close()) lets them run again.
+void set_master_alone(Communicator& comm, const char* since);
 }  // namespace detail
 
 struct CommOptions {
@@ -283,6 +287,7 @@ class Communicator {
   friend const detail::CommContext& detail::context_of(const Communicator& comm);
   friend bool detail::runs_in_background(const Communicator& comm);
   friend bool detail::routes_by_memory(const Communicator& comm);
+  friend void detail::set_master_alone(Communicator& comm, const char* since);
   friend Communicator detail::duplicate_for_engine(const Communicator& comm);
   // Fails the call `op` of count elements of dtype on this rank because of `why`, taking part in
   // it as a rejected argument does (so the other ranks fail too where the backend can tell

@@ -52,6 +52,7 @@ struct CommState {
   // without SYNK_CHECK_CALLS), or MPI allows two threads in it at once. Elsewhere they run
   // before they return, on the caller's thread.
   bool background = false;
+  std::atomic<const char*> master_alone{nullptr};  // see detail::set_master_alone
   // The non-blocking calls, from the first one on; read without the mutex by blocking calls.
   std::atomic<CallQueue*> queue{nullptr};
   std::unique_ptr<CallQueue> queue_owner;
@@ -82,7 +83,23 @@ bool runs_in_background(const Communicator& comm) { return comm.st().background;
 
 bool routes_by_memory(const Communicator& comm) { return comm.st().routes_by_memory; }
 
+void set_master_alone(Communicator& comm, const char* since) {
+  comm.st().master_alone.store(since, std::memory_order_relaxed);
+}
+
+// See set_master_alone: `what` would wait for the workers until SYNK_TIMEOUT.
+void refuse_if_master_alone(const CommState& st, const char* what) {
+  const char* since = st.master_alone.load(std::memory_order_relaxed);
+  if (since == nullptr) return;
+  throw Error(ErrorCode::InvalidUsage,
+              std::string(what) + " on the master between " + since + " and close(), outside "
+              "a request: the workers serve the master's requests and never join this call, so it "
+              "would wait for them until SYNK_TIMEOUT; make it in a Function's body, or before " +
+              since + " or after close()");
+}
+
 Communicator duplicate_for_engine(const Communicator& comm) {
+  refuse_if_master_alone(comm.st(), "a KeyValue");
   CommOptions options;
   // hier is what auto makes across nodes; the engine's calls are on host memory.
   const detail::BackendKind k = comm.st().backend->kind();
@@ -239,6 +256,7 @@ int Communicator::device() const {
 Communicator Communicator::split(int color, int key) const {
   // A negative color (but MPI_UNDEFINED) fails MPI_Comm_split on that rank alone, and the others
   // waited in theirs forever: agree first, and fail on every rank.
+  detail::refuse_if_master_alone(st(), "split");
   const int size = st().ctx.size;
   int first_bad = color >= 0 || color == MPI_UNDEFINED ? size : st().ctx.rank;
   SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, st().ctx.comm));
@@ -349,6 +367,7 @@ void execute(detail::CommState& st, CollArgs&& a) {
 
 // A blocking call: after the non-blocking calls issued before it.
 void run(detail::CommState& st, CollArgs&& a) {
+  detail::refuse_if_master_alone(st, detail::to_string(a.coll));
   detail::CommState& to = route(st, a);
   detail::CallQueue* q = st.queue.load(std::memory_order_acquire);
   if (q == nullptr) {
@@ -387,6 +406,11 @@ class QueuedCollective final : public detail::QueuedCall {
 
 // A non-blocking call; its errors reach the program through the Request, wherever it ran.
 Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts = {}) {
+  try {
+    detail::refuse_if_master_alone(st, detail::to_string(a.coll));
+  } catch (...) {
+    return detail::failed_request(std::current_exception());
+  }
   if (st.routes_by_memory) {
     detail::CommState* to = &st;
     try {
@@ -457,6 +481,7 @@ void Communicator::set_stream(::CUstream_st* stream) { st().stream = stream; }
 ::CUstream_st* Communicator::stream() const { return st().stream; }
 
 NodeBuffer Communicator::alloc(std::size_t bytes) {
+  detail::refuse_if_master_alone(st(), "alloc");
   // After the calls issued before it: the shm backend adds the buffer to the tables that a
   // call running on the progress thread reads.
   if (detail::CallQueue* q = st().queue.load(std::memory_order_acquire)) {

@@ -81,6 +81,7 @@ const char* driven_op_name(DrivenOp op) {
 Distributed::~Distributed() {
   if (!is_master() || state_ != State::serving) return;
   link_objects(nullptr);
+  detail::set_master_alone(*comm_, nullptr);
   if (!failure_.empty()) return;
   try {
     close();
@@ -97,6 +98,7 @@ bool Distributed::serve() {
   state_ = State::serving;
   if (is_master()) {
     link_objects(this);
+    if (comm_->size() > 1) detail::set_master_alone(*comm_, "serve()");  // no workers: none waits
     return true;
   }
   for (;;) {
@@ -127,6 +129,7 @@ void Distributed::close() {
   m.kind = Kind::close;
   state_ = State::closed;
   link_objects(nullptr);
+  detail::set_master_alone(*comm_, nullptr);
   send(m);
 }
 
@@ -341,25 +344,32 @@ void Distributed::drive_request(const Message& m, const std::function<void()>& h
   // mismatch: the workers then keep serving, see serve()), except where this rank waited past
   // SYNK_TIMEOUT alone, or failed with something other than a synk::Error (no memory): then
   // the request may still be under way on the workers, and no other can follow it.
-  driving_ = true;
+  struct Driving {  // the workers are in the request: the master's collectives may run
+    Distributed& d;
+    explicit Driving(Distributed& to) : d(to) {
+      d.driving_ = true;
+      detail::set_master_alone(*d.comm_, nullptr);
+    }
+    ~Driving() {
+      d.driving_ = false;
+      if (d.comm_->size() > 1) detail::set_master_alone(*d.comm_, "serve()");
+    }
+  };
   try {
+    Driving driving(*this);
     send(m);
     here();
   } catch (const Error& e) {
-    driving_ = false;
     throw_if_peer_died(e);
     if (e.code() == ErrorCode::Timeout) unfinished_ = e.what();
     throw;
   } catch (const std::exception& e) {
-    driving_ = false;
     unfinished_ = e.what();
     throw;
   } catch (...) {
-    driving_ = false;
     unfinished_ = "an exception that is not a std::exception";
     throw;
   }
-  driving_ = false;
 }
 
 // After `e`: when a watched rank has died, remembers it and throws Error(Remote) naming it (a
