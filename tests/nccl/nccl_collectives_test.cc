@@ -397,6 +397,31 @@ TEST_F(NcclComm, BarrierCompletes) {
   for (int i = 0; i < 3; ++i) nccl().barrier();
 }
 
+// communicator.h: "a Request destroyed before then waits for it". On nccl it only gave its
+// event back, and the root's own block of a gather (a copy queued on the stream after NCCL's
+// receives) was not there yet when the caller read the result.
+TEST_F(NcclComm, ARequestDroppedBeforeItEndsWaitsForIt) {
+  synk::Communicator& comm = nccl();
+  const std::size_t n = 2;
+  const std::vector<float> mine(n, static_cast<float>(comm.rank() + 1));
+  const std::size_t all = n * static_cast<std::size_t>(comm.size());
+  synk::DeviceBuffer send(n * sizeof(float), comm.device());
+  synk::DeviceBuffer recv(all * sizeof(float), comm.device());
+  send.copy_from_host(mine.data(), send.bytes());
+  const std::vector<float> zeros(all, 0.0f);
+  recv.copy_from_host(zeros.data(), recv.bytes());
+  {
+    synk::Request dropped = comm.igather(send.data(), recv.data(), n, DataType::float32, 0);
+  }
+  std::vector<float> got(all, -1.0f);
+  recv.copy_to_host(got.data(), recv.bytes());
+  if (comm.rank() == 0) {
+    std::vector<float> want;
+    for (int r = 0; r < comm.size(); ++r) want.insert(want.end(), n, static_cast<float>(r + 1));
+    EXPECT_EQ(got, want);
+  }
+}
+
 TEST_F(NcclComm, HostBuffersAreRejected) {
   std::vector<float> host(4, 1.0f);
   const auto e = synk_test::caught([&] {

@@ -157,9 +157,10 @@ class DeviceShared {
 
   // Collectives, every rank of the communicator in the same order. As with NCCL, all_reduce and
   // reduce need the same number of elements on every rank (SYNK_CHECK_CALLS=1 checks it);
-  // broadcast gives every rank the root's shape. They run on synk's own (non-blocking) stream
-  // and return once complete; device work of the caller's that writes data() must be complete
-  // before the call (synchronize its stream), since that stream is not ordered with synk's.
+  // broadcast gives every rank the root's shape. They run on the communicator's stream
+  // (set_stream's, else synk's own non-blocking one) and return once complete; device work of
+  // the caller's on another stream that writes data() must be complete before the call
+  // (synchronize it), since that stream is not ordered with synk's.
   void broadcast(int root = 0) {
     std::vector<std::uint64_t> dims(shape_.begin(), shape_.end());
     value_.broadcast(root, dims);

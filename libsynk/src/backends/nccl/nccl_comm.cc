@@ -21,11 +21,27 @@ class NcclPending final : public Request::Pending {
   NcclPending(std::shared_ptr<NcclComm> comm, cudaEvent_t event, const char* op)
       : comm_(std::move(comm)), event_(event), op_(op), deadline_(comm_->deadline()) {}
   // (comm_ is initialized before deadline_: members are initialized in declaration order.)
-  ~NcclPending() override { comm_->return_event(event_); }
+  // A Request dropped before it completes still waits (communicator.h): the caller may then
+  // reuse its buffers, and an event goes back to the pool only once nothing is pending on it.
+  ~NcclPending() override {
+    if (!done_ && !failed_) {
+      try {
+        wait();
+      } catch (const std::exception& e) {  // nobody is left to hear it but the log
+        SYNK_LOG_AT(warn, op_ << ": a dropped Request's wait failed: " << e.what());
+      }
+    }
+    comm_->return_event(event_);
+  }
   NcclPending(const NcclPending&) = delete;
   NcclPending& operator=(const NcclPending&) = delete;
 
-  bool test() override { return poll(true); }
+  // wait_any() polls this: past the deadline it times out as wait() does.
+  bool test() override {
+    if (poll(true)) return true;
+    if (NcclComm::Clock::now() > deadline_) throw_timeout();
+    return false;
+  }
 
   // The device's work is waited for as cudaStreamSynchronize would, on a core of the rank's own
   // (synkrun binds one): yielding between polls, for kYieldFor. A wait longer than that is a
@@ -53,12 +69,13 @@ class NcclPending final : public Request::Pending {
   // and always once it is done: a peer lost can let the kernels end with wrong data.
   bool poll(bool check_nccl) {
     if (done_) return true;
-    if (check_nccl) comm_->check_async(op_);
+    if (check_nccl) check_async();
     const cudaError_t rc = cudaEventQuery(event_);
     if (rc == cudaErrorNotReady) return false;
-    if (rc == cudaSuccess && !check_nccl) comm_->check_async(op_);
+    if (rc == cudaSuccess && !check_nccl) check_async();
     if (rc != cudaSuccess) {
       cudaGetLastError();  // clears a non-sticky error so later calls do not see it
+      failed_ = true;
       comm_->abort(std::string(op_) + " failed on the device");
       throw Error(ErrorCode::Backend, std::string(op_) +
                                           ": cudaEventQuery failed: " + cudaGetErrorString(rc) +
@@ -68,7 +85,17 @@ class NcclPending final : public Request::Pending {
     return true;
   }
 
+  void check_async() {
+    try {
+      comm_->check_async(op_);
+    } catch (...) {
+      failed_ = true;
+      throw;
+    }
+  }
+
   [[noreturn]] void throw_timeout() {
+    failed_ = true;
     comm_->abort(std::string(op_) + " timed out");
     throw Error(ErrorCode::Timeout,
                 std::string(op_) + ": rank " + std::to_string(comm_->rank()) + " of " +
@@ -83,6 +110,7 @@ class NcclPending final : public Request::Pending {
   const char* op_;
   NcclComm::Clock::time_point deadline_;
   bool done_ = false;
+  bool failed_ = false;  // the wait timed out or the device failed: the communicator is aborted
 };
 
 }  // namespace
