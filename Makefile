@@ -9,12 +9,17 @@ CMAKE_ARGS ?=
 PACKAGES   := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libhwloc-dev \
               libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libeigen3-dev zlib1g-dev \
               dataset-fashion-mnist python3 python3-dev pybind11-dev python3-numpy \
-              python3-mpi4py python3-pytest
+              python3-mpi4py python3-pytest procps iproute2
+# (procps: pgrep and pkill in the tests; iproute2: ip, for the multi-host test bed. A container
+# image of Debian has neither.)
 # Open MPI refuses to start as root unless told; CI and containers run as root.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
 .PHONY: all deps configure build test run clean
+# `make -j clean test` would remove the build while it is configured, and `make -j test run`
+# would train beside the tests: the goals run one after another.
+.NOTPARALLEL:
 
 all: build
 

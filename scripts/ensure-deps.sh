@@ -17,8 +17,8 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "synk: missing packages: ${missing[*]}" >&2
-  echo "synk: run this, then try again:" >&2
-  echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  echo "synk: run this as root (or with sudo before each apt-get), then try again:" >&2
+  echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
   exit 1
 fi
 echo "synk: installing ${missing[*]}"
