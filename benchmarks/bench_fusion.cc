@@ -87,7 +87,7 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// "kv fused (64 MiB)" or "kv unfused", as SYNK_FUSION_BYTES says (synk's default: 64 MiB).
+// "kv fused" (synk's default: 64 MiB), "kv fused NB" or "kv unfused", as SYNK_FUSION_BYTES says.
 std::string kv_name() {
   const char* env = std::getenv("SYNK_FUSION_BYTES");
   const std::string text = env ? env : "";
@@ -180,12 +180,31 @@ void print_table(const Options& o, const std::vector<Mode>& modes, bool with_mpi
   std::fflush(stdout);
 }
 
+// Why --modes cannot be run, or "": its items are kv, all_reduce and mpi, each once (a second
+// kv replaced the first KeyValue, and both rows timed the second).
+std::string modes_problem(const std::string& list) {
+  const std::vector<std::string> items = split(list);
+  if (items.empty()) return "names no mode (kv, all_reduce, mpi)";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string& m = items[i];
+    if (m != "kv" && m != "all_reduce" && m != "mpi") {
+      return "unknown mode '" + m + "' (kv, all_reduce, mpi)";
+    }
+    if (std::find(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(i), m) !=
+        items.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return "mode '" + m + "' is named twice";
+    }
+  }
+  return "";
+}
+
 int parse(int argc, char** argv, Options& o) {
   CLI::App app{"KeyValue's fusion of many small keys against one collective per key",
                "bench_fusion"};
   app.add_option("--modes", o.modes,
                  "comma-separated: kv, all_reduce, mpi (MPI is always timed, "
                  "for vs_mpi)")
+      ->check(CLI::Validator([](std::string& list) { return modes_problem(list); }, "LIST"))
       ->capture_default_str();
   app.add_option("--keys", o.keys, "keys per step")
       ->check(CLI::Range(1, 1000000))

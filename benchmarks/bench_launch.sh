@@ -1,11 +1,15 @@
 #!/bin/bash
 # Launch overhead of synkrun against plain mpirun: `synkrun -np 2 /bin/true` and
 # `mpirun -np 2 /bin/true`, RUNS runs each (default 10), median wall time of each and the ratio.
-# Usage: benchmarks/bench_launch.sh [path/to/synkrun] [runs]
+# Usage: benchmarks/bench_launch.sh [path/to/synkrun, or its bin directory] [runs]
 set -eu
 synkrun=${1:-$(dirname "$0")/../build/bin/synkrun}
+[ -d "$synkrun" ] && synkrun=$synkrun/synkrun  # the bin directory, as the other scripts take
 runs=${2:-10}
-mpirun=$(command -v mpirun)
+usage_error() { echo "bench_launch: $*" >&2; exit 2; }
+[ -x "$synkrun" ] || usage_error "no $synkrun (run make build first)"
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || usage_error "runs must be a whole number from 1, not '$runs'"
+mpirun=$(command -v mpirun) || usage_error "no mpirun on PATH (apt-get install openmpi-bin)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 
 # Prints the wall time of one run of "$@", in seconds; a run that fails ends the script, saying

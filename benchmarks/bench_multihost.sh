@@ -8,7 +8,11 @@
 # Usage: benchmarks/bench_multihost.sh [BIN_DIR] [HOSTS] [synk-bench arguments...]
 # (default arguments: allreduce -b 8 -e 64M --backend all)
 set -u
-bin=$(cd "${1:-$(dirname "$0")/../build/bin}" && pwd)
+bin=$(cd "${1:-$(dirname "$0")/../build/bin}" && pwd) || exit 2
+if [ ! -x "$bin/synkrun" ]; then
+  echo "bench_multihost: no $bin/synkrun (run make build first)" >&2
+  exit 2
+fi
 hosts=${2:-hostA:2,hostB:2}
 shift $(( $# < 2 ? $# : 2 ))
 args=("$@")

@@ -3,15 +3,22 @@
 # backprop makes it, waited for before the layer's next forward, instead of one all_reduce per
 # step) on 1 and 2 ranks: EPOCHS epochs per run (default 3), the four runs alternating REPEATS
 # times (default 2), and the median epoch time of each over all its epochs but each run's first
-# (on 2 ranks here the first epoch takes up to twice the next: warm-up, whichever the mode). The
+# (on 2 ranks here the first epoch takes up to twice the next: warm-up, whichever the mode; with
+# EPOCHS 1 that one is all there is). The
 # epoch time is rank 0's clock over the training steps (the test evaluation after it is not in it).
 # Usage: benchmarks/bench_overlap.sh [path/to/bin] [epochs] [repeats] [extra train_fmnist args...]
 # SYNKRUN_ARGS: options for synkrun (e.g. "--bind core" on a node with fewer GPUs than ranks).
-set -eu
+# A run that fails ends the script with its exit code.
+set -euo pipefail
 bin=${1:-$(dirname "$0")/../build/bin}
 epochs=${2:-3}
 repeats=${3:-2}
 shift $(($# < 3 ? $# : 3))
+for tool in synkrun train_fmnist; do
+  [ -x "$bin/$tool" ] && continue
+  echo "$(basename "$0"): no $bin/$tool (run make build first)" >&2
+  exit 2
+done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

@@ -5,11 +5,18 @@
 # the test evaluation after the epoch is not in it). With REPEATS > 1 the two runs alternate
 # REPEATS times and the medians are over all their epochs, which steadies a shared machine.
 # Usage: benchmarks/bench_train.sh [path/to/bin] [epochs] [repeats] [extra train_fmnist args...]
-set -eu
+# SYNKRUN_ARGS: options for synkrun (e.g. "--bind core" on a node with fewer GPUs than ranks).
+# A run that fails ends the script with its exit code.
+set -euo pipefail
 bin=${1:-$(dirname "$0")/../build/bin}
 epochs=${2:-3}
 repeats=${3:-1}
 shift $(($# < 3 ? $# : 3))
+for tool in synkrun train_fmnist; do
+  [ -x "$bin/$tool" ] && continue
+  echo "$(basename "$0"): no $bin/$tool (run make build first)" >&2
+  exit 2
+done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -17,8 +24,8 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 for ((r = 1; r <= repeats; r++)); do
   for np in 1 2; do
     echo "# synkrun -np $np train_fmnist --epochs $epochs $*"
-    "$bin/synkrun" -np "$np" "$bin/train_fmnist" --epochs "$epochs" --json "$work/np$np.$r.json" \
-      "$@" | sed 's/^/  /'
+    "$bin/synkrun" ${SYNKRUN_ARGS:-} -np "$np" "$bin/train_fmnist" --epochs "$epochs" \
+      --json "$work/np$np.$r.json" "$@" | sed 's/^/  /'
   done
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
