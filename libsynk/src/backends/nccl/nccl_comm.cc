@@ -200,11 +200,15 @@ NcclComm::Clock::time_point NcclComm::deadline() const {
 }
 
 void NcclComm::check_usable(const char* op) const {
-  if (aborted_) {
-    throw Error(ErrorCode::InvalidUsage, std::string(op) +
-                                             ": the NCCL communicator was aborted earlier (" +
-                                             abort_reason_ + "); create a new synk::Communicator");
+  if (!aborted_.load(std::memory_order_acquire)) return;
+  std::string why;
+  {
+    const std::lock_guard<std::mutex> lock(abort_mu_);
+    why = abort_reason_;
   }
+  throw Error(ErrorCode::InvalidUsage, std::string(op) +
+                                           ": the NCCL communicator was aborted earlier (" + why +
+                                           "); create a new synk::Communicator");
 }
 
 void NcclComm::issue(const char* op, const char* call_text, ncclResult_t rc) {
@@ -256,14 +260,17 @@ void NcclComm::check_async(const char* op) {
 }
 
 void NcclComm::abort(const std::string& why) noexcept {
-  if (aborted_) return;
-  aborted_ = true;
+  {
+    const std::lock_guard<std::mutex> lock(abort_mu_);  // once, though two threads may fail
+    if (aborted_.load(std::memory_order_relaxed)) return;
+    try {
+      abort_reason_ = why;
+    } catch (...) {
+    }
+    aborted_.store(true, std::memory_order_release);
+  }
   // The other ranks may be stuck in the aborted operation: exiting must not wait for them.
   note_peer_lost();
-  try {
-    abort_reason_ = why;
-  } catch (...) {
-  }
   SYNK_LOG_AT(warn, "nccl: aborting the communicator: " << why);
   ncclCommAbort(comm_);
 }

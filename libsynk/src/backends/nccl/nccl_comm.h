@@ -3,6 +3,7 @@
 // choice, one-device-per-rank check, unique id over MPI, non-blocking init.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -69,7 +70,10 @@ class NcclComm {
   double timeout_s_;
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;
-  bool aborted_ = false;
+  // A waiting thread may abort while another issues: the flag is read without the lock, the
+  // reason (set before the flag) under it.
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;
   std::string abort_reason_;
   std::mutex events_mu_;
   std::vector<cudaEvent_t> free_events_;
