@@ -37,6 +37,7 @@ struct Alloc {
 struct FakeStream {
   int device = 0;
   std::uint64_t enqueued = 0, executed = 0;
+  bool stalled = false;  // synk_fake_cuda_stall: nothing queued runs any more
   std::deque<std::function<void()>> ops;
 };
 
@@ -73,7 +74,7 @@ bool is_device(const void* p, std::size_t bytes, int device = -1) {
 }
 
 void run_until(FakeStream* s, std::uint64_t seq) {
-  while (s->executed < seq && !s->ops.empty()) {
+  while (!s->stalled && s->executed < seq && !s->ops.empty()) {
     std::function<void()> op = std::move(s->ops.front());
     s->ops.pop_front();
     op();
@@ -172,6 +173,15 @@ void synk_fake_cuda_flush(cudaStream_t stream) {
   } else {
     flush_all();
   }
+}
+
+void synk_fake_cuda_stall(cudaStream_t stream) {
+  const std::lock_guard<std::recursive_mutex> lock(mu);
+  FakeStream* s = reinterpret_cast<FakeStream*>(stream);
+  if (!s) return;
+  s->ops.push_back([] {});  // the work that never ends: later events are behind it
+  ++s->enqueued;
+  s->stalled = true;
 }
 
 int synk_fake_cuda_is_device(const void* p, std::size_t bytes) {

@@ -22,4 +22,7 @@ SynkFakeCudaStats synk_fake_cuda_stats();
 void synk_fake_cuda_flush(struct CUstream_st* stream);
 // 1 when [p, p + bytes) is fake device memory (cudaMalloc).
 int synk_fake_cuda_is_device(const void* p, std::size_t bytes);
+// From now on the stream's work never runs, as behind a kernel that waits for a peer that never
+// comes: its queries and events stay not ready (a synchronize on it returns, and runs nothing).
+void synk_fake_cuda_stall(struct CUstream_st* stream);
 }

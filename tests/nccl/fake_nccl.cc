@@ -113,6 +113,12 @@ void divide(void* buf, std::size_t count, MPI_Datatype t, int n) {
 
 // Collectives and point-to-point calls begun, for synk_fake_nccl_calls().
 long collectives = 0;
+// synk_fake_nccl_stall_next(): the next call queues work that never ends, and runs nothing.
+bool stall_next = false;
+// What begin() returns for that call: the collective returns ncclSuccess (it was queued) at once.
+constexpr ncclResult_t kStalled = ncclNumResults;
+
+ncclResult_t queued(ncclResult_t rc) { return rc == kStalled ? ncclSuccess : rc; }
 
 // The common checks of a collective; on success the stream's earlier work has run.
 ncclResult_t begin(const char* call, ncclComm_t comm, ncclDataType_t dtype, std::size_t count,
@@ -125,6 +131,11 @@ ncclResult_t begin(const char* call, ncclComm_t comm, ncclDataType_t dtype, std:
     return fail(ncclInvalidUsage, std::string(call) + ": count above INT_MAX not faked");
   synk_fake_cuda_flush(stream);
   ++collectives;
+  if (stall_next) {
+    stall_next = false;
+    synk_fake_cuda_stall(stream);
+    return kStalled;
+  }
   return ncclSuccess;
 }
 
@@ -195,7 +206,8 @@ ncclResult_t run_p2p() {
 ncclResult_t p2p(const char* call, bool send, void* buf, std::size_t count, ncclDataType_t dtype,
                  int peer, ncclComm_t comm, cudaStream_t stream) {
   MPI_Datatype t;
-  if (ncclResult_t rc = begin(call, comm, dtype, count, stream, &t)) return rc;
+  if (ncclResult_t rc = begin(call, comm, dtype, count, stream, &t))
+    return queued(rc);
   if (peer < 0 || peer >= comm->size) return fail(ncclInvalidArgument, std::string(call) + ": bad peer");
   if (ncclResult_t rc = device(call, send ? "sendbuff" : "recvbuff", buf, count * type_size(t)))
     return rc;
@@ -210,6 +222,10 @@ extern "C" {
 // The number of collectives (and sends and receives) begun in this process: a test finds it with
 // dlsym to see which calls went through NCCL.
 long synk_fake_nccl_calls() { return collectives; }
+
+// The next collective (or send or receive) of this process never ends on its stream, as a peer
+// that never comes would leave it: for the tests of synk's deadlines. Call it on every rank.
+void synk_fake_nccl_stall_next() { stall_next = true; }
 
 ncclResult_t ncclGetVersion(int* version) {
   *version = NCCL_VERSION_CODE;
@@ -276,7 +292,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, std::size_t count, nccl
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   MPI_Datatype t;
   MPI_Op o;
-  if (ncclResult_t rc = begin("ncclAllReduce", comm, dtype, count, stream, &t)) return rc;
+  if (ncclResult_t rc = begin("ncclAllReduce", comm, dtype, count, stream, &t))
+    return queued(rc);
   if (!mpi_op(op, &o)) return fail(ncclInvalidUsage, "ncclAllReduce: op not faked");
   const std::size_t bytes = count * type_size(t);
   if (ncclResult_t rc = device("ncclAllReduce", "sendbuff", send, bytes)) return rc;
@@ -295,7 +312,8 @@ ncclResult_t ncclReduce(const void* send, void* recv, std::size_t count, ncclDat
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   MPI_Datatype t;
   MPI_Op o;
-  if (ncclResult_t rc = begin("ncclReduce", comm, dtype, count, stream, &t)) return rc;
+  if (ncclResult_t rc = begin("ncclReduce", comm, dtype, count, stream, &t))
+    return queued(rc);
   if (!mpi_op(op, &o)) return fail(ncclInvalidUsage, "ncclReduce: op not faked");
   const std::size_t bytes = count * type_size(t);
   const bool at_root = comm->rank == root;
@@ -321,7 +339,8 @@ ncclResult_t ncclReduce(const void* send, void* recv, std::size_t count, ncclDat
 ncclResult_t ncclBroadcast(const void* send, void* recv, std::size_t count, ncclDataType_t dtype,
                            int root, ncclComm_t comm, cudaStream_t stream) {
   MPI_Datatype t;
-  if (ncclResult_t rc = begin("ncclBroadcast", comm, dtype, count, stream, &t)) return rc;
+  if (ncclResult_t rc = begin("ncclBroadcast", comm, dtype, count, stream, &t))
+    return queued(rc);
   const std::size_t bytes = count * type_size(t);
   if (comm->rank == root) {
     if (ncclResult_t rc = device("ncclBroadcast", "sendbuff", send, bytes)) return rc;
@@ -334,7 +353,8 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, std::size_t count, nccl
 ncclResult_t ncclAllGather(const void* send, void* recv, std::size_t count, ncclDataType_t dtype,
                            ncclComm_t comm, cudaStream_t stream) {
   MPI_Datatype t;
-  if (ncclResult_t rc = begin("ncclAllGather", comm, dtype, count, stream, &t)) return rc;
+  if (ncclResult_t rc = begin("ncclAllGather", comm, dtype, count, stream, &t))
+    return queued(rc);
   const std::size_t bytes = count * type_size(t);
   if (ncclResult_t rc = device("ncclAllGather", "sendbuff", send, bytes)) return rc;
   if (ncclResult_t rc =
@@ -375,7 +395,8 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, std::size_t count,
                                cudaStream_t stream) {
   MPI_Datatype t;
   MPI_Op o;
-  if (ncclResult_t rc = begin("ncclReduceScatter", comm, dtype, count, stream, &t)) return rc;
+  if (ncclResult_t rc = begin("ncclReduceScatter", comm, dtype, count, stream, &t))
+    return queued(rc);
   if (!mpi_op(op, &o)) return fail(ncclInvalidUsage, "ncclReduceScatter: op not faked");
   const std::size_t bytes = count * type_size(t);
   if (ncclResult_t rc = device("ncclReduceScatter", "sendbuff", send,

@@ -6,8 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <chrono>
 #include <functional>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <cstdlib>
@@ -496,6 +500,75 @@ TEST_F(NcclComm, SplitCommunicatorReduces) {
   part.all_reduce(d.data(), d.data(), 5, DataType::int32, ReduceOp::sum);
   d.copy_to(host);
   EXPECT_TRUE(host.check([&](std::size_t) { return static_cast<double>(part.size()); }, "split"));
+}
+
+// A call that never ends on the device (the fake NCCL's synk_fake_nccl_stall_next, as a peer
+// that never comes would leave it): every way of waiting for it ends at SYNK_TIMEOUT, and the
+// communicator is aborted. Each test makes its own communicator, since it ends aborted; run by
+// nccl_stall_fake_np* under SYNK_TIMEOUT=1, skipped elsewhere (a real GPU, a long timeout).
+class NcclStall : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stall_next_ = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "synk_fake_nccl_stall_next"));
+    if (stall_next_ == nullptr) GTEST_SKIP() << "needs the fake NCCL (synk_fake_nccl_stall_next)";
+    const char* timeout = std::getenv("SYNK_TIMEOUT");
+    if (timeout == nullptr || std::atof(timeout) > 5) GTEST_SKIP() << "needs SYNK_TIMEOUT <= 5";
+    timeout_s_ = std::atof(timeout);
+    comm_ = std::make_unique<synk::Communicator>(MPI_COMM_WORLD, synk::CommOptions{"nccl"});
+    buf_ = std::make_unique<synk::DeviceBuffer>(4 * sizeof(float), comm_->device());
+  }
+  // A started all_reduce of buf_ whose work never ends.
+  synk::Request stalled_call() {
+    stall_next_();
+    return comm_->iall_reduce(buf_->data(), buf_->data(), 4, DataType::float32, ReduceOp::sum);
+  }
+  void expect_aborted() {
+    const auto e = synk_test::caught([&] {
+      comm_->all_reduce(buf_->data(), buf_->data(), 4, DataType::float32, ReduceOp::sum);
+    });
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->code(), synk::ErrorCode::InvalidUsage);
+    EXPECT_THAT(e->what(), ::testing::HasSubstr("the NCCL communicator was aborted earlier"));
+  }
+  static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void (*stall_next_)() = nullptr;
+  double timeout_s_ = 0;
+  std::unique_ptr<synk::Communicator> comm_;
+  std::unique_ptr<synk::DeviceBuffer> buf_;
+};
+
+TEST_F(NcclStall, WaitTimesOutAndAborts) {
+  synk::Request r = stalled_call();
+  const auto e = synk_test::caught([&] { r.wait(); });
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code(), synk::ErrorCode::Timeout);
+  EXPECT_THAT(e->what(), ::testing::HasSubstr("waited for the NCCL operation on its stream"));
+  expect_aborted();
+}
+
+// test() is what wait_any polls: it had no deadline, so a stuck call was polled for ever.
+TEST_F(NcclStall, TestTimesOutAsWaitDoes) {
+  synk::Request r = stalled_call();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto e = synk_test::caught([&] {
+    while (!r.test() && seconds_since(t0) < 3 * timeout_s_ + 5) std::this_thread::yield();
+  });
+  ASSERT_TRUE(e.has_value()) << "test() still polled after " << seconds_since(t0) << " s";
+  EXPECT_EQ(e->code(), synk::ErrorCode::Timeout);
+  expect_aborted();
+}
+
+// A Request dropped before it ends waits for it (communicator.h), but no longer than SYNK_TIMEOUT.
+TEST_F(NcclStall, ADroppedRequestWaitsNoLongerThanTheTimeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  { synk::Request dropped = stalled_call(); }
+  const double waited = seconds_since(t0);
+  EXPECT_GE(waited, 0.9 * timeout_s_);
+  EXPECT_LT(waited, 3 * timeout_s_ + 5);
+  expect_aborted();
 }
 
 }  // namespace
