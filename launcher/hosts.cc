@@ -180,4 +180,16 @@ std::optional<int> node_of_rank(const std::vector<HostSlots>& ordered, int rank,
   return std::nullopt;
 }
 
+std::string host_of_rank(const std::vector<HostSlots>& ordered, long long rank,
+                         long long world) {
+  long long first = 0;
+  for (const HostSlots& h : ordered) {
+    const long long take = std::min(h.slots, world - first);
+    if (take <= 0) break;
+    if (rank >= first && rank < first + take) return h.name;
+    first += take;
+  }
+  return "";
+}
+
 }  // namespace synk::launch

@@ -56,25 +56,31 @@ inline std::optional<long long> total_slots(const std::vector<HostSlots>& hosts)
   return slots;
 }
 
-// The hosts in the order mpirun's by-slot mapping fills them: those is_local says are the one
-// mpirun runs on first (Open MPI puts its own node first), then the others as listed. A name
-// listed twice is one host with the slots of both.
+// The hosts in the order mpirun's by-slot mapping fills them: first mpirun's own node, which
+// Open MPI fills first, as one entry for all those is_local accepts whatever their names (it
+// counts every name of itself as one node), under the first of them; then the others as listed.
+// A name listed twice is one host with the slots of both.
 template <typename IsLocal>
 std::vector<HostSlots> mapping_order(const std::vector<HostSlots>& hosts, IsLocal is_local) {
   std::vector<HostSlots> out;
-  auto add = [&](const HostSlots& h) {
-    auto same = std::find_if(out.begin(), out.end(), [&](const HostSlots& o) { return o.name == h.name; });
+  for (const HostSlots& h : hosts) {
+    if (!is_local(h.name)) continue;
+    if (out.empty()) {
+      out.push_back(h);
+    } else {
+      out.front().slots += h.slots;
+    }
+  }
+  const std::size_t first_remote = out.size();
+  for (const HostSlots& h : hosts) {
+    if (is_local(h.name)) continue;
+    const auto same = std::find_if(out.begin() + static_cast<long>(first_remote), out.end(),
+                                   [&](const HostSlots& o) { return o.name == h.name; });
     if (same == out.end()) {
       out.push_back(h);
     } else {
       same->slots += h.slots;
     }
-  };
-  for (const HostSlots& h : hosts) {
-    if (is_local(h.name)) add(h);
-  }
-  for (const HostSlots& h : hosts) {
-    if (!is_local(h.name)) add(h);
   }
   return out;
 }
@@ -98,5 +104,10 @@ long long ranks_on_this_host(const std::vector<HostSlots>& hosts, std::optional<
 // `local_size` ranks, which says the job was not mapped so.
 std::optional<int> node_of_rank(const std::vector<HostSlots>& ordered, int rank, int world,
                                 int local_size);
+
+// The host (as `ordered` names it) that holds `rank` when `world` ranks fill `ordered`
+// (mapping_order's) slot by slot, or "" when no host does.
+std::string host_of_rank(const std::vector<HostSlots>& ordered, long long rank,
+                         long long world);
 
 }  // namespace synk::launch

@@ -174,10 +174,11 @@ void FailureParser::feed_line(const std::string& line) {
   }
 }
 
-std::string FailureParser::describe() const {
+std::string FailureParser::describe(const std::string& mapped_host) const {
   if (!rank_) return "";
   std::string out = "rank " + std::to_string(*rank_);
-  if (!node_.empty()) out += " on " + node_;
+  const std::string& host = node_.empty() ? mapped_host : node_;  // mpirun's name comes first
+  if (!host.empty()) out += " on " + host;
   if (code_) out += (aborted_ ? " (MPI_Abort, error code " : " (exit code ") +
                    std::to_string(*code_) + ")";
   if (no_finalize_) out += " (ended without MPI_Finalize)";

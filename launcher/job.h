@@ -22,7 +22,9 @@ class FailureParser {
   std::optional<int> rank() const { return rank_; }
   std::optional<int> exit_code() const { return code_; }
   std::optional<int> signal() const { return signal_; }
-  std::string describe() const;  // "rank 1 on hostB (exit code 3)", or "" when none was seen
+  // "rank 1 on hostB (exit code 3)", or "" when none was seen. `mapped_host`, the host
+  // synkrun's mapping gives the rank, names it where mpirun's message did not.
+  std::string describe(const std::string& mapped_host = "") const;
   bool job_failing() const { return failing_ || rank_.has_value(); }
   bool daemons_failed() const { return daemons_failed_; }
   // "hostB could not connect to hostA", from Open MPI's TCP message, or "".

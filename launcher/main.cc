@@ -268,6 +268,15 @@ void report_daemon_failure(const Options& o, const FailureParser& failure, int e
                found.c_str(), exit_code);
 }
 
+// The host that holds `rank` as synkrun mapped the job's ranks (--node-slots), or "" where it
+// did not (one host, or a host's slots unknown).
+std::string mapped_host(const Options& o, std::optional<int> rank) {
+  std::vector<HostSlots> ordered;
+  if (!rank || o.node_slots.empty() || !parse_host_list(o.node_slots, ordered).empty()) return "";
+  const long long world = o.np ? *o.np : total_slots(ordered).value_or(0);
+  return host_of_rank(ordered, *rank, world);
+}
+
 // Runs the job and says how it ended; returns synkrun's exit code.
 int run_and_report(const Options& o, const std::vector<std::string>& cmd, double timeout_s) {
   JobResult r;
@@ -293,7 +302,7 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
   } else if (r.exit_code != 0 && r.failure.daemons_failed() && !r.failure.rank()) {
     report_daemon_failure(o, r.failure, r.exit_code);
   } else if (r.exit_code != 0) {
-    const std::string who = r.failure.describe();
+    const std::string who = r.failure.describe(mapped_host(o, r.failure.rank()));
     if (who.empty()) {
       std::fprintf(stderr, "synkrun: the job failed with exit code %d\n", r.exit_code);
     } else {
@@ -301,16 +310,6 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
     }
   }
   return r.exit_code;
-}
-
-// -np beyond the slots of a hostfile that gives every host's (`hosts`, read with unknown slots
-// 0): mpirun refuses it too, in 20 lines that name synkrun as the program. (-H's, which then
-// gives the slots, is refused when the options are parsed.)
-std::string hostfile_slots_error(const Options& o, const std::vector<HostSlots>& hosts) {
-  const std::optional<long long> slots = total_slots(hosts);
-  if (o.hostfile.empty() || !o.hosts.empty() || !o.np || !slots || *o.np <= *slots) return "";
-  return "-np " + std::to_string(*o.np) + " but hostfile " + o.hostfile + " offers " +
-         std::to_string(*slots) + (*slots == 1 ? " slot" : " slots");
 }
 
 // The job's hosts in mpirun's mapping order as "host:slots,...", for the rank steps to number
@@ -327,7 +326,7 @@ int launch(Options& o, const char* argv0) {
   // the ranks-per-core check says why.
   std::vector<HostSlots> hosts;
   const bool hosts_read = read_job_hosts(o, 0, hosts).empty();
-  if (const std::string err = hosts_read ? hostfile_slots_error(o, hosts) : ""; !err.empty()) {
+  if (const std::string err = hosts_read ? hostfile_error(o, hosts) : ""; !err.empty()) {
     return usage_error(err);
   }
   if (!o.topology.empty()) o.topology = std::filesystem::absolute(o.topology).string();
@@ -348,6 +347,7 @@ int launch(Options& o, const char* argv0) {
   ctx.nranks = node.nranks;
   ctx.as_root = geteuid() == 0;
   ctx.oversubscribe = !node.multi_node && node.nranks > static_cast<int>(topo.cores.size());
+  ctx.synk_env = synk_variables(environ);
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
   const std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
 

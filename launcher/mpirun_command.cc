@@ -2,7 +2,25 @@
 // from the node's plan, which mpirun's mapper does not know.
 #include "mpirun_command.h"
 
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+
+#include "rank_step.h"
+
 namespace synk::launch {
+namespace {
+
+// Whether the SYNK_* variable `name` goes to the ranks as "-x NAME": not where the user's -x
+// already names it, nor where the rank step sets it per rank.
+bool forwarded(const std::string& name, const Options& o) {
+  const auto given = [&](const std::string& x) { return x.substr(0, x.find('=')) == name; };
+  const auto owned = [&](const char* v) { return name == v; };
+  return std::none_of(o.exports.begin(), o.exports.end(), given) &&
+         std::none_of(std::begin(kRankStepVariables), std::end(kRankStepVariables), owned);
+}
+
+}  // namespace
 
 std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c) {
   std::vector<std::string> cmd{c.mpirun};
@@ -13,10 +31,33 @@ std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c
   if (!o.hosts.empty()) cmd.insert(cmd.end(), {"-H", o.hosts});
   if (!o.hostfile.empty()) cmd.insert(cmd.end(), {"--hostfile", o.hostfile});
   for (const std::string& x : o.exports) cmd.insert(cmd.end(), {"-x", x});
+  // One host's ranks inherit synkrun's environment; another host's get only what mpirun
+  // forwards, and a job would run with SYNK_TIMEOUT=7 on one host and the default on another.
+  if (!o.hosts.empty() || !o.hostfile.empty()) {
+    for (const std::string& name : c.synk_env) {
+      if (forwarded(name, o)) cmd.insert(cmd.end(), {"-x", name});
+    }
+  }
   cmd.push_back(c.self);
   const std::vector<std::string> step = rank_step_args(o);
   cmd.insert(cmd.end(), step.begin(), step.end());
   return cmd;
+}
+
+std::vector<std::string> synk_variables(const char* const* env) {
+  std::vector<std::string> names;
+  for (const char* const* e = env; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (std::strncmp(*e, "SYNK_", 5) != 0 || eq == nullptr) continue;
+    std::string name(*e, static_cast<std::size_t>(eq - *e));
+    // mpirun's -x would misread a name of other characters (none a shell can set).
+    if (name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789_") == std::string::npos) {
+      names.push_back(std::move(name));
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::string shell_join(const std::vector<std::string>& argv) {

@@ -15,9 +15,15 @@ struct MpirunContext {
   int nranks = 1;              // resolved -np; 0: none (mpirun starts a rank per slot)
   bool as_root = false;        // euid 0: Open MPI refuses without --allow-run-as-root
   bool oversubscribe = false;  // more ranks than this node's cores, one node
+  // The SYNK_* variables set where synkrun starts (synk_variables): with hosts, each becomes
+  // "-x NAME" unless -x names it or the rank step sets it, for mpirun forwards only -x's.
+  std::vector<std::string> synk_env;
 };
 
 std::vector<std::string> mpirun_command(const Options& options, const MpirunContext& context);
+
+// The names of the SYNK_* variables in `env` (a null-terminated NAME=VALUE array), sorted.
+std::vector<std::string> synk_variables(const char* const* env);
 
 // The command as one shell-quoted line, for --dry-run.
 std::string shell_join(const std::vector<std::string>& argv);

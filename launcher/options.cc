@@ -74,7 +74,10 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
   app.add_option("--topology", o.topology, "plan for this hwloc XML topology, not this machine")
       ->type_name("FILE.xml")
       ->check(kNotEmpty);
-  app.add_option("-x", raw.exports, "export VAR (or set VAR=VALUE) on every rank; repeatable")
+  app.add_option("-x", raw.exports,
+                 "export VAR (or set VAR=VALUE) on every rank; repeatable. With -H or "
+                 "--hostfile, every SYNK_* variable set here reaches every host's ranks "
+                 "without -x")
       ->type_name("VAR[=VALUE]");
   app.add_option("--timeout", raw.timeout,
                  "stop every rank after SECONDS; exit code 124 (default 0: no time limit)")
@@ -306,6 +309,16 @@ std::string read_job_hosts(const Options& o, long long default_slots,
                            std::vector<HostSlots>& out) {
   // -H's hosts and slots are the job's, a hostfile beside it or not, as mpirun maps them.
   return o.hosts.empty() ? read_hostfile(o, default_slots, out) : parse_host_list(o.hosts, out);
+}
+
+std::string hostfile_error(const Options& o, const std::vector<HostSlots>& hosts) {
+  if (o.hostfile.empty() || !o.hosts.empty()) return "";
+  // mpirun's own message ("No nodes are available") does not say that the file is to blame.
+  if (hosts.empty()) return "hostfile " + o.hostfile + " names no host";
+  const std::optional<long long> slots = total_slots(hosts);
+  if (!o.np || !slots || *o.np <= *slots) return "";
+  return "-np " + std::to_string(*o.np) + " but hostfile " + o.hostfile + " offers " +
+         std::to_string(*slots) + (*slots == 1 ? " slot" : " slots");
 }
 
 std::vector<std::string> rank_step_args(const Options& o) {

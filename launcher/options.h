@@ -54,6 +54,12 @@ std::string read_hostfile(const Options& options, long long default_slots,
 std::string read_job_hosts(const Options& options, long long default_slots,
                            std::vector<HostSlots>& out);
 
+// What mpirun would refuse of the job's hosts (read_job_hosts's, unknown slots 0) in a page that
+// names synkrun as the program: a hostfile, without -H, that names no host, or an -np beyond
+// the slots of a hostfile that gives every host's. (-np beyond -H's slots is refused when the
+// options are parsed.) "" or the error.
+std::string hostfile_error(const Options& options, const std::vector<HostSlots>& hosts);
+
 // The rank-step arguments that carry the plan options to every rank:
 // {"--rank-step", "--bind", "gpu", ..., "--", PROGRAM, ARGS...}.
 std::vector<std::string> rank_step_args(const Options& options);

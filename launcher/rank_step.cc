@@ -189,7 +189,8 @@ RankPlan plan_and_bind(const Options& o, const RankEnv& env, const std::string& 
   return me;
 }
 
-// SYNK_RANK and the rest of the contract (README), CUDA's device order and visible devices.
+// SYNK_RANK and the rest of the contract (README), CUDA's device order and visible devices
+// (the SYNK_ ones are kRankStepVariables).
 void export_rank_env(const RankEnv& env, const RankPlan& me, const NodeTopology& topo,
                      const std::string& cpus) {
   auto set = [](const char* name, const std::string& value) { setenv(name, value.c_str(), 1); };

@@ -20,6 +20,12 @@ struct RankEnv {
                        // "pmi", or "none" (a single process started by hand)
 };
 
+// The SYNK_* variables the rank step sets on each rank (the layout and binding it computes):
+// a launcher forwards none of them from where it starts.
+inline constexpr const char* kRankStepVariables[] = {
+    "SYNK_RANK", "SYNK_WORLD_SIZE", "SYNK_LOCAL_RANK", "SYNK_LOCAL_SIZE",
+    "SYNK_NODE_RANK", "SYNK_GPU", "SYNK_CPUS"};
+
 using GetEnv = std::function<const char*(const char*)>;
 
 // Reads the rank layout from the launcher's variables (OMPI_COMM_WORLD_*, MPI_LOCALRANKID /

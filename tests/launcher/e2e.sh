@@ -406,6 +406,10 @@ argument_errors)
   grep -q 'line 2: host "-oProxyCommand=x" starts with "-"' "$work/err" || fail "hostfile name"
   check_usage_error --hostfile "$work" "$PROBE"
   grep -q 'is a directory' "$work/err" || fail "directory hostfile message"
+  # A hostfile without hosts: mpirun's "No nodes are available" would not say which file.
+  printf '# no hosts yet\n\n' >"$work/hosts"
+  check_usage_error --hostfile "$work/hosts" "$PROBE"
+  grep -q "hostfile $work/hosts names no host" "$work/err" || fail "empty hostfile message"
   [ ! -e "$work/pwned" ] || fail "the ProxyCommand ran"
   # A ":" among PROGRAM's arguments would start another program under mpirun (MPMD).
   check_usage_error -np 1 "$PROBE" a : b

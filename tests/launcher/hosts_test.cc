@@ -98,6 +98,18 @@ TEST(Hosts, MappingOrderPutsMpirunsHostFirst) {
             "me:4,a:3,b:4");
 }
 
+// mpirun counts every name of its own host as one node: -H hostA:1,10.213.7.11:1,hostB:2 run on
+// hostA (10.213.7.11 in the test bed) is 2 nodes of 2 ranks, and hostB's ranks are node 1.
+TEST(Hosts, MappingOrderFoldsEveryNameOfThisHostIntoOneNode) {
+  const auto local = [](const std::string& n) { return n == "hostA" || n == "10.213.7.11"; };
+  const auto ordered = mapping_order(list("hostA:1,10.213.7.11:1,hostB:2"), local);
+  EXPECT_EQ(host_list_text(ordered), "hostA:2,hostB:2");
+  EXPECT_EQ(node_of_rank(ordered, 2, 4, 2), 1);
+  EXPECT_EQ(host_list_text(mapping_order(list("b:1,10.213.7.11:2,b:1,hostA:1"), local)),
+            "10.213.7.11:3,b:2");
+  EXPECT_EQ(ranks_on_this_host(list("hostA:1,b:3,10.213.7.11:2"), 4, local), 3);
+}
+
 TEST(Hosts, RanksOnThisHostFollowBySlotMapping) {
   const auto local = [](const std::string& n) { return n == "me"; };
   const auto h = list("a:2,me:3,b:4,me:1");
@@ -120,6 +132,16 @@ TEST(Hosts, NodeOfRankNumbersTheNodesThatGetRanks) {
   const auto bed = list("hostA:1,hostB:2,hostC:1");
   EXPECT_EQ(node_of_rank(bed, 2, 4, 2), 1);
   EXPECT_EQ(node_of_rank(bed, 3, 4, 1), 2);
+}
+
+// The host synkrun names for a failing rank where mpirun named none.
+TEST(Hosts, HostOfRankFollowsBySlotMapping) {
+  const auto ordered = list("hostA:1,hostB:2,hostC:1");
+  EXPECT_EQ(host_of_rank(ordered, 0, 4), "hostA");
+  EXPECT_EQ(host_of_rank(ordered, 2, 4), "hostB");
+  EXPECT_EQ(host_of_rank(ordered, 3, 4), "hostC");
+  EXPECT_EQ(host_of_rank(ordered, 3, 3), "");  // -np 3: hostC gets no rank
+  EXPECT_EQ(host_of_rank(ordered, -1, 4), "");
 }
 
 }  // namespace

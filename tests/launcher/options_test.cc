@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -133,16 +134,30 @@ TEST(Options, HelpListsEveryOption) {
     EXPECT_NE(r.text.find(opt), std::string::npos) << opt;
   }
   EXPECT_EQ(r.text.find("--node-topology"), std::string::npos);  // internal
+  EXPECT_NE(r.text.find("every SYNK_* variable set here reaches every host"), std::string::npos);
   EXPECT_EQ(parse({"-np", "2", "-h"}).status, ParseResult::Status::help);
   const ParseResult v = parse({"--version"});
   EXPECT_EQ(v.status, ParseResult::Status::help);  // printed, exit 0
   EXPECT_EQ(v.text.rfind("synkrun (synk ", 0), 0u) << v.text;
 }
 
+// A hostfile that names no host: mpirun's "No nodes are available" would not say why.
+TEST(Options, HostfileThatNamesNoHost) {
+  const Options o = ok({"--hostfile", "hf", "prog"});
+  EXPECT_EQ(hostfile_error(o, {}), "hostfile hf names no host");
+  EXPECT_EQ(hostfile_error(ok({"--hostfile", "hf", "-np", "2", "prog"}), {}),
+            "hostfile hf names no host");
+  EXPECT_EQ(hostfile_error(o, {{"a", 0}}), "");
+  EXPECT_EQ(hostfile_error(ok({"--hostfile", "hf", "-np", "3", "prog"}), {{"a", 2}}),
+            "-np 3 but hostfile hf offers 2 slots");
+  EXPECT_EQ(hostfile_error(ok({"--hostfile", "hf", "-H", "a", "prog"}), {{"a", 1}}), "");
+  EXPECT_EQ(hostfile_error(ok({"-np", "2", "prog"}), {}), "");
+}
+
 TEST(MpirunCommand, FlagsAndRankStep) {
   Options o = ok({"-np", "3", "-H", "a:2,b:1", "-x", "FOO=1", "--gpus", "2,0", "--bind", "core",
                   "--report-bindings", "--dry-run", "--topology", "/t.xml", "prog", "--flag"});
-  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 3, true, false};
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 3, true, false, {}};
   EXPECT_EQ(mpirun_command(o, c), (std::vector<std::string>{"/usr/bin/mpirun",
                                                             "-np",
                                                             "3",
@@ -166,7 +181,7 @@ TEST(MpirunCommand, FlagsAndRankStep) {
                                                             "prog",
                                                             "--flag"}));
   // 0 ranks: no -np, mpirun starts a rank per slot of the hosts.
-  MpirunContext per_slot{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false};
+  MpirunContext per_slot{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}};
   const auto slots = mpirun_command(ok({"-H", "a:2,b:2", "prog"}), per_slot);
   EXPECT_EQ(std::count(slots.begin(), slots.end(), "-np"), 0);
   EXPECT_EQ(slots[1], "--bind-to");
@@ -184,6 +199,29 @@ TEST(MpirunCommand, FlagsAndRankStep) {
   EXPECT_EQ(back.topology, o.topology);
   EXPECT_EQ(back.program, o.program);
   EXPECT_EQ(shell_join({"a b", "it's", "x=1"}), "'a b' 'it'\\''s' x=1");
+}
+
+// mpirun forwards only -x variables to other hosts: with hosts, synkrun adds "-x NAME" for each
+// SYNK_* variable set where it starts, but not one -x names already nor one the rank step sets.
+TEST(MpirunCommand, ForwardsSynkVariablesToOtherHosts) {
+  const char* env[] = {"PATH=/bin", "SYNK_LOG=info", "SYNK_TIMEOUT=7", "SYNK_NODE_RANK=1",
+                       "SYNK_RANK=0", "NOT_SYNK_X=1", "SYNK_CPUS=0-3", nullptr};
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}};
+  c.synk_env = synk_variables(env);
+  EXPECT_EQ(c.synk_env, (std::vector<std::string>{"SYNK_CPUS", "SYNK_LOG", "SYNK_NODE_RANK",
+                                                  "SYNK_RANK", "SYNK_TIMEOUT"}));
+  const auto cmd = mpirun_command(ok({"-H", "a:1,b:1", "-x", "SYNK_LOG=debug", "prog"}), c);
+  const auto self = std::find(cmd.begin(), cmd.end(), "/opt/synkrun");
+  EXPECT_EQ(std::vector<std::string>(self - 4, self),
+            (std::vector<std::string>{"-x", "SYNK_LOG=debug", "-x", "SYNK_TIMEOUT"}));
+  EXPECT_EQ(std::count(cmd.begin(), cmd.end(), "-x"), 2);
+  const auto file = mpirun_command(ok({"--hostfile", "hf", "-x", "SYNK_TIMEOUT", "prog"}), c);
+  EXPECT_EQ(std::count(file.begin(), file.end(), "SYNK_LOG"), 1);
+  EXPECT_EQ(std::count(file.begin(), file.end(), "SYNK_TIMEOUT"), 1);
+  // One host: the ranks inherit synkrun's environment.
+  const auto here = mpirun_command(ok({"prog"}), c);
+  EXPECT_EQ(std::count(here.begin(), here.end(), "-x"), 0);
+  EXPECT_EQ(synk_variables(nullptr), std::vector<std::string>{});
 }
 
 RankEnv env_of(const std::map<std::string, std::string>& vars) {
@@ -259,6 +297,8 @@ TEST(FailureParser, OpenMpiMessages) {
   EXPECT_EQ(exit_code.rank(), 1);
   EXPECT_EQ(exit_code.exit_code(), 3);
   EXPECT_EQ(exit_code.describe(), "rank 1 (exit code 3)");
+  // With hosts, synkrun knows each rank's host from its mapping (--node-slots).
+  EXPECT_EQ(exit_code.describe("hostB"), "rank 1 on hostB (exit code 3)");
 
   FailureParser sig;
   sig.feed_line(kRule);
@@ -268,6 +308,7 @@ TEST(FailureParser, OpenMpiMessages) {
   EXPECT_EQ(sig.rank(), 12);
   EXPECT_EQ(sig.signal(), 11);
   EXPECT_EQ(sig.describe(), "rank 12 on vm (signal 11, Segmentation fault)");
+  EXPECT_EQ(sig.describe("other"), "rank 12 on vm (signal 11, Segmentation fault)");
   EXPECT_TRUE(sig.job_failing());
 
   FailureParser aborted;

@@ -34,7 +34,7 @@ echo "  synkrun: exit $RC in $(since "$start") s"
 # reads (a busy machine may let the other rank of hostB, which saw it die, report first).
 expect_in "$WORK/killed.out" "process rank [23] with PID $victim on node hostB exited on signal 9" \
   "mpirun names the killed rank and its host"
-expect_in "$WORK/killed.out" "^synkrun: rank [23] on hostB \(signal 9, Killed\) failed first; exit code 137$|^synkrun: rank [0-3] \(exit code [0-9]+\) failed first" \
+expect_in "$WORK/killed.out" "^synkrun: rank [23] on hostB \(signal 9, Killed\) failed first; exit code 137$|^synkrun: rank [0-3] on host[AB] \(exit code [0-9]+\) failed first" \
   "synkrun names the first failing rank"
 awk -v t="$(since "$start")" 'BEGIN { exit !(t < 10) }' || fail "a killed rank: the job took $(since "$start") s"
 expect_hosts_clean host_probe "after the killed rank"

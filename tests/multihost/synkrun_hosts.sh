@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # synkrun across the bed's hosts: -H and --hostfile start ranks on every host, each host plans
-# its own binding, the layout variables and comm.node() are right, auto picks hier; a mistyped
-# host, a host with fewer slots than asked and an unreachable host each end in one clear error.
+# its own binding, the layout variables and comm.node() are right (also with the launching host
+# named twice), auto picks hier, SYNK_* set where synkrun starts reach every host, a failing
+# rank is named with its host; a hostfile without hosts, a mistyped host, a host with fewer
+# slots than asked and an unreachable host each end in one clear error.
 # Usage: synkrun_hosts.sh BIN_DIR
 source "$(dirname "$0")/case_lib.sh"
 bed_up hostA hostB hostC
@@ -41,6 +43,32 @@ for spec in "0 hostA 0 0/1" "1 hostB 1 0/2" "2 hostB 1 1/2" "3 hostC 2 0/1"; do
   expect_in "$WORK/order.out" "^layout host=$2 rank=$1 size=4 SYNK_NODE_RANK=$3 node=$3 nodes=3 local=$4 .*backend=hier$" \
     "rank $1 with the launching host listed second"
 done
+
+echo "-H hostA:1,$BED_NET.11:1,hostB:2 (hostA named twice: one node, as mpirun counts it)"
+run_job alias 60 "$SYNKRUN" -H "hostA:1,$BED_NET.11:1,hostB:2" "$PROBE" layout
+expect_rc 0 "-H naming the launching host twice"
+for spec in "0 hostA 0 0/2" "1 hostA 0 1/2" "2 hostB 1 0/2" "3 hostB 1 1/2"; do
+  set -- $spec
+  expect_in "$WORK/alias.out" "^layout host=$2 rank=$1 size=4 SYNK_NODE_RANK=$3 node=$3 nodes=2 local=$4 .*backend=hier$" \
+    "rank $1 with hostA also named by its address"
+done
+
+echo "SYNK_* set where synkrun starts, and a rank failing on hostB"
+run_job synk_env 60 env SYNK_TIMEOUT=7 "$SYNKRUN" -H hostA:1,hostB:1 \
+  sh -c 'echo "env host=$(hostname) SYNK_TIMEOUT=${SYNK_TIMEOUT:-unset}"; exit $((SYNK_RANK * 3))'
+expect_rc 3 "rank 1 exits 3"
+for h in hostA hostB; do
+  expect_in "$WORK/synk_env.out" "^env host=$h SYNK_TIMEOUT=7$" "SYNK_TIMEOUT on $h"
+done
+expect_in "$WORK/synk_env.out" "^synkrun: rank 1 on hostB \(exit code 3\) failed first; exit code 3$" \
+  "the failing rank named with its host"
+
+echo "a hostfile that names no host"
+printf '# no hosts yet\n\n' > "$WORK/empty_hostfile"
+run_job empty_hostfile 30 "$SYNKRUN" --hostfile "$WORK/empty_hostfile" "$PROBE" layout
+expect_rc 2 "a hostfile without hosts"
+expect_in "$WORK/empty_hostfile.out" "^synkrun: error: hostfile $WORK/empty_hostfile names no host$" \
+  "the empty hostfile's error"
 
 echo "a mistyped host"
 run_job typo 30 "$SYNKRUN" -H hostA:1,hostX:1 "$PROBE" layout
