@@ -10,7 +10,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 fail() { echo "FAIL ($case_name): $*" >&2; echo "--- stdout:" >&2; cat "$work/out" >&2 2>/dev/null
-         echo "--- stderr:" >&2; cat "$work/err" >&2 2>/dev/null; exit 1; }
+         echo "--- stderr:" >&2; cat "$work/err" >&2 2>/dev/null; end_job; exit 1; }
+# A case that fails while its job runs (in the background, as $pid) leaves no orphans behind.
+end_job() {
+  if [ -n "${pid:-}" ]; then kill -TERM "$pid" 2>/dev/null; fi
+  local f
+  for f in "$work"/pids/*; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
+  return 0
+}
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 now() { date +%s.%N; }
 # A killed rank whose parent exited may linger as a zombie under a pid 1 that does not reap.
