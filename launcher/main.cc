@@ -312,6 +312,18 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
   return r.exit_code;
 }
 
+// The files Open MPI reads its MCA parameters from: the user's, and its installation's (Debian
+// puts it in /etc/openmpi; a build of its own, beside its bin/).
+std::vector<std::string> mca_parameter_files(const std::string& mpirun) {
+  std::vector<std::string> files{"/etc/openmpi/openmpi-mca-params.conf"};
+  if (const char* home = std::getenv("HOME")) {
+    files.push_back(std::string(home) + "/.openmpi/mca-params.conf");
+  }
+  const std::filesystem::path prefix = std::filesystem::path(mpirun).parent_path().parent_path();
+  files.push_back((prefix / "etc" / "openmpi-mca-params.conf").string());
+  return files;
+}
+
 // The job's hosts in mpirun's mapping order as "host:slots,...", for the rank steps to number
 // the nodes (SYNK_NODE_RANK); "" where a host's slots are unknown.
 std::string node_slots_text(const std::vector<HostSlots>& hosts) {
@@ -348,6 +360,9 @@ int launch(Options& o, const char* argv0) {
   ctx.as_root = geteuid() == 0;
   ctx.oversubscribe = !node.multi_node && node.nranks > static_cast<int>(topo.cores.size());
   ctx.synk_env = synk_variables(environ);
+  ctx.ssh_defaults = node.multi_node &&
+                     default_ssh_agent([](const char* n) { return std::getenv(n); },
+                                       mca_parameter_files(ctx.mpirun));
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
   const std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
 

@@ -2,9 +2,13 @@
 // from the node's plan, which mpirun's mapper does not know.
 #include "mpirun_command.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "rank_step.h"
 
@@ -20,7 +24,48 @@ bool forwarded(const std::string& name, const Options& o) {
          std::none_of(std::begin(kRankStepVariables), std::end(kRankStepVariables), owned);
 }
 
+// The MCA parameters that choose how mpirun reaches other hosts (with their older names).
+constexpr const char* kRshSettings[] = {"plm_rsh_agent",  "plm_rsh_args", "orte_rsh_agent",
+                                        "orte_rsh_args", "pls_rsh_agent", "pls_rsh_args"};
+
+bool is_rsh_setting(const std::string& name) {
+  return std::any_of(std::begin(kRshSettings), std::end(kRshSettings),
+                     [&](const char* s) { return name == s; });
+}
+
+// Whether an MCA parameter file has a "name = value" line for such a parameter.
+bool file_sets_rsh(const std::string& path) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::istringstream key(line.substr(0, eq));
+    std::string name;
+    key >> name;
+    if (is_rsh_setting(name)) return true;
+  }
+  return false;
+}
+
+bool on_path(const char* path_var, const std::string& program) {
+  std::istringstream dirs(path_var ? path_var : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
+                       const std::vector<std::string>& mca_files) {
+  if (!on_path(getenv("PATH"), "ssh")) return false;
+  if (getenv("OMPI_MCA_mca_base_param_files") != nullptr) return false;  // files of their own
+  for (const char* setting : kRshSettings) {
+    if (getenv(("OMPI_MCA_" + std::string(setting)).c_str()) != nullptr) return false;
+  }
+  return std::none_of(mca_files.begin(), mca_files.end(), file_sets_rsh);
+}
 
 std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c) {
   std::vector<std::string> cmd{c.mpirun};
@@ -30,6 +75,9 @@ std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c
   if (c.oversubscribe) cmd.push_back("--oversubscribe");
   if (!o.hosts.empty()) cmd.insert(cmd.end(), {"-H", o.hosts});
   if (!o.hostfile.empty()) cmd.insert(cmd.end(), {"--hostfile", o.hostfile});
+  if (c.ssh_defaults && (!o.hosts.empty() || !o.hostfile.empty())) {
+    cmd.insert(cmd.end(), {"--mca", "plm_rsh_args", kSshArgs});
+  }
   for (const std::string& x : o.exports) cmd.insert(cmd.end(), {"-x", x});
   // One host's ranks inherit synkrun's environment; another host's get only what mpirun
   // forwards, and a job would run with SYNK_TIMEOUT=7 on one host and the default on another.

@@ -2,6 +2,7 @@
 // mode on every rank, then PROGRAM. A pure function of the options and a few facts.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,22 @@ struct MpirunContext {
   // The SYNK_* variables set where synkrun starts (synk_variables): with hosts, each becomes
   // "-x NAME" unless -x names it or the rank step sets it, for mpirun forwards only -x's.
   std::vector<std::string> synk_env;
+  // Other hosts are reached through ssh, Open MPI's default agent, with no rsh setting of the
+  // user's (default_ssh_agent): mpirun then gets kSshArgs.
+  bool ssh_defaults = false;
 };
 
+// ssh's options for a job across hosts: a host that does not answer fails in 10 s, not after
+// TCP's minutes, and one that would ask for a password fails at once instead of waiting for it.
+inline constexpr const char* kSshArgs = "-o BatchMode=yes -o ConnectTimeout=10";
+
 std::vector<std::string> mpirun_command(const Options& options, const MpirunContext& context);
+
+// Whether mpirun would reach other hosts with a plain ssh: ssh is on PATH (else Open MPI falls
+// back to rsh), and neither the environment nor the MCA parameter files (`mca_files`, as
+// "name = value" lines) set plm_rsh_agent or plm_rsh_args (nor their old orte_/pls_ names).
+bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
+                       const std::vector<std::string>& mca_files);
 
 // The names of the SYNK_* variables in `env` (a null-terminated NAME=VALUE array), sorted.
 std::vector<std::string> synk_variables(const char* const* env);

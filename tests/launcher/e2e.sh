@@ -329,6 +329,31 @@ hosts_without_np)
   "$SYNKRUN" -H localhost:3 --report-bindings "$PROBE" >"$work/out" 2>"$work/err" || fail "run: exit $?"
   [ "$(grep -c '^probe ' "$work/out")" = 3 ] || fail "expected 3 ranks, one per slot"
   ;;
+ssh_options)
+  # Another host through Open MPI's default agent: ssh gets options that end a host that does
+  # not answer in 10 s and one that asks for a password at once (synkrun waited silently for
+  # ssh's TCP retries, or for ever at a prompt). A fake ssh on PATH records its arguments.
+  mkdir "$work/bin"
+  cat >"$work/bin/ssh" <<EOF
+#!/bin/sh
+echo "\$*" >> "$work/ssh.log"
+echo "ssh: connect to host nodeX port 22: Connection timed out" >&2
+exit 255
+EOF
+  chmod +x "$work/bin/ssh"
+  unset OMPI_MCA_plm_rsh_agent OMPI_MCA_plm_rsh_args
+  PATH="$work/bin:$PATH" timeout 30 "$SYNKRUN" -H nodeX:1 -np 1 "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 255 ] || fail "exit $rc, expected mpirun's 255"
+  grep -q -- '-o BatchMode=yes -o ConnectTimeout=10 nodeX ' "$work/ssh.log" || fail "ssh options"
+  grep -q 'could not start or lost its daemon on a host' "$work/err" || fail "daemon message"
+  # The user's own ssh options stay theirs.
+  : >"$work/ssh.log"
+  PATH="$work/bin:$PATH" OMPI_MCA_plm_rsh_args="-p 2222" timeout 30 "$SYNKRUN" -H nodeX:1 -np 1 \
+    "$PROBE" >"$work/out" 2>"$work/err"
+  grep -q -- '-p 2222 nodeX ' "$work/ssh.log" || fail "the user's ssh options"
+  grep -q 'BatchMode' "$work/ssh.log" && fail "synkrun's options beside the user's"
+  ;;
 program_lookup)
   # PROGRAM as mpirun finds it: on PATH, else in the current directory; one line and the
   # shell's exit code (127 not found, 126 not runnable) before anything starts.

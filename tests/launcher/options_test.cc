@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -222,6 +224,51 @@ TEST(MpirunCommand, ForwardsSynkVariablesToOtherHosts) {
   const auto here = mpirun_command(ok({"prog"}), c);
   EXPECT_EQ(std::count(here.begin(), here.end(), "-x"), 0);
   EXPECT_EQ(synk_variables(nullptr), std::vector<std::string>{});
+}
+
+// With hosts reached through a plain ssh, mpirun gets ssh options that bound a host that does
+// not answer (10 s) and one that asks for a password (at once): else synkrun waited silently.
+TEST(MpirunCommand, BoundsSshToOtherHosts) {
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}, true};
+  const auto cmd = mpirun_command(ok({"-H", "a:1,b:1", "prog"}), c);
+  const auto mca = std::find(cmd.begin(), cmd.end(), "--mca");
+  ASSERT_NE(mca, cmd.end());
+  EXPECT_EQ(std::vector<std::string>(mca, mca + 3),
+            (std::vector<std::string>{"--mca", "plm_rsh_args",
+                                      "-o BatchMode=yes -o ConnectTimeout=10"}));
+  const auto here = mpirun_command(ok({"prog"}), c);  // one host: no ssh
+  EXPECT_EQ(std::count(here.begin(), here.end(), "--mca"), 0);
+  c.ssh_defaults = false;
+  const auto own = mpirun_command(ok({"-H", "a:1,b:1", "prog"}), c);
+  EXPECT_EQ(std::count(own.begin(), own.end(), "--mca"), 0);
+}
+
+// The user's own agent or ssh options, in the environment or an MCA parameter file, or no ssh
+// on PATH (Open MPI then uses rsh): synkrun adds nothing of its own.
+TEST(MpirunCommand, DefaultSshAgentOnlyWithoutTheUsersSettings) {
+  const std::string dir = ::testing::TempDir() + "synk_ssh_agent";
+  std::filesystem::create_directories(dir + "/bin");
+  const std::string ssh = dir + "/bin/ssh";
+  std::ofstream(ssh) << "#!/bin/sh\n";
+  std::filesystem::permissions(ssh, std::filesystem::perms::owner_all);
+  std::ofstream(dir + "/plain.conf") << "# comment\nbtl = ^openib\n";
+  std::ofstream(dir + "/agent.conf") << "btl = ^openib\n  plm_rsh_agent = /opt/my_ssh\n";
+  std::map<std::string, std::string> env{{"PATH", "/nonexistent:" + dir + "/bin"}};
+  const auto getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_TRUE(default_ssh_agent(getenv, {dir + "/plain.conf", dir + "/missing.conf"}));
+  EXPECT_FALSE(default_ssh_agent(getenv, {dir + "/plain.conf", dir + "/agent.conf"}));
+  env["OMPI_MCA_plm_rsh_args"] = "-p 2222";
+  EXPECT_FALSE(default_ssh_agent(getenv, {}));
+  env.erase("OMPI_MCA_plm_rsh_args");
+  env["OMPI_MCA_orte_rsh_agent"] = "rsh";
+  EXPECT_FALSE(default_ssh_agent(getenv, {}));
+  env.erase("OMPI_MCA_orte_rsh_agent");
+  env["PATH"] = "/nonexistent";
+  EXPECT_FALSE(default_ssh_agent(getenv, {}));
+  std::filesystem::remove_all(dir);
 }
 
 RankEnv env_of(const std::map<std::string, std::string>& vars) {
