@@ -15,6 +15,13 @@ done
 if grep -rqE '#include *[<"](cuda|nccl)' "$prefix/include/synk"; then
   echo "a public header mentions CUDA or NCCL"; exit 1
 fi
+# The installed library finds what it links (CUDA and NCCL where built with them) by its RUNPATH,
+# not through the loader's cache: a cluster's CUDA comes from a module, not /etc/ld.so.conf.
+loader=$(readelf -l /bin/sh 2>/dev/null | sed -n 's/.*program interpreter: \(.*\)]/\1/p')
+if [ -n "$loader" ] && ! "$loader" --inhibit-cache --list "$prefix/lib/libsynk.so" >"$work/ldd" 2>&1
+then
+  echo "the installed libsynk.so does not load without the loader's cache:"; cat "$work/ldd"; exit 1
+fi
 
 echo "== find_package(synk)"
 cmake -S "$src" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
