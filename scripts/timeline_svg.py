@@ -1,27 +1,52 @@
 #!/usr/bin/env python3
 """Draws a window of a SYNK_TIMELINE trace as an SVG picture (no libraries needed).
 
-Usage: scripts/timeline_svg.py TRACE OUT.svg [--start-us T] [--length-us L] [--rows REGEX]
+Usage: scripts/timeline_svg.py TRACE OUT.svg [--start-us T | --after-us D] [--length-us L]
+                               [--rows REGEX]
+       scripts/timeline_svg.py --json TRACE OUT.json
 
 One row per (rank, track) with events in the window: spans ("B"/"E") as boxes, async spans
 ("b"/"e", such as a key's "queued" wait) as thin bars under their row, points ("i") as ticks.
-Without --start-us the window starts at 60% of the trace's time, in steady work.
+Times are the trace's own (its "ts", microseconds of the steady clock). Without --start-us or
+--after-us the window starts at 60% of the trace's time, in steady work. A trace whose process
+was killed may end in an event cut short: it is left out. --json writes the trace as strict
+JSON (with its closing "]") instead of drawing it.
 """
 import argparse
 import json
 import re
+import sys
 from collections import defaultdict
 
 COLORS = {"running": "#4c78a8", "fused": "#f58518", "queued": "#bab0ac",
           "pushed": "#54a24b", "negotiated": "#b279a2", "done": "#e45756"}
 
 
+class Unusable(Exception):
+    """A trace or an argument this script cannot use: one line, exit 2."""
+
+
 def load(path):
-    with open(path) as f:
-        text = f.read().rstrip().rstrip(",")
+    """The trace's events. Its last line is left out where a killed process cut it short."""
+    try:
+        with open(path) as f:
+            text = f.read().rstrip()
+    except OSError as e:
+        raise Unusable(f"cannot read {path}: {e.strerror}")
+    tries = [text]
     if not text.endswith("]"):
-        text += "]"
-    return json.loads(text)
+        cut = text[:text.rfind("\n")].rstrip() if "\n" in text else text
+        tries = [text.rstrip(",") + "\n]", cut.rstrip(",") + "\n]"]
+    for i, attempt in enumerate(tries):
+        try:
+            events = json.loads(attempt)
+            break
+        except ValueError as e:
+            if i == len(tries) - 1:
+                raise Unusable(f"{path} is not a SYNK_TIMELINE trace: {e}")
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise Unusable(f"{path} is not a SYNK_TIMELINE trace (a JSON array of events)")
+    return events
 
 
 def collect(events, start, end, rows_re):
@@ -32,7 +57,7 @@ def collect(events, start, end, rows_re):
     open_async = {}
     for e in sorted((e for e in events if e["ph"] != "M"), key=lambda e: e["ts"]):
         key = (e["pid"], names.get((e["pid"], e.get("tid")), "?"))
-        if not re.search(rows_re, key[1]):
+        if not rows_re.search(key[1]):
             continue
         t = e["ts"]
         if e["ph"] == "B":
@@ -83,22 +108,62 @@ def draw(shapes, start, end, out):
         f.write("\n".join(parts))
 
 
+def window(a, events):
+    """The window's start and end, in the trace's microseconds."""
+    times = [e["ts"] for e in events if "ts" in e]
+    if not times:
+        raise Unusable(f"{a.trace} has no timed events")
+    if a.length_us <= 0:
+        raise Unusable(f"--length-us must be above 0, not {a.length_us:g}")
+    if a.start_us is not None:
+        start = a.start_us
+    elif a.after_us is not None:
+        start = min(times) + a.after_us
+    else:
+        start = min(times) + 0.6 * (max(times) - min(times))
+    return start, start + a.length_us
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trace")
-    ap.add_argument("out")
-    ap.add_argument("--start-us", type=float)
-    ap.add_argument("--length-us", type=float, default=5000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace", help="the SYNK_TIMELINE file (or one FILE.<rank> of it)")
+    ap.add_argument("out", help="the SVG to write (with --json: the JSON)")
+    ap.add_argument("--json", action="store_true", help="write the trace as strict JSON")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--start-us", type=float, help="the window's start, in the trace's ts")
+    where.add_argument("--after-us", type=float, help="the window's start after the first event")
+    ap.add_argument("--length-us", type=float, default=5000, help="the window's length (5000)")
     ap.add_argument("--rows", default=".", help="a regular expression the row names must match")
     a = ap.parse_args()
-    events = load(a.trace)
-    times = [e["ts"] for e in events if "ts" in e]
-    start = a.start_us if a.start_us is not None else min(times) + 0.6 * (max(times) - min(times))
-    shapes = collect(events, start, start + a.length_us, a.rows)
-    draw(shapes, start, start + a.length_us, a.out)
+    try:
+        events = load(a.trace)
+        if a.json:
+            with open(a.out, "w") as f:
+                json.dump(events, f)
+            print(f"{a.out}: {len(events)} events")
+            return 0
+        try:
+            rows = re.compile(a.rows)
+        except re.error as e:
+            raise Unusable(f"--rows {a.rows!r} is not a regular expression: {e}")
+        start, end = window(a, events)
+        shapes = collect(events, start, end, rows)
+        draw(shapes, start, end, a.out)
+    except Unusable as e:
+        print(f"timeline_svg.py: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"timeline_svg.py: cannot write {a.out}: {e.strerror}", file=sys.stderr)
+        return 2
     print(f"{a.out}: {len(shapes)} rows, {sum(map(len, shapes.values()))} shapes, "
-          f"{start:.0f}-{start + a.length_us:.0f} us")
+          f"{start:.0f}-{end:.0f} us")
+    if not shapes:
+        print("timeline_svg.py: no row has events in this window (see --start-us, --after-us "
+              "and --rows)", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

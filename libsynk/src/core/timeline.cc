@@ -1,5 +1,5 @@
-// SYNK_TIMELINE: events buffered per process under one mutex, written with write(2) in whole
-// events (see timeline.h for the file's form and who writes where).
+// SYNK_TIMELINE: events buffered per process under one mutex, written with write(2) in pieces
+// of whole events (see timeline.h for the file's form and who writes where).
 #include "core/timeline.h"
 
 #include <fcntl.h>
@@ -51,6 +51,27 @@ State& state() {
 
 std::atomic<bool> g_write_failed{false};
 
+constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
+
+// Writes `out` (whole events, each ",\n{...}") in pieces of at most kPieceBytes that end on an
+// event: a process killed in a write cuts at most the piece it was in (a 4 MiB write was cut in
+// the middle of an event, one kill in sixteen), and the ranks that append to the same file
+// interleave whole events only.
+bool write_events(int fd, const std::string& out) {
+  std::size_t at = 0;
+  while (at < out.size()) {
+    std::size_t end = out.size();
+    if (end - at > kPieceBytes) {
+      const std::size_t cut = out.rfind(",\n", at + kPieceBytes);
+      end = cut != std::string::npos && cut > at ? cut : out.find(",\n", at + 1);
+      if (end == std::string::npos) end = out.size();
+    }
+    if (!write_all(fd, out.data() + at, end - at)) return false;
+    at = end;
+  }
+  return true;
+}
+
 // Writes s.buf. Called with lk holding s.mu, which it releases: recording goes on meanwhile.
 // The write lock is taken before s.mu is let go, so the buffers reach the file in the order
 // they were taken, and each track's events in the order they were recorded (a B after its E
@@ -62,7 +83,7 @@ void write_out(State& s, std::unique_lock<std::mutex>& lk) {
   std::lock_guard w(s.write_mu);
   lk.unlock();
   if (s.fd < 0) return;
-  if (!write_all(s.fd, out.data(), out.size())) {
+  if (!write_events(s.fd, out)) {
     const int err = errno;
     g_on.store(false, std::memory_order_relaxed);
     if (!g_write_failed.exchange(true)) {

@@ -7,8 +7,8 @@
 // The file: "[\n" and a first event, then ",\n{...}" per event, so it is JSON once "]" is
 // appended, and it needs no "]" to load (the trace viewers add it: the format allows a trace
 // that ends without one, for programs that cannot finish it). Every rank of a job on one node
-// appends to the same FILE (O_APPEND, whole events per write(2), which on a local file do not
-// interleave); the first rank of the communicator that started it creates FILE and writes "[" and
+// appends to the same FILE (O_APPEND, whole events per write(2) of at most 64 KiB, which on a
+// local file do not interleave); the first rank of the communicator that started it creates FILE and writes "[" and
 // its first event before any other rank opens it. Where the first communicator is not all of
 // MPI_COMM_WORLD, or the job spans several nodes, each process writes FILE.<world rank> instead.
 //
