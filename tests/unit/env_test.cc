@@ -99,6 +99,9 @@ TEST(Env, ValidValues) {
   for (const char* b : {"auto", "shm", "nccl"}) EXPECT_EQ(parse({{"SYNK_BACKEND", b}}).backend, b);
   EXPECT_EQ(parse({{"SYNK_LOG", "error"}}).log_level, LogLevel::error);
   EXPECT_EQ(parse({{"SYNK_LOG", "info"}}).log_level, LogLevel::info);
+  // Any case, as NCCL_DEBUG=INFO: SYNK_LOG=INFO ended the job.
+  EXPECT_EQ(parse({{"SYNK_LOG", "INFO"}}).log_level, LogLevel::info);
+  EXPECT_EQ(parse({{"SYNK_LOG", "Debug"}}).log_level, LogLevel::debug);
   EXPECT_EQ(parse({{"SYNK_SHM_STREAM", "auto"}}).shm.store_mode, shm::StoreMode::tuned);
   EXPECT_EQ(parse({{"SYNK_SHM_STREAM", "always"}}).shm.store_mode, shm::StoreMode::streaming);
   EXPECT_EQ(parse({{"SYNK_SHM_STREAM", "never"}}).shm.store_mode, shm::StoreMode::ordinary);

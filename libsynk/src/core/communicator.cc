@@ -16,6 +16,7 @@
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
 #include "core/mpi_watchdog.h"
+#include "core/settings_agreement.h"
 #include "core/timeline.h"
 #include "core/validation.h"
 
@@ -124,6 +125,7 @@ constexpr bool kBuiltWithNccl = false;
 #endif
 
 std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& options) {
+  detail::agree_on_settings(comm, options.backend);
   const detail::Settings& s = detail::settings();
   auto state = std::make_unique<detail::CommState>();
   state->ctx = detail::make_context(comm, s.simulate_nodes);

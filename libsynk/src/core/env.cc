@@ -85,7 +85,9 @@ Settings Settings::parse(const EnvGetter& get) {
   if (const auto v = var("SYNK_BACKEND")) {
     s.backend = one_of(*v, kBackendChoices, backend_choices_text());
   }
-  if (const auto v = var("SYNK_LOG")) {
+  if (auto v = var("SYNK_LOG")) {
+    // Any case, as NCCL_DEBUG=INFO is written: a log level that ended the job was too harsh.
+    for (char& c : v->text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const std::string l =
         one_of(*v, {"error", "warn", "info", "debug"}, "error, warn, info or debug");
     s.log_level = l == "error" ? LogLevel::error

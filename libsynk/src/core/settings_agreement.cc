@@ -1,0 +1,101 @@
+// See settings_agreement.h.
+#include "core/settings_agreement.h"
+
+#include <cstdint>
+#include <exception>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backends/mpi/mpi_settings.h"
+#include "backends/shm/shm_settings.h"
+#include "core/env.h"
+#include "core/mpi_check.h"
+#include "device/device_settings.h"
+#include "kv/kv_settings.h"
+#include "synk/agreement.h"
+#include "synk/error.h"
+
+namespace synk::detail {
+
+namespace {
+
+// Reads every group of settings; the first error, if any.
+std::exception_ptr read_every_setting() {
+  try {
+    (void)settings();
+    (void)shm_settings();
+    (void)mpi_settings();
+    (void)kv_settings();
+    (void)device_settings();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+// The settings that must be the same on every rank, by name, as this rank has them.
+std::vector<std::pair<const char*, std::string>> shared_settings(const std::string& backend) {
+  const Settings& s = settings();
+  const ShmSettings& shm = shm_settings();
+  return {
+      {"SYNK_BACKEND (or the Communicator's backend)", backend.empty() ? s.backend : backend},
+      {"SYNK_SIMULATE_NODES", std::to_string(s.simulate_nodes)},
+      {"SYNK_CHECK_CALLS", s.check_calls ? "1" : "0"},
+      {"SYNK_TIMELINE", s.timeline},
+      {"SYNK_FUSION_BYTES", std::to_string(kv_settings().fusion_bytes)},
+      {"SYNK_MPI_MAX_CHUNK", std::to_string(mpi_settings().max_chunk)},
+      {"SYNK_SHM_SLOT_BYTES", std::to_string(shm.slot_bytes)},
+      {"SYNK_SHM_CMA_BYTES", std::to_string(shm.cma_bytes)},
+      {"SYNK_SHM_ONE_STEP_BYTES", std::to_string(shm.one_step_bytes)},
+      {"SYNK_SHM_ROOT_REDUCES_BYTES", std::to_string(shm.root_reduces_bytes)},
+      {"SYNK_SHM_ALGO", shm.forced_algos},
+  };
+}
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+void agree_on_settings(MPI_Comm comm, const std::string& backend) {
+  const std::exception_ptr error = read_every_setting();
+  std::string text;
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      text = e.what();
+    }
+  }
+  if (const auto failed = first_failure(comm, error != nullptr, text)) {
+    if (error) std::rethrow_exception(error);
+    throw Error(ErrorCode::Remote, "rank " + std::to_string(failed->rank) +
+                                       " cannot read its SYNK_* settings: " + failed->text);
+  }
+  // Each setting's hash and its complement, reduced by max: the largest and the smallest.
+  const auto shared = shared_settings(backend);
+  std::vector<std::uint64_t> h(2 * shared.size());
+  for (std::size_t i = 0; i < shared.size(); ++i) {
+    h[i] = fnv1a(shared[i].second);
+    h[shared.size() + i] = ~h[i];
+  }
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(h.size()),
+                               MPI_UINT64_T, MPI_MAX, comm));
+  for (std::size_t i = 0; i < shared.size(); ++i) {
+    if (h[i] == ~h[shared.size() + i]) continue;
+    const auto& [name, value] = shared[i];
+    throw Error(ErrorCode::InvalidUsage,
+                std::string(name) + " differs across the ranks (this rank's: '" + value +
+                    "'); it must be the same on every rank: set it alike everywhere (synkrun "
+                    "passes the SYNK_* variables set where it starts; mpirun needs -x)");
+  }
+}
+
+}  // namespace synk::detail
