@@ -13,9 +13,14 @@
 
 namespace synk::detail {
 
+void note_peer_lost() noexcept;  // core/mpi_runtime.h
+
 // "MPI_Bcast failed: MPI_ERR_COUNT: invalid count argument (error class 2)". `call` names the
 // MPI function (and, for a caller that says more, what it was doing), never its arguments' code.
+// Another rank may be left in the call that failed here (MPI_ERR_TRUNCATE of a count it gave
+// otherwise), and MPI_Finalize would wait for it for ever: the exit handler skips it from now on.
 [[noreturn]] inline void throw_mpi_error(int rc, std::string_view call) {
+  note_peer_lost();
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;

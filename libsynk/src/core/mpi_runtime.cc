@@ -41,6 +41,8 @@ void ensure_mpi_initialized() {
 
 void note_peer_lost() noexcept { peer_lost.store(true); }
 
+bool peer_was_lost() noexcept { return peer_lost.load(); }
+
 bool mpi_allows_threads() {
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);

@@ -23,6 +23,7 @@ bool mpi_allows_threads();
 // plain mpirun). So from then on the exit handler skips it, and the process ends without it:
 // mpirun then sees a rank leave without finalizing and ends the whole job, the stuck rank too.
 void note_peer_lost() noexcept;
+bool peer_was_lost() noexcept;  // note_peer_lost() was called (for tests)
 
 // Duplicates `comm` and finds the node layout: ranks that share memory form a node, split
 // further into `simulate_nodes` fake nodes (SYNK_SIMULATE_NODES) to test multi-node paths on
