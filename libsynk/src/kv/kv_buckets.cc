@@ -34,6 +34,27 @@ void KvEngine::reduce_alone(KeySlot& k) {
   deliver({&k}, {src});
 }
 
+// The bucket's collective on its bytes at `base`: all_reduce, or reduce to its owner, the
+// owner's update, and broadcast.
+void KvEngine::reduce_bucket(const Bucket& b, const std::vector<KeySlot*>& keys, std::byte* base) {
+  const std::size_t count = b.bytes / size_of(b.dtype);
+  if (b.owner < 0) {
+    engine_comm_.all_reduce(base, base, count, b.dtype, b.op);
+    return;
+  }
+  engine_comm_.reduce(base, base, count, b.dtype, b.op, b.owner);
+  std::exception_ptr failed;
+  if (engine_comm_.rank() == b.owner) {
+    std::size_t offset = 0;
+    for (KeySlot* k : keys) {
+      if (!failed) failed = update_on_owner(*k, base + offset);
+      offset += k->bytes;
+    }
+  }
+  agree_on_update(failed, b.owner);
+  engine_comm_.broadcast(base, count, b.dtype, b.owner);
+}
+
 void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
   if (fusion_.size() < b.bytes) {  // only without a thread (see the constructor)
     const std::size_t grown = std::min(fusion_bytes_, std::max(b.bytes, 2 * fusion_.size()));
@@ -50,26 +71,18 @@ void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
     std::memcpy(base + offset, k->pushed, k->bytes);
     offset += k->bytes;
   }
-  const std::size_t count = b.bytes / size_of(b.dtype);
-  if (b.owner < 0) {
-    engine_comm_.all_reduce(base, base, count, b.dtype, b.op);
-  } else {
-    engine_comm_.reduce(base, base, count, b.dtype, b.op, b.owner);
-    std::exception_ptr failed;
-    if (engine_comm_.rank() == b.owner) {
-      offset = 0;
-      for (KeySlot* k : keys) {
-        if (!failed) failed = update_on_owner(*k, base + offset);
-        offset += k->bytes;
-      }
-    }
-    agree_on_update(failed, b.owner);
-    engine_comm_.broadcast(base, count, b.dtype, b.owner);
-  }
-  if (traced) {
+  const auto end_spans = [&] {  // also where the bucket's collective failed: no span left open
+    if (!traced) return;
     timeline::end("KeyValue fusion");
     for (const KeySlot* k : keys) timeline::end(key_track(k->key));
+  };
+  try {
+    reduce_bucket(b, keys, base);
+  } catch (...) {
+    end_spans();
+    throw;
   }
+  end_spans();
   std::vector<const void*> srcs;
   offset = 0;
   for (const KeySlot* k : keys) {

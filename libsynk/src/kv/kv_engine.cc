@@ -271,8 +271,8 @@ void KvEngine::push(int key, const void* data, int priority) {
     k.pushed_at = KvClock::now();
     k.warned = false;
     if (timeline::on()) {
-      k.pushed_ns = timeline::clock_ns();
       timeline::instant(key_track(key), "pushed", k.bytes);
+      k.pushed_ns = timeline::clock_ns();  // after the point: its "queued" span starts there
     }
     ++pending_;
     ++pushes_;

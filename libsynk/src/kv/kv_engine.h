@@ -110,6 +110,7 @@ class KvEngine {
   CycleOutcome run_cycle();
   void inspect(std::size_t slots, bool closing_everywhere);
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
+  void reduce_bucket(const Bucket& b, const std::vector<KeySlot*>& keys, std::byte* base);
   void run_alone(KeySlot& k);
   void reduce_alone(KeySlot& k);
   std::exception_ptr update_on_owner(KeySlot& k, void* reduced);
