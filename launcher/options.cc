@@ -98,7 +98,8 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
       "CUDA_VISIBLE_DEVICES. Exit code: the first failing rank's; 124 on --timeout;\n"
       "127 (126) when PROGRAM is not found (cannot be run); 2 on a usage error;\n"
       "128 + N when signal N stopped the job (141: synkrun's stderr was closed).\n"
-      "Whatever ends synkrun, even SIGKILL, ends the job.\n"
+      "Whatever ends synkrun, even SIGKILL, ends the job (but on a host mpirun\n"
+      "can no longer reach, whose ranks it cannot tell).\n"
       "Like mpirun, a PROGRAM without a slash is looked up on PATH, then in the\n"
       "current directory. On a node with GPUs, a CUDA_VISIBLE_DEVICES already set\n"
       "here needs --gpus LIST (which GPUs the ranks may use).");
