@@ -149,15 +149,28 @@ std::exception_ptr KvEngine::update_on_owner(KeySlot& k, void* reduced) {
 }
 
 // Between an owner's updates and their broadcast: every rank learns whether the owner's Updater
-// threw, and then every rank fails (the owner with the Updater's error), instead of the others
-// waiting in the broadcast.
+// threw, and then every rank fails (the owner with the Updater's error, the others with its
+// text), instead of the others waiting in the broadcast.
 void KvEngine::agree_on_update(const std::exception_ptr& failed, int owner) {
   std::int64_t thrown = failed ? 1 : 0;
   engine_comm_.all_reduce(&thrown, &thrown, 1, DataType::int64, ReduceOp::max);
   if (thrown == 0) return;
+  std::string text;  // the owner's, for the others: the Updater's own words
+  if (failed) {
+    try {
+      std::rethrow_exception(failed);
+    } catch (const Error& e) {
+      text = e.message();
+    } catch (...) {
+    }
+  }
+  std::uint64_t length = text.size();
+  engine_comm_.broadcast(&length, 1, DataType::uint64, owner);
+  text.resize(length);
+  engine_comm_.broadcast(text.data(), length, DataType::uint8, owner);
   if (failed) std::rethrow_exception(failed);
   throw Error(ErrorCode::Remote, "KeyValue: the Updater threw on rank " + std::to_string(owner) +
-                                     ", the owner of keys of this cycle (see its error)");
+                                     ", the owner of keys of this cycle: " + text);
 }
 
 // Each key's result is at its src: into its pull's buffer (then its callback), or kept for the
