@@ -2,7 +2,8 @@
 # SYNK_* settings that differ across the ranks, or that one rank cannot read: every rank ends at
 # the Communicator's start with an error naming the variable, where ranks hung in a split for
 # ever (SYNK_SIMULATE_NODES, SYNK_BACKEND, a malformed SYNK_SHM_SPIN_US on one rank) or one
-# rank's results were wrong (SYNK_FUSION_BYTES). A setting that may differ (SYNK_TIMEOUT) runs.
+# rank's results were wrong (SYNK_FUSION_BYTES). Settings that may differ (SYNK_TIMEOUT, the
+# timeline's file) run.
 # Usage: check_settings_agreement.sh HELLO MPIEXEC [MPIEXEC FLAGS...]
 set -uo pipefail
 hello=$1
@@ -48,10 +49,20 @@ expect_refused SYNK_FUSION_BYTES 0 - "SYNK_FUSION_BYTES $differs '0')" \
 expect_refused SYNK_SHM_SPIN_US - abc "SYNK_SHM_SPIN_US='abc' is not valid" \
   "synk Remote: rank 1 cannot read its SYNK_* settings" "$@"
 
-run_split SYNK_TIMEOUT 5 7 "$@"
-rc=$?
-if [ "$rc" -ne 0 ] || [ "$(grep -c '(ok)' "$work/out")" -ne 2 ]; then
-  echo "FAIL SYNK_TIMEOUT=5/7, which may differ: exit $rc"; cat "$work/out"; fail=1
-fi
+expect_refused SYNK_TIMELINE "$work/t.json" - "SYNK_TIMELINE (set or not) $differs 'set')" \
+  "SYNK_TIMELINE (set or not) $differs 'unset')" "$@"
+
+# Settings that may differ: a timeout, and the timeline's file (each rank's own here).
+for spec in "SYNK_TIMEOUT 5 7" "SYNK_TIMELINE $work/t0.json $work/t1.json"; do
+  set -- $spec "${@}"
+  run_split "$@"
+  rc=$?
+  if [ "$rc" -ne 0 ] || [ "$(grep -c '(ok)' "$work/out")" -ne 2 ]; then
+    echo "FAIL $1=$2/$3, which may differ: exit $rc"; cat "$work/out"; fail=1
+  else
+    echo "ok: $1=$2/$3 runs"
+  fi
+  shift 3
+done
 [ "$fail" -eq 0 ] && echo "settings that must agree are checked at the start"
 exit "$fail"

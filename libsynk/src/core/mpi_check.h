@@ -15,12 +15,25 @@ namespace synk::detail {
 
 void note_peer_lost() noexcept;  // core/mpi_runtime.h
 
+// Whether the MPI function `call` names talks to other ranks (a collective, a send or receive,
+// a communicator made by all): where one fails, another rank may be left in it.
+constexpr bool communicates(std::string_view call) {
+  for (std::string_view local : {"MPI_Comm_size", "MPI_Comm_rank", "MPI_Comm_set_errhandler",
+                                 "MPI_Comm_set_attr", "MPI_Comm_get_attr", "MPI_Comm_free",
+                                 "MPI_Comm_create_keyval", "MPI_Comm_group", "MPI_Comm_test_inter",
+                                 "MPI_Group_", "MPI_Type_", "MPI_Init_thread"}) {
+    if (call.substr(0, local.size()) == local) return false;
+  }
+  return true;
+}
+
 // "MPI_Bcast failed: MPI_ERR_COUNT: invalid count argument (error class 2)". `call` names the
 // MPI function (and, for a caller that says more, what it was doing), never its arguments' code.
-// Another rank may be left in the call that failed here (MPI_ERR_TRUNCATE of a count it gave
-// otherwise), and MPI_Finalize would wait for it for ever: the exit handler skips it from now on.
+// Where it communicates, another rank may be left in the call that failed here (MPI_ERR_TRUNCATE
+// of a count it gave otherwise), and MPI_Finalize would wait for it for ever: the exit handler
+// skips it from now on.
 [[noreturn]] inline void throw_mpi_error(int rc, std::string_view call) {
-  note_peer_lost();
+  if (communicates(call)) note_peer_lost();
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;

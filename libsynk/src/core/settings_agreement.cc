@@ -42,7 +42,8 @@ std::vector<std::pair<const char*, std::string>> shared_settings(const std::stri
       {"SYNK_BACKEND (or the Communicator's backend)", backend.empty() ? s.backend : backend},
       {"SYNK_SIMULATE_NODES", std::to_string(s.simulate_nodes)},
       {"SYNK_CHECK_CALLS", s.check_calls ? "1" : "0"},
-      {"SYNK_TIMELINE", s.timeline},
+      // On or off (its start is collective); the file may differ, as each writes FILE.<rank>.
+      {"SYNK_TIMELINE (set or not)", s.timeline.empty() ? "unset" : "set"},
       {"SYNK_FUSION_BYTES", std::to_string(kv_settings().fusion_bytes)},
       {"SYNK_MPI_MAX_CHUNK", std::to_string(mpi_settings().max_chunk)},
       {"SYNK_SHM_SLOT_BYTES", std::to_string(shm.slot_bytes)},
