@@ -319,7 +319,9 @@ std::vector<std::string> mca_parameter_files(const std::string& mpirun) {
   if (const char* home = std::getenv("HOME")) {
     files.push_back(std::string(home) + "/.openmpi/mca-params.conf");
   }
-  const std::filesystem::path prefix = std::filesystem::path(mpirun).parent_path().parent_path();
+  std::error_code ec;  // (a relative PATH entry: from the current directory)
+  const std::filesystem::path prefix =
+      std::filesystem::absolute(mpirun, ec).parent_path().parent_path();
   files.push_back((prefix / "etc" / "openmpi-mca-params.conf").string());
   return files;
 }

@@ -24,9 +24,11 @@ bool forwarded(const std::string& name, const Options& o) {
          std::none_of(std::begin(kRankStepVariables), std::end(kRankStepVariables), owned);
 }
 
-// The MCA parameters that choose how mpirun reaches other hosts (with their older names).
-constexpr const char* kRshSettings[] = {"plm_rsh_agent",  "plm_rsh_args", "orte_rsh_agent",
-                                        "orte_rsh_args", "pls_rsh_agent", "pls_rsh_args"};
+// The MCA parameters that choose how mpirun reaches other hosts: Open MPI 4's (with their older
+// names) and Open MPI 5's (PRRTE's plm_ssh_*).
+constexpr const char* kRshSettings[] = {"plm_rsh_agent",  "plm_rsh_args",  "orte_rsh_agent",
+                                        "orte_rsh_args",  "pls_rsh_agent", "pls_rsh_args",
+                                        "plm_ssh_agent",  "plm_ssh_args"};
 
 bool is_rsh_setting(const std::string& name) {
   return std::any_of(std::begin(kRshSettings), std::end(kRshSettings),
@@ -62,7 +64,9 @@ bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
   if (!on_path(getenv("PATH"), "ssh")) return false;
   if (getenv("OMPI_MCA_mca_base_param_files") != nullptr) return false;  // files of their own
   for (const char* setting : kRshSettings) {
-    if (getenv(("OMPI_MCA_" + std::string(setting)).c_str()) != nullptr) return false;
+    for (const char* prefix : {"OMPI_MCA_", "PRTE_MCA_"}) {
+      if (getenv((prefix + std::string(setting)).c_str()) != nullptr) return false;
+    }
   }
   return std::none_of(mca_files.begin(), mca_files.end(), file_sets_rsh);
 }

@@ -266,6 +266,9 @@ TEST(MpirunCommand, DefaultSshAgentOnlyWithoutTheUsersSettings) {
   env["OMPI_MCA_orte_rsh_agent"] = "rsh";
   EXPECT_FALSE(default_ssh_agent(getenv, {}));
   env.erase("OMPI_MCA_orte_rsh_agent");
+  env["PRTE_MCA_plm_ssh_agent"] = "/opt/my_ssh";  // Open MPI 5's
+  EXPECT_FALSE(default_ssh_agent(getenv, {}));
+  env.erase("PRTE_MCA_plm_ssh_agent");
   env["PATH"] = "/nonexistent";
   EXPECT_FALSE(default_ssh_agent(getenv, {}));
   std::filesystem::remove_all(dir);

@@ -270,7 +270,7 @@ void stop() {
   std::lock_guard b(s.write_mu);
   g_on.store(false, std::memory_order_relaxed);
   if (s.fd >= 0) {
-    write_all(s.fd, s.buf.data(), s.buf.size());
+    write_events(s.fd, s.buf);
     ::close(s.fd);
     s.fd = -1;
   }

@@ -4,13 +4,14 @@
 // point events ("i": done, ready...), bytes in "args". Opens in ui.perfetto.dev and
 // chrome://tracing.
 //
-// The file: "[\n" and a first event, then ",\n{...}" per event, so it is JSON once "]" is
-// appended, and it needs no "]" to load (the trace viewers add it: the format allows a trace
-// that ends without one, for programs that cannot finish it). Every rank of a job on one node
-// appends to the same FILE (O_APPEND, whole events per write(2) of at most 64 KiB, which on a
-// local file do not interleave); the first rank of the communicator that started it creates FILE and writes "[" and
-// its first event before any other rank opens it. Where the first communicator is not all of
-// MPI_COMM_WORLD, or the job spans several nodes, each process writes FILE.<world rank> instead.
+// The file: "[\n" and a first event, then ",\n{...}" per event, so it is JSON once "]" is appended,
+// and it needs no "]" to load (the trace viewers add it: the format allows a trace that ends
+// without one, for programs that cannot finish it). Every rank of a job on one node appends to the
+// same FILE (O_APPEND, whole events per write(2), 64 KiB of them at most but for one larger event,
+// which on a local file do not interleave); the first rank of the communicator that started it
+// creates FILE and writes "[" and its first event before any other rank opens it. Where the first
+// communicator is not all of MPI_COMM_WORLD, or the job spans several nodes, each process writes
+// FILE.<world rank> instead.
 //
 // Events are buffered in memory and written in large writes: when the engine calls flush() (once
 // per cycle), when the buffer passes 4 MiB, on a record a second or more after the last write,

@@ -121,6 +121,7 @@ bool Distributed::serve() {
 void Distributed::close() {
   // A worker's serve() has returned by then: its close() does nothing (before serve() an error).
   if (!is_master() && state_ != State::closed) check_driving("close");
+  if (is_master()) detail::set_master_alone(*comm_, nullptr);  // its collectives run again
   if (!failure_.empty() || state_ == State::closed) return;  // a second close does nothing
   // After a request that failed on the master alone the close still goes: it travels as a
   // message, which no collective can take, and the workers read it once back from that request.
@@ -129,7 +130,6 @@ void Distributed::close() {
   m.kind = Kind::close;
   state_ = State::closed;
   link_objects(nullptr);
-  detail::set_master_alone(*comm_, nullptr);
   send(m);
 }
 

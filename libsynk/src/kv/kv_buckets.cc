@@ -92,6 +92,19 @@ void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
   deliver(keys, srcs);
 }
 
+// A key's collective into dest: all_reduce, or reduce to its owner, the update, and broadcast.
+void KvEngine::reduce_key(KeySlot& k, void* dest) {
+  if (k.owner < 0) {
+    engine_comm_.all_reduce(k.pushed, dest, k.count, k.dtype, k.op);
+    return;
+  }
+  engine_comm_.reduce(k.pushed, dest, k.count, k.dtype, k.op, k.owner);
+  std::exception_ptr failed;
+  if (engine_comm_.rank() == k.owner) failed = update_on_owner(k, dest);
+  agree_on_update(failed, k.owner);
+  engine_comm_.broadcast(dest, k.count, k.dtype, k.owner);
+}
+
 // A key on its own: reduced straight into its pull's buffer when the pull is there already.
 void KvEngine::run_alone(KeySlot& k) {
   void* dest = nullptr;
@@ -106,14 +119,11 @@ void KvEngine::run_alone(KeySlot& k) {
   }
   const bool traced = timeline::on();
   if (traced) timeline::begin(key_track(k.key), "running", k.bytes);
-  if (k.owner < 0) {
-    engine_comm_.all_reduce(k.pushed, dest, k.count, k.dtype, k.op);
-  } else {
-    engine_comm_.reduce(k.pushed, dest, k.count, k.dtype, k.op, k.owner);
-    std::exception_ptr failed;
-    if (engine_comm_.rank() == k.owner) failed = update_on_owner(k, dest);
-    agree_on_update(failed, k.owner);
-    engine_comm_.broadcast(dest, k.count, k.dtype, k.owner);
+  try {
+    reduce_key(k, dest);
+  } catch (...) {
+    if (traced) timeline::end(key_track(k.key));  // no span left open where it failed
+    throw;
   }
   if (traced) timeline::end(key_track(k.key));
   deliver({&k}, {dest});

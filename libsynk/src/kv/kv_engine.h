@@ -112,6 +112,7 @@ class KvEngine {
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
   void reduce_bucket(const Bucket& b, const std::vector<KeySlot*>& keys, std::byte* base);
   void run_alone(KeySlot& k);
+  void reduce_key(KeySlot& k, void* dest);
   void reduce_alone(KeySlot& k);
   std::exception_ptr update_on_owner(KeySlot& k, void* reduced);
   void agree_on_update(const std::exception_ptr& failed, int owner);

@@ -71,7 +71,8 @@ class NcclComm {
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;
   // A waiting thread may abort while another issues: the flag is read without the lock, the
-  // reason (set before the flag) under it.
+  // reason (set before the flag) under it. (An NCCL call that another thread has already begun
+  // past its check may still meet the communicator ncclCommAbort frees: not yet guarded.)
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;
   std::string abort_reason_;
