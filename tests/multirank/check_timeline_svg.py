@@ -39,8 +39,8 @@ for i in range(3):
 whole = write("whole.json", "[\n" + ",\n".join(events))
 # A process killed in a write: the last event cut short (as one run in sixteen was).
 cut = write("cut.json", "[\n" + ",\n".join(events) + ',\n{"ph":"E","pid":0,"tid":1,"ts":99')
-cut_in_args = write("cut2.json", "[\n" + ",\n".join(events) +
-                    ',\n{"name":"running","ph":"B","pid":0,"tid":1,"ts":2000.000,"args":{"bytes":8}')
+cut_in_args = write("cut2.json", "[\n" + ",\n".join(events) + ',\n{"name":"running","ph":"B",'
+                    '"pid":0,"tid":1,"ts":2000.000,"args":{"bytes":8}')
 
 for trace in (whole, cut, cut_in_args):
     rc, out = run(trace, os.path.join(work, "t.svg"), "--after-us", "0", "--length-us", "400")
@@ -53,13 +53,14 @@ for trace in (whole, cut, cut_in_args):
 
 rc, out = run(whole, os.path.join(work, "t.svg"), "--start-us", "1", "--length-us", "10")
 expect(rc == 0 and "no row has events in this window" in out, "an empty window is said", out)
+svg, nowhere = os.path.join(work, "o.svg"), os.path.join(work, "no", "dir", "o.svg")
 for args, message in [
-        ((os.path.join(work, "none.json"), "o.svg"), "cannot read"),
-        ((write("bad.json", "not json at all"), "o.svg"), "is not a SYNK_TIMELINE trace"),
-        ((write("meta.json", "[\n" + events[0]), "o.svg"), "has no timed events"),
-        ((whole, "o.svg", "--rows", "("), "is not a regular expression"),
-        ((whole, "o.svg", "--length-us", "-5"), "--length-us must be above 0"),
-        ((whole, os.path.join(work, "no", "dir", "o.svg")), "cannot write")]:
+        ((os.path.join(work, "none.json"), svg), "cannot read"),
+        ((write("bad.json", "not json at all"), svg), "is not a SYNK_TIMELINE trace"),
+        ((write("meta.json", "[\n" + events[0]), svg), "has no timed events"),
+        ((whole, svg, "--rows", "("), "is not a regular expression"),
+        ((whole, svg, "--length-us", "-5"), "--length-us must be above 0"),
+        ((whole, nowhere), "cannot write")]:
     rc, out = run(*args)
     expect(rc == 2 and message in out and "Traceback" not in out, f"{args}: {message}", out)
 
