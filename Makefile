@@ -32,9 +32,12 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Multi-rank tests oversubscribe the 2 cores on their own, so ctest runs one test at a time.
+# Multi-rank tests oversubscribe the 2 cores on their own, so ctest runs one test at a time. The
+# tests set the SYNK_* variables they need: one exported here (SYNK_BACKEND=mpi, say) would run
+# every test on another configuration than it expects, so they go, with CTEST_PARALLEL_LEVEL.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure
+	@cd $(BUILD) && env $$(env | sed -n 's/^\(SYNK_[A-Za-z0-9_]*\)=.*/-u \1/p') \
+	  -u CTEST_PARALLEL_LEVEL ctest --output-on-failure
 
 # 15 epochs (test accuracy passes 0.88 by then) take about 15-25 s on 2 cores.
 run: build
