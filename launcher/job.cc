@@ -110,6 +110,9 @@ void FailureParser::feed_job_line(const std::string& line) {
       line.find("ORTE has lost communication with a remote daemon") != std::string::npos ||
       line.find("An ORTE daemon has unexpectedly failed") != std::string::npos) {
     daemons_failed_ = failing_ = true;
+  } else if (line.find("There are not enough slots available in the system") !=
+             std::string::npos) {
+    slots_short_ = failing_ = true;
   } else if (line.find("Per user-direction, the job has been aborted.") != std::string::npos) {
     failing_ = true;
   } else if (line.find("unable to complete a TCP connection") != std::string::npos) {

@@ -27,6 +27,9 @@ class FailureParser {
   std::string describe(const std::string& mapped_host = "") const;
   bool job_failing() const { return failing_ || rank_.has_value(); }
   bool daemons_failed() const { return daemons_failed_; }
+  // mpirun found fewer slots than ranks: its page names synkrun as the program and offers an
+  // --oversubscribe that synkrun does not take.
+  bool slots_short() const { return slots_short_; }
   // "hostB could not connect to hostA", from Open MPI's TCP message, or "".
   const std::string& connection_failure() const { return connection_failure_; }
 
@@ -39,7 +42,7 @@ class FailureParser {
   std::string node_;  // the failing rank's host, where mpirun named it
   bool aborted_ = false;  // the rank called MPI_Abort; code_ is its error code
   bool no_finalize_ = false;  // the rank exited without MPI_Finalize (mpirun: "improperly")
-  bool failing_ = false, daemons_failed_ = false, in_tcp_message_ = false;
+  bool failing_ = false, daemons_failed_ = false, in_tcp_message_ = false, slots_short_ = false;
   std::string tcp_local_, connection_failure_;
 };
 

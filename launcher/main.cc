@@ -301,6 +301,12 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
                  r.exit_code);
   } else if (r.exit_code != 0 && r.failure.daemons_failed() && !r.failure.rank()) {
     report_daemon_failure(o, r.failure, r.exit_code);
+  } else if (r.exit_code != 0 && r.failure.slots_short() && !r.failure.rank()) {
+    std::fprintf(stderr,
+                 "synkrun: error: mpirun found fewer slots than ranks (a hostfile line without "
+                 "slots=N counts the host's cores): give each host's slots (slots=N, -H host:N) "
+                 "or fewer ranks; exit code %d\n",
+                 r.exit_code);
   } else if (r.exit_code != 0) {
     const std::string who = r.failure.describe(mapped_host(o, r.failure.rank()));
     if (who.empty()) {

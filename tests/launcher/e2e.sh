@@ -328,6 +328,12 @@ hosts_without_np)
   grep -A1 '^mpirun command:' "$work/out" | grep -q -- ' -np ' && fail "-np given to mpirun"
   "$SYNKRUN" -H localhost:3 --report-bindings "$PROBE" >"$work/out" 2>"$work/err" || fail "run: exit $?"
   [ "$(grep -c '^probe ' "$work/out")" = 3 ] || fail "expected 3 ranks, one per slot"
+  # A hostfile line without slots= has the host's cores: more ranks than that is mpirun's page,
+  # which names synkrun and offers an --oversubscribe synkrun does not take; one line says why.
+  echo localhost >"$work/hostfile"
+  "$SYNKRUN" --hostfile "$work/hostfile" -np $(($(nproc) + 1)) "$PROBE" >"$work/out" 2>"$work/err" &&
+    fail "more ranks than the hostfile's slots ran"
+  grep -q '^synkrun: error: mpirun found fewer slots than ranks' "$work/err" || fail "slots line"
   ;;
 ssh_options)
   # Another host through Open MPI's default agent: ssh gets options that end a host that does

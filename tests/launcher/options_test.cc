@@ -350,6 +350,17 @@ TEST(FailureParser, OpenMpiMessages) {
   // With hosts, synkrun knows each rank's host from its mapping (--node-slots).
   EXPECT_EQ(exit_code.describe("hostB"), "rank 1 on hostB (exit code 3)");
 
+  // Fewer slots than ranks: mpirun's page (which names synkrun, and offers an --oversubscribe
+  // synkrun does not take) was followed by "the job failed with exit code 1" only.
+  FailureParser slots;
+  slots.feed_line(kRule);
+  slots.feed_line("There are not enough slots available in the system to satisfy the 3");
+  slots.feed_line("slots that were requested by the application:");
+  EXPECT_TRUE(slots.slots_short());
+  EXPECT_TRUE(slots.job_failing());
+  EXPECT_FALSE(slots.rank().has_value());
+  EXPECT_FALSE(exit_code.slots_short());
+
   FailureParser sig;
   sig.feed_line(kRule);
   sig.feed_line(
