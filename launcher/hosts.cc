@@ -164,32 +164,40 @@ bool resolves(const std::string& name) {
   return rc == 0;
 }
 
-std::optional<int> node_of_rank(const std::vector<HostSlots>& ordered, int rank, int world,
-                                int local_size) {
+namespace {
+
+// Where `rank` falls when `world` ranks fill `ordered` slot by slot: its host's index there and
+// how many ranks that host gets; nullopt for a rank no host gets.
+struct RankPlace {
+  std::size_t host;
+  long long ranks;
+};
+
+std::optional<RankPlace> place_of_rank(const std::vector<HostSlots>& ordered, long long rank,
+                                       long long world) {
   long long first = 0;
-  int node = 0;
-  for (const HostSlots& h : ordered) {
-    const long long take = std::min<long long>(h.slots, world - first);
+  for (std::size_t i = 0; i < ordered.size(); ++i) {
+    const long long take = std::min(ordered[i].slots, world - first);
     if (take <= 0) break;
-    if (rank < first + take) {
-      return take == local_size ? std::optional<int>(node) : std::nullopt;
-    }
+    if (rank >= first && rank < first + take) return RankPlace{i, take};
     first += take;
-    ++node;
   }
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<int> node_of_rank(const std::vector<HostSlots>& ordered, int rank, int world,
+                                int local_size) {
+  const std::optional<RankPlace> place = place_of_rank(ordered, rank, world);
+  if (!place || place->ranks != local_size) return std::nullopt;
+  return static_cast<int>(place->host);
+}
+
 std::string host_of_rank(const std::vector<HostSlots>& ordered, long long rank,
                          long long world) {
-  long long first = 0;
-  for (const HostSlots& h : ordered) {
-    const long long take = std::min(h.slots, world - first);
-    if (take <= 0) break;
-    if (rank >= first && rank < first + take) return h.name;
-    first += take;
-  }
-  return "";
+  const std::optional<RankPlace> place = place_of_rank(ordered, rank, world);
+  return place ? ordered[place->host].name : "";
 }
 
 }  // namespace synk::launch

@@ -48,24 +48,7 @@ std::string self_path(const char* argv0) {
   return ec ? std::string(argv0) : p.string();
 }
 
-// The first executable file `name` on PATH, or "".
-std::string on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "";
-  std::size_t pos = 0;
-  while (pos <= dirs.size()) {
-    std::size_t end = dirs.find(':', pos);
-    if (end == std::string::npos) end = dirs.size();
-    const std::string dir = dirs.substr(pos, end - pos);
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    std::error_code ec;
-    if (access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate, ec)) {
-      return candidate;
-    }
-    pos = end + 1;
-  }
-  return "";
-}
+std::string on_path(const std::string& name) { return find_on_path(std::getenv("PATH"), name); }
 
 // mpirun on PATH first (the user's choice), else the one found at build time.
 std::string find_mpirun() {

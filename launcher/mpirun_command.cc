@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -49,19 +50,28 @@ bool file_sets_rsh(const std::string& path) {
   return false;
 }
 
-bool on_path(const char* path_var, const std::string& program) {
-  std::istringstream dirs(path_var ? path_var : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
+
+std::string find_on_path(const char* path, const std::string& name) {
+  const std::string dirs = path ? path : "";
+  std::size_t pos = 0;
+  while (pos <= dirs.size()) {
+    std::size_t end = dirs.find(':', pos);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(pos, end - pos);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    std::error_code ec;
+    if (access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate, ec)) {
+      return candidate;
+    }
+    pos = end + 1;
+  }
+  return "";
+}
 
 bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
                        const std::vector<std::string>& mca_files) {
-  if (!on_path(getenv("PATH"), "ssh")) return false;
+  if (find_on_path(getenv("PATH"), "ssh").empty()) return false;
   if (getenv("OMPI_MCA_mca_base_param_files") != nullptr) return false;  // files of their own
   for (const char* setting : kRshSettings) {
     for (const char* prefix : {"OMPI_MCA_", "PRTE_MCA_"}) {

@@ -30,6 +30,10 @@ inline constexpr const char* kSshArgs = "-o BatchMode=yes -o ConnectTimeout=10";
 
 std::vector<std::string> mpirun_command(const Options& options, const MpirunContext& context);
 
+// The first executable file `name` in `path` (PATH's text, entries split at ':', an empty one
+// the current directory), or "".
+std::string find_on_path(const char* path, const std::string& name);
+
 // Whether mpirun would reach other hosts with a plain ssh: ssh is on PATH (else Open MPI falls
 // back to rsh), and neither the environment nor the MCA parameter files (`mca_files`, as
 // "name = value" lines) set plm_rsh_agent or plm_rsh_args (nor their old orte_/pls_ names).
