@@ -100,7 +100,7 @@ class RequestChannel {
   // On the master between distribute() and close(), outside a request: its own collectives on
   // the communicator are refused (see detail::set_master_alone).
   void master_alone(bool alone) {
-    detail::set_master_alone(*comm_, alone && comm_->size() > 1 ? "distribute()" : nullptr);
+    detail::set_master_alone(*comm_, alone ? "distribute()" : nullptr);
   }
 
  private:

@@ -35,7 +35,8 @@ bool runs_in_background(const Communicator& comm);
 bool routes_by_memory(const Communicator& comm);
 // Master-driven mode (synk/distribute.h): while `since` is set ("serve()", "distribute()"), the
 // master's own collectives on comm are InvalidUsage, since the workers serve its requests and
-// would never join them; nullptr (inside a request, after close()) lets them run again.
+// would never join them; nullptr (inside a request, after close()) lets them run again. On one
+// rank, with no workers, it refuses nothing.
 void set_master_alone(Communicator& comm, const char* since);
 }  // namespace detail
 

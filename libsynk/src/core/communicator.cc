@@ -85,7 +85,8 @@ bool runs_in_background(const Communicator& comm) { return comm.st().background;
 bool routes_by_memory(const Communicator& comm) { return comm.st().routes_by_memory; }
 
 void set_master_alone(Communicator& comm, const char* since) {
-  comm.st().master_alone.store(since, std::memory_order_relaxed);
+  // One rank has no workers: nothing would wait, so nothing is refused.
+  comm.st().master_alone.store(comm.size() > 1 ? since : nullptr, std::memory_order_relaxed);
 }
 
 // See set_master_alone: `what` would wait for the workers until SYNK_TIMEOUT.

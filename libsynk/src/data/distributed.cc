@@ -98,7 +98,7 @@ bool Distributed::serve() {
   state_ = State::serving;
   if (is_master()) {
     link_objects(this);
-    if (comm_->size() > 1) detail::set_master_alone(*comm_, "serve()");  // no workers: none waits
+    detail::set_master_alone(*comm_, "serve()");
     return true;
   }
   for (;;) {
@@ -352,7 +352,7 @@ void Distributed::drive_request(const Message& m, const std::function<void()>& h
     }
     ~Driving() {
       d.driving_ = false;
-      if (d.comm_->size() > 1) detail::set_master_alone(*d.comm_, "serve()");
+      detail::set_master_alone(*d.comm_, "serve()");
     }
   };
   try {
