@@ -24,8 +24,8 @@ struct RankFailure {
 // more when one did. On a Communicator they are its own calls, so that its backend finds a rank
 // that died (a Remote error) where MPI would wait for it; on an MPI_Comm, plain MPI calls, for
 // what runs before a Communicator exists. (An nccl communicator's agreement goes through MPI:
-// its calls take device memory only.) Called on the program's threads, not inside a KeyValue
-// engine's or a non-blocking call's own work.
+// its calls take device memory only.) Called where comm's own calls are made: on the program's
+// threads, or a KeyValue engine's on its own communicator; not inside a non-blocking call's work.
 std::optional<RankFailure> first_failure(Communicator& comm, bool failed, std::string_view text);
 std::optional<RankFailure> first_failure(MPI_Comm comm, bool failed, std::string_view text,
                                          int node = -1);

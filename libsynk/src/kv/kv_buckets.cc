@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/logging.h"
 #include "core/timeline.h"
 #include "kv/kv_engine.h"
+#include "synk/agreement.h"
 
 namespace synk::detail {
 
@@ -34,25 +37,18 @@ void KvEngine::reduce_alone(KeySlot& k) {
   deliver({&k}, {src});
 }
 
-// The bucket's collective on its bytes at `base`: all_reduce, or reduce to its owner, the
-// owner's update, and broadcast.
-void KvEngine::reduce_bucket(const Bucket& b, const std::vector<KeySlot*>& keys, std::byte* base) {
-  const std::size_t count = b.bytes / size_of(b.dtype);
-  if (b.owner < 0) {
-    engine_comm_.all_reduce(base, base, count, b.dtype, b.op);
+// The collective of a key or of a bucket: all_reduce; or, with an owner, reduce to it, its
+// update of the reduced values (`update`, run on the owner only), and broadcast of the result.
+void KvEngine::reduce_and_update(const void* send, void* recv, std::size_t count, DataType dtype,
+                                 ReduceOp op, int owner,
+                                 const std::function<std::exception_ptr()>& update) {
+  if (owner < 0) {
+    engine_comm_.all_reduce(send, recv, count, dtype, op);
     return;
   }
-  engine_comm_.reduce(base, base, count, b.dtype, b.op, b.owner);
-  std::exception_ptr failed;
-  if (engine_comm_.rank() == b.owner) {
-    std::size_t offset = 0;
-    for (KeySlot* k : keys) {
-      if (!failed) failed = update_on_owner(*k, base + offset);
-      offset += k->bytes;
-    }
-  }
-  agree_on_update(failed, b.owner);
-  engine_comm_.broadcast(base, count, b.dtype, b.owner);
+  engine_comm_.reduce(send, recv, count, dtype, op, owner);
+  agree_on_update(engine_comm_.rank() == owner ? update() : nullptr);
+  engine_comm_.broadcast(recv, count, dtype, owner);
 }
 
 void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
@@ -76,8 +72,18 @@ void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
     timeline::end("KeyValue fusion");
     for (const KeySlot* k : keys) timeline::end(key_track(k->key));
   };
+  const auto update_keys = [&] {
+    std::exception_ptr failed;
+    std::size_t at = 0;
+    for (KeySlot* k : keys) {
+      if (!failed) failed = update_on_owner(*k, base + at);
+      at += k->bytes;
+    }
+    return failed;
+  };
   try {
-    reduce_bucket(b, keys, base);
+    reduce_and_update(base, base, b.bytes / size_of(b.dtype), b.dtype, b.op, b.owner,
+                      update_keys);
   } catch (...) {
     end_spans();
     throw;
@@ -90,19 +96,6 @@ void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
     offset += k->bytes;
   }
   deliver(keys, srcs);
-}
-
-// A key's collective into dest: all_reduce, or reduce to its owner, the update, and broadcast.
-void KvEngine::reduce_key(KeySlot& k, void* dest) {
-  if (k.owner < 0) {
-    engine_comm_.all_reduce(k.pushed, dest, k.count, k.dtype, k.op);
-    return;
-  }
-  engine_comm_.reduce(k.pushed, dest, k.count, k.dtype, k.op, k.owner);
-  std::exception_ptr failed;
-  if (engine_comm_.rank() == k.owner) failed = update_on_owner(k, dest);
-  agree_on_update(failed, k.owner);
-  engine_comm_.broadcast(dest, k.count, k.dtype, k.owner);
 }
 
 // A key on its own: reduced straight into its pull's buffer when the pull is there already.
@@ -120,7 +113,8 @@ void KvEngine::run_alone(KeySlot& k) {
   const bool traced = timeline::on();
   if (traced) timeline::begin(key_track(k.key), "running", k.bytes);
   try {
-    reduce_key(k, dest);
+    reduce_and_update(k.pushed, dest, k.count, k.dtype, k.op, k.owner,
+                      [&] { return update_on_owner(k, dest); });
   } catch (...) {
     if (traced) timeline::end(key_track(k.key));  // no span left open where it failed
     throw;
@@ -159,28 +153,23 @@ std::exception_ptr KvEngine::update_on_owner(KeySlot& k, void* reduced) {
 }
 
 // Between an owner's updates and their broadcast: every rank learns whether the owner's Updater
-// threw, and then every rank fails (the owner with the Updater's error, the others with its
-// text), instead of the others waiting in the broadcast.
-void KvEngine::agree_on_update(const std::exception_ptr& failed, int owner) {
-  std::int64_t thrown = failed ? 1 : 0;
-  engine_comm_.all_reduce(&thrown, &thrown, 1, DataType::int64, ReduceOp::max);
-  if (thrown == 0) return;
-  std::string text;  // the owner's, for the others: the Updater's own words
+// threw (`failed`, the owner's), and then every rank fails (the owner with the Updater's error,
+// the others with its text), instead of the others waiting in the broadcast.
+void KvEngine::agree_on_update(const std::exception_ptr& failed) {
+  std::string text;
   if (failed) {
     try {
       std::rethrow_exception(failed);
-    } catch (const Error& e) {
+    } catch (const Error& e) {  // update_on_owner's, whatever the Updater threw
       text = e.message();
-    } catch (...) {
     }
   }
-  std::uint64_t length = text.size();
-  engine_comm_.broadcast(&length, 1, DataType::uint64, owner);
-  text.resize(length);
-  engine_comm_.broadcast(text.data(), length, DataType::uint8, owner);
+  const std::optional<RankFailure> owner = first_failure(engine_comm_, failed != nullptr, text);
+  if (!owner) return;
   if (failed) std::rethrow_exception(failed);
-  throw Error(ErrorCode::Remote, "KeyValue: the Updater threw on rank " + std::to_string(owner) +
-                                     ", the owner of keys of this cycle: " + text);
+  throw Error(ErrorCode::Remote, "KeyValue: the Updater threw on rank " +
+                                     std::to_string(owner->rank) +
+                                     ", the owner of keys of this cycle: " + owner->text);
 }
 
 // Each key's result is at its src: into its pull's buffer (then its callback), or kept for the

@@ -110,12 +110,12 @@ class KvEngine {
   CycleOutcome run_cycle();
   void inspect(std::size_t slots, bool closing_everywhere);
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
-  void reduce_bucket(const Bucket& b, const std::vector<KeySlot*>& keys, std::byte* base);
   void run_alone(KeySlot& k);
-  void reduce_key(KeySlot& k, void* dest);
+  void reduce_and_update(const void* send, void* recv, std::size_t count, DataType dtype,
+                         ReduceOp op, int owner, const std::function<std::exception_ptr()>& update);
   void reduce_alone(KeySlot& k);
   std::exception_ptr update_on_owner(KeySlot& k, void* reduced);
-  void agree_on_update(const std::exception_ptr& failed, int owner);
+  void agree_on_update(const std::exception_ptr& failed);
   void deliver(const std::vector<KeySlot*>& keys, const std::vector<const void*>& srcs);
   void trace_ready(const std::vector<ReadyKey>& ready, const std::vector<KeySlot*>& by_slot);
   void fail(std::exception_ptr error);
