@@ -3,7 +3,7 @@
 
 #include <cstdint>
 #include <exception>
-#include <string_view>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -20,15 +20,16 @@ namespace synk::detail {
 
 namespace {
 
-// Reads every group of settings; the first error, if any.
-std::exception_ptr read_every_setting() {
+// Reads every group of settings; the first error, if any, and its text in `text`.
+std::exception_ptr read_every_setting(std::string& text) {
   try {
     (void)settings();
     (void)shm_settings();
     (void)mpi_settings();
     (void)kv_settings();
     (void)device_settings();
-  } catch (...) {
+  } catch (const std::exception& e) {
+    text = e.what();
     return std::current_exception();
   }
   return nullptr;
@@ -54,27 +55,11 @@ std::vector<std::pair<const char*, std::string>> shared_settings(const std::stri
   };
 }
 
-std::uint64_t fnv1a(std::string_view text) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (const char c : text) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 }  // namespace
 
 void agree_on_settings(MPI_Comm comm, const std::string& backend) {
-  const std::exception_ptr error = read_every_setting();
   std::string text;
-  if (error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      text = e.what();
-    }
-  }
+  const std::exception_ptr error = read_every_setting(text);
   if (const auto failed = first_failure(comm, error != nullptr, text)) {
     if (error) std::rethrow_exception(error);
     throw Error(ErrorCode::Remote, "rank " + std::to_string(failed->rank) +
@@ -84,7 +69,7 @@ void agree_on_settings(MPI_Comm comm, const std::string& backend) {
   const auto shared = shared_settings(backend);
   std::vector<std::uint64_t> h(2 * shared.size());
   for (std::size_t i = 0; i < shared.size(); ++i) {
-    h[i] = fnv1a(shared[i].second);
+    h[i] = std::hash<std::string>{}(shared[i].second);  // one library on every rank
     h[shared.size() + i] = ~h[i];
   }
   SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(h.size()),
