@@ -14,11 +14,8 @@ np=${2:-2}
 shift $(($# < 2 ? $# : 2))
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset SYNK_FUSION_BYTES
-for tool in synkrun bench_fusion; do
-  [ -x "$bin/$tool" ] && continue
-  echo "bench_fusion.sh: no $bin/$tool (run make build first)" >&2
-  exit 2
-done
+source "$(dirname "$0")/require_tools.sh"
+require_tools "$bin" synkrun bench_fusion
 
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 rc=0  # a run with a wrong element (exit 1) still shows its rows, then fails the script

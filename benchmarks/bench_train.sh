@@ -12,11 +12,8 @@ bin=${1:-$(dirname "$0")/../build/bin}
 epochs=${2:-3}
 repeats=${3:-1}
 shift $(($# < 3 ? $# : 3))
-for tool in synkrun train_fmnist; do
-  [ -x "$bin/$tool" ] && continue
-  echo "$(basename "$0"): no $bin/$tool (run make build first)" >&2
-  exit 2
-done
+source "$(dirname "$0")/require_tools.sh"
+require_tools "$bin" synkrun train_fmnist
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
