@@ -10,6 +10,7 @@
 #if SYNK_HAVE_NCCL
 #include "backends/nccl/nccl_backend.h"
 #endif
+#include "backends/shm/segment_share.h"
 #include "backends/shm/shm_backend.h"
 #include "core/backend.h"
 #include "core/logging.h"
@@ -19,6 +20,7 @@ namespace synk::detail {
 
 NodeBuffer Backend::alloc(std::size_t bytes) {
   if (bytes == 0) return {};
+  shm::require_memory_room(bytes, "memory for a node buffer");  // as on the shm backend
   // Anonymous pages: zero-filled as a new shared segment is, and like it backed only where
   // written, so that a large buffer used in part (KeyValue's fusion buffer) costs its part.
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -47,14 +47,7 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
         out.segment = Segment::create_anonymous(bytes);
         offer.handle = out.segment.handle();
       } else {
-        const std::uint64_t limit = named_segment_limit();
-        if (bytes > limit) {
-          throw Error(ErrorCode::System,
-                      "cannot reserve " + std::to_string(bytes) +
-                          " bytes of shared memory: more than the " + std::to_string(limit) +
-                          " bytes of memory this process may still take (MemAvailable and "
-                          "SwapFree, or its cgroup's room)");
-        }
+        require_memory_room(bytes, "shared memory");
         out.segment = Segment::create(bytes);
       }
       offer.kind = kind;
@@ -179,6 +172,15 @@ std::uint64_t named_segment_limit(const std::string& meminfo, std::uint64_t cgro
   if (!available) return cgroup_room;
   const std::uint64_t swap = meminfo_bytes(meminfo, "SwapFree").value_or(0);
   return std::min(*available + swap, cgroup_room);
+}
+
+void require_memory_room(std::uint64_t bytes, const std::string& what) {
+  const std::uint64_t limit = named_segment_limit();
+  if (bytes <= limit) return;
+  throw Error(ErrorCode::System, "cannot reserve " + std::to_string(bytes) + " bytes of " + what +
+                                     ": more than the " + std::to_string(limit) +
+                                     " bytes of memory this process may still take "
+                                     "(MemAvailable and SwapFree, or its cgroup's room)");
 }
 
 std::uint64_t named_segment_limit() {
