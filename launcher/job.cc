@@ -1,8 +1,10 @@
 // run_job: fork+exec mpirun in its own process group, then one poll loop over its stderr pipe
 // and a signalfd (the signals that end synkrun forwarded to the group as a stop, SIGUSR1 and
-// SIGUSR2 passed on; SIGCHLD ends the loop), with the --timeout deadline as the poll timeout.
+// SIGUSR2 passed on to the ranks; SIGCHLD ends the loop), with the --timeout deadline as the
+// poll timeout.
 #include "job.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,7 +18,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -85,11 +89,44 @@ class BlockedSignals {
   BlockedSignals(const BlockedSignals&) = delete;
   BlockedSignals& operator=(const BlockedSignals&) = delete;
   const sigset_t& set() const { return set_; }
-  const sigset_t& old() const { return old_; }
+  // The mask the job starts with: synkrun's own, less the signals synkrun passes on to it. One
+  // inherited blocking them (as a service's runner may leave it) kept mpirun from acting on them.
+  sigset_t job_mask() const {
+    sigset_t mask = old_;
+    for (int s : kStopSignals) sigdelset(&mask, s);
+    for (int s : kPassedSignals) sigdelset(&mask, s);
+    return mask;
+  }
 
  private:
   sigset_t set_, old_;
 };
+
+// Sends `sig` to every process of process group `group` but `skip_a` and `skip_b`: the number
+// sent to. (A process's group is the field after its state in /proc/PID/stat.)
+int signal_group_but(pid_t group, pid_t skip_a, pid_t skip_b, int sig) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return 0;
+  int sent = 0;
+  while (const dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == skip_a || pid == skip_b) continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const std::size_t close = stat.rfind(')');  // the command may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
+        pgrp == group && kill(static_cast<pid_t>(pid), sig) == 0) {
+      ++sent;
+    }
+  }
+  closedir(proc);
+  return sent;
+}
 
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -210,7 +247,8 @@ pid_t start_child(const std::vector<std::string>& argv, const BlockedSignals& bl
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != self) _exit(128 + SIGTERM);
     setpgid(0, 0);
     dup2(err_write.get(), STDERR_FILENO);
-    sigprocmask(SIG_SETMASK, &blocked.old(), nullptr);
+    const sigset_t mask = blocked.job_mask();
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
     execvp(cargv[0], cargv.data());
     const std::string msg =
         std::string("synkrun: cannot run ") + cargv[0] + ": " + std::strerror(errno) + "\n";
@@ -236,7 +274,8 @@ pid_t start_terminal_sentinel(pid_t job_group, const BlockedSignals& blocked) {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != self) _exit(0);
   if (setpgid(0, job_group) != 0) _exit(0);
   for (int s : kStopSignals) signal(s, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &blocked.old(), nullptr);
+  const sigset_t mask = blocked.job_mask();
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
   for (;;) pause();
 }
 
@@ -244,9 +283,10 @@ pid_t start_terminal_sentinel(pid_t job_group, const BlockedSignals& blocked) {
 // stderr, the child's exit, a deadline), and the poll loop that waits for the next.
 class JobSupervisor {
  public:
-  JobSupervisor(pid_t child, pid_t sentinel, int sigfd, int err_read, double timeout_s)
+  JobSupervisor(pid_t child, pid_t sentinel, int sigfd, int err_read, const JobOptions& options)
       : child_(child), sentinel_(sentinel), sigfd_(sigfd), err_read_(err_read),
-        timeout_s_(timeout_s), deadline_(Clock::now() + seconds(timeout_s)) {}
+        timeout_s_(options.timeout_s), one_node_(options.one_node),
+        deadline_(Clock::now() + seconds(options.timeout_s)) {}
 
   JobResult run() {
     while (!child_done_ || pipe_open_) {
@@ -314,10 +354,10 @@ class JobSupervisor {
   }
 
   // A stop signal stops the job (SIGKILL after a grace period, or at once for a second one);
-  // others but SIGCHLD are mpirun's to pass on to the ranks.
+  // others but SIGCHLD go to the ranks.
   void on_signal(int sig) {
     if (!is_stop_signal(sig)) {
-      if (sig != SIGCHLD && !child_done_) kill(child_, sig);
+      if (sig != SIGCHLD && !child_done_) pass_on(sig);
       return;
     }
     // (A SIGPIPE after a stop is the closed stderr again, not a second request.)
@@ -331,6 +371,14 @@ class JobSupervisor {
     } else {
       kill_later(Clock::duration::zero(), "after a second signal");  // no more waiting
     }
+  }
+
+  // On one node, straight to the ranks (mpirun's group, which its ranks stay in): an mpirun
+  // seen not to pass SIGUSR1 on (Open MPI 4.1.6 with plm isolated) cannot lose it. Across
+  // hosts, or where no rank shares the group, mpirun passes it on.
+  void pass_on(int sig) {
+    if (one_node_ && signal_group_but(child_, child_, sentinel_, sig) > 0) return;
+    kill(child_, sig);
   }
 
   // Relays mpirun's stderr and reads it, line by line, for the first failing rank. Once
@@ -419,6 +467,7 @@ class JobSupervisor {
   pid_t sentinel_;  // -1: none, or it has ended
   int sigfd_, err_read_;
   double timeout_s_;
+  bool one_node_;
   Clock::time_point deadline_;
   JobResult result_;
   bool child_done_ = false, pipe_open_ = true, relay_ = true;
@@ -435,7 +484,7 @@ class JobSupervisor {
 
 }  // namespace
 
-JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
+JobResult run_job(const std::vector<std::string>& argv, const JobOptions& options) {
   BlockedSignals blocked;
   Fd sigfd(signalfd(-1, &blocked.set(), SFD_CLOEXEC));
   if (sigfd.get() < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
@@ -453,7 +502,7 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
     signal(SIGTTOU, SIG_IGN);
     tcsetpgrp(STDIN_FILENO, child);
   }
-  JobResult result = JobSupervisor(child, sentinel, sigfd.get(), err_read.get(), timeout_s).run();
+  JobResult result = JobSupervisor(child, sentinel, sigfd.get(), err_read.get(), options).run();
   if (own_tty) tcsetpgrp(STDIN_FILENO, getpgrp());
   return result;
 }

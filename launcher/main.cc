@@ -261,10 +261,10 @@ std::string mapped_host(const Options& o, std::optional<int> rank) {
 }
 
 // Runs the job and says how it ended; returns synkrun's exit code.
-int run_and_report(const Options& o, const std::vector<std::string>& cmd, double timeout_s) {
+int run_and_report(const Options& o, const std::vector<std::string>& cmd, const JobOptions& job) {
   JobResult r;
   try {
-    r = run_job(cmd, timeout_s);
+    r = run_job(cmd, job);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "synkrun: error: %s\n", e.what());
     return 1;
@@ -276,7 +276,7 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
   }
   if (r.timed_out) {
     std::fprintf(stderr, "synkrun: the job ran out of time (--timeout %g); exit code 124\n",
-                 timeout_s);
+                 job.timeout_s);
   } else if (r.forwarded_signal) {
     // The shell convention for a job ended by a signal, whatever mpirun made of it.
     r.exit_code = 128 + *r.forwarded_signal;
@@ -313,6 +313,20 @@ std::vector<std::string> mca_parameter_files(const std::string& mpirun) {
       std::filesystem::absolute(mpirun, ec).parent_path().parent_path();
   files.push_back((prefix / "etc" / "openmpi-mca-params.conf").string());
   return files;
+}
+
+// Why mpirun cannot reach the job's hosts, or "": Open MPI is told to start ranks on this node
+// only (isolated_launcher) and a host is another. mpirun's own words for it, "All nodes which
+// are allocated for this job are already filled", do not say why.
+std::string isolated_error(const std::vector<HostSlots>& hosts, const std::string& mpirun) {
+  const auto other = std::find_if(hosts.begin(), hosts.end(),
+                                  [](const HostSlots& h) { return !is_this_host(h.name); });
+  if (other == hosts.end()) return "";
+  const std::string where = isolated_launcher([](const char* n) { return std::getenv(n); },
+                                              mca_parameter_files(mpirun));
+  if (where.empty()) return "";
+  return where + " has Open MPI start ranks on this node only, and " + other->name +
+         " is another host: unset it (or set plm to rsh) to reach other hosts";
 }
 
 // The job's hosts in mpirun's mapping order as "host:slots,...", for the rank steps to number
@@ -355,11 +369,21 @@ int launch(Options& o, const char* argv0) {
                      default_ssh_agent([](const char* n) { return std::getenv(n); },
                                        mca_parameter_files(ctx.mpirun));
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
-  const std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
+  std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
+  if (const std::string err = isolated_error(hosts, ctx.mpirun); !err.empty()) {
+    if (!o.dry_run) return usage_error(err);
+    notes.push_back("the job would fail: " + err);
+  }
 
   if (o.dry_run) return print_dry_run(o, topo, node, notes, cmd);
   for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
-  return run_and_report(o, cmd, o.timeout_s);
+  JobOptions job;
+  job.timeout_s = o.timeout_s;
+  job.one_node = !node.multi_node || (hosts_read && !hosts.empty() &&
+                                      std::all_of(hosts.begin(), hosts.end(), [](const auto& h) {
+                                        return is_this_host(h.name);
+                                      }));
+  return run_and_report(o, cmd, job);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <utility>
 
 #include "rank_step.h"
 
@@ -36,18 +37,25 @@ bool is_rsh_setting(const std::string& name) {
                      [&](const char* s) { return name == s; });
 }
 
-// Whether an MCA parameter file has a "name = value" line for such a parameter.
-bool file_sets_rsh(const std::string& path) {
+// The "name = value" lines of an MCA parameter file, each side trimmed.
+std::vector<std::pair<std::string, std::string>> mca_file_settings(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> out;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     const std::size_t eq = line.find('=');
     if (eq == std::string::npos) continue;
-    std::istringstream key(line.substr(0, eq));
-    std::string name;
-    key >> name;
-    if (is_rsh_setting(name)) return true;
+    std::string name, value;
+    std::istringstream(line.substr(0, eq)) >> name;
+    std::istringstream(line.substr(eq + 1)) >> value;
+    if (!name.empty() && name[0] != '#') out.emplace_back(name, value);
   }
-  return false;
+  return out;
+}
+
+bool file_sets_rsh(const std::string& path) {
+  const auto settings = mca_file_settings(path);
+  return std::any_of(settings.begin(), settings.end(),
+                     [](const auto& s) { return is_rsh_setting(s.first); });
 }
 
 }  // namespace
@@ -79,6 +87,21 @@ bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
     }
   }
   return std::none_of(mca_files.begin(), mca_files.end(), file_sets_rsh);
+}
+
+std::string isolated_launcher(const std::function<const char*(const char*)>& getenv,
+                              const std::vector<std::string>& mca_files) {
+  for (const char* name : {"OMPI_MCA_plm", "PRTE_MCA_plm"}) {
+    if (const char* v = getenv(name)) {  // the environment's value wins over the files'
+      return std::string(v) == "isolated" ? name + std::string("=isolated") : "";
+    }
+  }
+  for (const std::string& file : mca_files) {
+    for (const auto& [name, value] : mca_file_settings(file)) {
+      if (name == "plm" && value == "isolated") return "plm = isolated in " + file;
+    }
+  }
+  return "";
 }
 
 std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c) {

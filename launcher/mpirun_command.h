@@ -40,6 +40,12 @@ std::string find_on_path(const char* path, const std::string& name);
 bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
                        const std::vector<std::string>& mca_files);
 
+// Where Open MPI is told to start ranks on this node only ("OMPI_MCA_plm=isolated", or
+// "plm = isolated in FILE"), as some container images do; "" where it is not. mpirun then
+// reports another host as "already filled".
+std::string isolated_launcher(const std::function<const char*(const char*)>& getenv,
+                              const std::vector<std::string>& mca_files);
+
 // The names of the SYNK_* variables in `env` (a null-terminated NAME=VALUE array), sorted.
 std::vector<std::string> synk_variables(const char* const* env);
 

@@ -40,6 +40,20 @@ expect_gone() {
   done
 }
 elapsed_below() { awk -v a="$1" -v b="$(now)" -v lim="$2" 'BEGIN { exit !((b - a) < lim) }'; }
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+# wait_for_exit PID SECONDS WHAT: waits for the background job PID, which must end within
+# SECONDS, and returns its exit code; else the case fails showing what is still running.
+wait_for_exit() {
+  local start
+  start=$(now)
+  while alive "$1" && elapsed_below "$start" "$2"; do sleep 0.05; done
+  if alive "$1"; then
+    local tree
+    tree=$(ps -o pid,ppid,stat,wchan:24,args -p "$(echo "$1" $(descendants "$1") | tr ' ' ,)")
+    fail "$3 still running after $2 s:"$'\n'"$tree"
+  fi
+  wait "$1"
+}
 
 # "0-2,5" for the cpus of local rank $1 in synkrun's JSON plan for $2 ranks on this machine.
 planned_cpus() {
@@ -230,15 +244,32 @@ mpirun_killed)
   ;;
 synkrun_killed)
   # Whatever ends synkrun, the job ends with it within 2 s: SIGKILL (mpirun gets SIGTERM from
-  # the kernel), SIGQUIT (a stop, as SIGTERM), SIGUSR1 (passed on: the ranks' sleep dies of it).
+  # the kernel), SIGQUIT (a stop, as SIGTERM), SIGUSR1 and SIGUSR2 (passed on: the ranks' sleep
+  # dies of it). SIGUSR1 where synkrun starts with it blocked, as a service's runner may leave
+  # it; SIGUSR2 through an mpirun that passes no signal on (Open MPI 4.1.6 with plm isolated
+  # passed none), first on PATH.
   # Nothing is left in TMPDIR either: the ranks read synkrun's topology from memory.
-  mkdir "$work/tmp"
-  for sig in KILL QUIT USR1; do
+  mkdir "$work/tmp" "$work/quiet"
+  # (It takes SIGUSR1/2 itself and runs the real mpirun told to pass nothing on.)
+  cat >"$work/quiet/mpirun" <<QUIET
+#!/bin/bash
+trap : USR1 USR2
+"$MPIRUN" --mca ess_base_forward_signals none "\$@" &
+while wait \$!; rc=\$?; kill -0 \$! 2>/dev/null; do :; done
+exit \$rc
+QUIET
+  chmod +x "$work/quiet/mpirun"
+  for sig in KILL QUIT USR1 USR2; do
     rm -rf "$work/pids"
     mkdir "$work/pids"
+    blocked=() path=$PATH
+    [ "$sig" = USR1 ] && blocked=(python3 -c 'import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+os.execvp(sys.argv[1], sys.argv[1:])')
+    [ "$sig" = USR2 ] && path=$work/quiet:$PATH
     # A script's background jobs ignore SIGINT and SIGQUIT; the defaults, as at a terminal.
-    TMPDIR="$work/tmp" PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 env --default-signal \
-      "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err" &
+    TMPDIR="$work/tmp" PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 PATH=$path env --default-signal \
+      "${blocked[@]}" "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err" &
     pid=$!
     for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" = 2 ] && break; sleep 0.1; done
     [ "$(ls "$work/pids" | wc -l)" = 2 ] || fail "SIG$sig: ranks did not start"
@@ -248,13 +279,13 @@ synkrun_killed)
     [ -z "$(ls "$work/tmp" | grep -v '^ompi\.')" ] ||
       fail "SIG$sig: synkrun wrote to TMPDIR: $(ls "$work/tmp")"
     kill -"$sig" "$pid"
-    wait "$pid"
+    wait_for_exit "$pid" 10 "synkrun after SIG$sig"
     rc=$?
     case $sig in
       KILL) [ "$rc" = 137 ] || fail "SIGKILL: exit code $rc" ;;
       QUIT) [ "$rc" = 131 ] || fail "SIGQUIT: exit code $rc, expected 131"
             grep -q 'stopped by signal 3; exit code 131' "$work/err" || fail "SIGQUIT: message" ;;
-      USR1) [ "$rc" != 0 ] || fail "SIGUSR1: the ranks did not get it (exit 0)" ;;
+      USR*) [ "$rc" != 0 ] || fail "SIG$sig: the ranks did not get it (exit 0)" ;;
     esac
     expect_gone 2 "synkrun (SIG$sig)" "$mpirun_pid" $(cat "$work"/pids/*)
     [ -z "$(ls "$work/tmp" | grep -v '^ompi\.')" ] || fail "SIG$sig: left in TMPDIR: $(ls "$work/tmp")"
@@ -264,12 +295,11 @@ stderr_closed)
   # `synkrun ... 2>&1 | head -1`: once head has gone, a write to synkrun's stderr fails; synkrun
   # stops the job as for a signal (SIGPIPE's exit code, 141) instead of dying and leaving it.
   mkdir "$work/pids"
-  set -o pipefail
+  # (synkrun's own notes, as on a node with fewer GPUs than ranks, are not the ranks' lines.)
   PROBE_PIDDIR="$work/pids" timeout 30 "$SYNKRUN" -np 2 sh -c \
     'echo $$ > "$PROBE_PIDDIR/rank$SYNK_RANK"; while :; do echo x >&2; sleep .05; done' 2>&1 |
-    head -1 >"$work/out"
-  rc=$?
-  set +o pipefail
+    grep --line-buffered -v '^synkrun: note: ' | head -1 >"$work/out"
+  rc=${PIPESTATUS[0]}
   [ "$rc" = 141 ] || fail "exit code $rc, expected 141"
   [ "$(cat "$work/out")" = x ] || fail "head saw: $(cat "$work/out")"
   expect_gone 2 synkrun $(cat "$work"/pids/*)
@@ -347,7 +377,7 @@ echo "ssh: connect to host nodeX port 22: Connection timed out" >&2
 exit 255
 EOF
   chmod +x "$work/bin/ssh"
-  unset OMPI_MCA_plm_rsh_agent OMPI_MCA_plm_rsh_args
+  unset OMPI_MCA_plm OMPI_MCA_plm_rsh_agent OMPI_MCA_plm_rsh_args
   PATH="$work/bin:$PATH" timeout 30 "$SYNKRUN" -H nodeX:1 -np 1 "$PROBE" >"$work/out" 2>"$work/err"
   rc=$?
   [ "$rc" = 255 ] || fail "exit $rc, expected mpirun's 255"
@@ -359,6 +389,18 @@ EOF
     "$PROBE" >"$work/out" 2>"$work/err"
   grep -q -- '-p 2222 nodeX ' "$work/ssh.log" || fail "the user's ssh options"
   grep -q 'BatchMode' "$work/ssh.log" && fail "synkrun's options beside the user's"
+  # Where Open MPI may start ranks on this node only (some container images set this), another
+  # host is a usage error that says why; mpirun said "already filled". This node still runs.
+  : >"$work/ssh.log"
+  PATH="$work/bin:$PATH" OMPI_MCA_plm=isolated "$SYNKRUN" -H nodeX:1 -np 1 "$PROBE" \
+    >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 2 ] || fail "OMPI_MCA_plm=isolated with another host: exit $rc, expected 2"
+  want='^synkrun: error: OMPI_MCA_plm=isolated has Open MPI start ranks on this node only, and'
+  grep -q "$want nodeX is another host" "$work/err" || fail "OMPI_MCA_plm=isolated: message"
+  [ -s "$work/ssh.log" ] && fail "OMPI_MCA_plm=isolated: ssh was run"
+  OMPI_MCA_plm=isolated "$SYNKRUN" -H localhost:1 -np 1 "$PROBE" >"$work/out" 2>"$work/err" ||
+    fail "OMPI_MCA_plm=isolated on this host alone: exit $?"
   ;;
 program_lookup)
   # PROGRAM as mpirun finds it: on PATH, else in the current directory; one line and the

@@ -274,6 +274,31 @@ TEST(MpirunCommand, DefaultSshAgentOnlyWithoutTheUsersSettings) {
   std::filesystem::remove_all(dir);
 }
 
+// plm = isolated, from the environment (Open MPI 4's or 5's name) or a parameter file, where the
+// environment's value wins; a comment or another component is not it.
+TEST(MpirunCommand, IsolatedLauncherFromTheEnvironmentOrAFile) {
+  const std::string dir = ::testing::TempDir() + "synk_isolated";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/plain.conf") << "# plm = isolated\nbtl = ^openib\nplm_rsh_agent = x\n";
+  std::ofstream(dir + "/isolated.conf") << "btl = ^openib\n  plm  =  isolated \n";
+  std::map<std::string, std::string> env;
+  const auto getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(isolated_launcher(getenv, {dir + "/plain.conf", dir + "/missing.conf"}), "");
+  EXPECT_EQ(isolated_launcher(getenv, {dir + "/plain.conf", dir + "/isolated.conf"}),
+            "plm = isolated in " + dir + "/isolated.conf");
+  env["OMPI_MCA_plm"] = "isolated";
+  EXPECT_EQ(isolated_launcher(getenv, {}), "OMPI_MCA_plm=isolated");
+  env["OMPI_MCA_plm"] = "rsh";
+  EXPECT_EQ(isolated_launcher(getenv, {dir + "/isolated.conf"}), "");
+  env.erase("OMPI_MCA_plm");
+  env["PRTE_MCA_plm"] = "isolated";
+  EXPECT_EQ(isolated_launcher(getenv, {}), "PRTE_MCA_plm=isolated");
+  std::filesystem::remove_all(dir);
+}
+
 RankEnv env_of(const std::map<std::string, std::string>& vars) {
   return read_rank_env([&](const char* name) -> const char* {
     auto it = vars.find(name);
