@@ -4,42 +4,51 @@
 # mapped it: the name is left in /dev/shm by its dead creator. Nothing may outlive the job:
 #   synkrun    the job under synkrun: gone when synkrun returns;
 #   next_job   under a plain mpiexec: left (the shim works), then gone after the next job.
+# Any synk job of this user that starts meanwhile (tests run side by side) may remove the
+# segment first; a try it disturbs is made again, and three in a row skip the case (77).
 set -uo pipefail
 case_name=$1 shim=$2 hello=$3 synkrun=$4
 shift 4
 fail() { echo "FAIL ($case_name): $*"; exit 1; }
-segments() { find /dev/shm -maxdepth 1 -name 'synk-*' -user "$(id -u)" 2>/dev/null | sort; }
 export SYNK_SHM_SEGMENTS=named SYNK_BACKEND=shm OMPI_MCA_btl=self,vader
+note=$(mktemp)
+trap 'rm -f "$note"' EXIT
 
-before=$(segments)
-new_segments() { comm -13 <(echo "$before") <(segments); }
 run_doomed() {  # the job of which rank 0 dies making its segment; its output goes to $out
-  out=$(DIE_MAKING_SEGMENT_RANK=0 LD_PRELOAD="$shim" timeout -k 5 60 "$@" 2>&1)
+  : >"$note"
+  out=$(DIE_MAKING_SEGMENT_RANK=0 DIE_MAKING_SEGMENT_NOTE="$note" LD_PRELOAD="$shim" \
+    timeout -k 5 60 "$@" 2>&1)
   rc=$?
   echo "$out"
   echo "-- exit code $rc"
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the job did not fail as rank 0 died (exit $rc)"
+  segment=$(cat "$note")
+  [ -n "$segment" ] || fail "the shim did not kill rank 0 as it made a segment"
+}
+
+# One try: 0 passed, 2 disturbed by another job; a failure ends the script.
+try_synkrun() {
+  run_doomed "$synkrun" -np 2 "$hello"
+  [ ! -e "$segment" ] || { rm -f "$segment"; fail "left in /dev/shm after synkrun: $segment"; }
+  grep -q "^synkrun: removed $segment, left by a rank that died" <<<"$out" || return 2
+}
+try_next_job() {
+  run_doomed "$@" -np 2 "$hello"
+  [ -e "$segment" ] || return 2
+  out=$(SYNK_LOG=info timeout -k 5 60 "$@" -np 2 "$hello" 2>&1) || fail "the next job failed: $out"
+  echo "$out"
+  [ ! -e "$segment" ] || { rm -f "$segment"; fail "the next job did not remove $segment"; }
+  grep -q "shm: removed $segment, a segment whose creator died" <<<"$out" || return 2
 }
 
 case $case_name in
-synkrun)
-  run_doomed "$synkrun" -np 2 "$hello"
-  left=$(new_segments)
-  [ -z "$left" ] || { rm -f $left; fail "left in /dev/shm after synkrun returned: $left"; }
-  grep -q '^synkrun: removed /dev/shm/synk-[0-9a-f]\{24\}, left by a rank that died' <<<"$out" ||
-    fail "synkrun did not say what it removed"
-  ;;
-next_job)
-  run_doomed "$@" -np 2 "$hello"
-  left=$(new_segments)
-  [ -n "$left" ] || fail "no segment was left: the shim did not kill rank 0 in the window"
-  out=$(SYNK_LOG=info timeout -k 5 60 "$@" -np 2 "$hello" 2>&1) || fail "the next job failed: $out"
-  echo "$out"
-  for f in $left; do
-    [ ! -e "$f" ] || { rm -f $left; fail "the next job did not remove $f"; }
-    grep -q "shm: removed $f, a segment whose creator died" <<<"$out" || fail "no log line for $f"
-  done
-  ;;
+synkrun | next_job) ;;
 *) fail "unknown case" ;;
 esac
-echo "PASS ($case_name)"
+for try in 1 2 3; do
+  "try_$case_name" "$@"
+  [ $? -eq 0 ] && { echo "PASS ($case_name)"; exit 0; }
+  echo "-- try $try: another job removed $segment before this one could (no line for it)"
+done
+echo "SKIP ($case_name): three tries in a row, another job removed the segment first"
+exit 77

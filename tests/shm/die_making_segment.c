@@ -1,7 +1,8 @@
 /* LD_PRELOAD shim for check_named_leak.sh: the rank whose OMPI_COMM_WORLD_RANK equals
  * DIE_MAKING_SEGMENT_RANK kills itself (SIGKILL) when it reserves a named synk segment, that is
  * after creating /dev/shm/synk-... and before any other rank has mapped it: the window in which
- * a dead creator leaves the name behind, hit every time instead of by timing. */
+ * a dead creator leaves the name behind, hit every time instead of by timing. The segment's
+ * path goes to the file DIE_MAKING_SEGMENT_NOTE first, where that is set. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -20,7 +21,14 @@ static int is_doomed_segment(int fd) {
   const ssize_t n = readlink(link, target, sizeof target - 1);
   if (n <= 0) return 0;
   target[n] = '\0';
-  return strncmp(target, "/dev/shm/synk-", 14) == 0;
+  if (strncmp(target, "/dev/shm/synk-", 14) != 0) return 0;
+  const char* note = getenv("DIE_MAKING_SEGMENT_NOTE");
+  FILE* f = note != NULL ? fopen(note, "w") : NULL;
+  if (f != NULL) {
+    fprintf(f, "%s\n", target);
+    fclose(f);
+  }
+  return 1;
 }
 
 typedef int (*fallocate_fn)(int, int, off_t, off_t);
