@@ -102,25 +102,25 @@ class BlockedSignals {
   sigset_t set_, old_;
 };
 
-// Sends `sig` to every process of process group `group` but `skip_a` and `skip_b`: the number
-// sent to. (A process's group is the field after its state in /proc/PID/stat.)
-int signal_group_but(pid_t group, pid_t skip_a, pid_t skip_b, int sig) {
+// Sends `sig` to every child of process `parent`: the number sent to. (A process's parent is
+// the field after its state in /proc/PID/stat.)
+int signal_children(pid_t parent, int sig) {
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return 0;
   int sent = 0;
   while (const dirent* e = readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0 || pid == skip_a || pid == skip_b) continue;
+    if (*end != '\0' || pid <= 0) continue;
     std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
     std::string stat;
     std::getline(in, stat);
     const std::size_t close = stat.rfind(')');  // the command may hold spaces and parentheses
-    if (close == std::string::npos) continue;
     char state = 0;
-    long ppid = 0, pgrp = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
-        pgrp == group && kill(static_cast<pid_t>(pid), sig) == 0) {
+    long ppid = 0;
+    if (close != std::string::npos &&
+        std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent &&
+        kill(static_cast<pid_t>(pid), sig) == 0) {
       ++sent;
     }
   }
@@ -373,11 +373,11 @@ class JobSupervisor {
     }
   }
 
-  // On one node, straight to the ranks (mpirun's group, which its ranks stay in): an mpirun
-  // seen not to pass SIGUSR1 on (Open MPI 4.1.6 with plm isolated) cannot lose it. Across
-  // hosts, or where no rank shares the group, mpirun passes it on.
+  // On one node, straight to the ranks, mpirun's children (not theirs: a data loader's workers
+  // would die of it), as mpirun passes it on: an mpirun seen not to (Open MPI 4.1.6 with plm
+  // isolated) cannot lose it. Across hosts, or with no child yet, mpirun passes it on.
   void pass_on(int sig) {
-    if (one_node_ && signal_group_but(child_, child_, sentinel_, sig) > 0) return;
+    if (one_node_ && signal_children(child_, sig) > 0) return;
     kill(child_, sig);
   }
 

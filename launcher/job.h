@@ -56,7 +56,7 @@ struct JobResult {
 
 struct JobOptions {
   double timeout_s = 0;   // <= 0: none
-  bool one_node = false;  // every rank on this host: SIGUSR1/2 go to the ranks from here
+  bool one_node = false;  // every rank on this host: SIGUSR1/2 go to mpirun's children
 };
 
 // Runs argv (argv[0] is looked up on PATH) and waits. On timeout, SIGTERM to the job's process

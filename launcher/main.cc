@@ -315,17 +315,15 @@ std::vector<std::string> mca_parameter_files(const std::string& mpirun) {
   return files;
 }
 
-// Why mpirun cannot reach the job's hosts, or "": Open MPI is told to start ranks on this node
-// only (isolated_launcher) and a host is another. mpirun's own words for it, "All nodes which
-// are allocated for this job are already filled", do not say why.
-std::string isolated_error(const std::vector<HostSlots>& hosts, const std::string& mpirun) {
-  const auto other = std::find_if(hosts.begin(), hosts.end(),
-                                  [](const HostSlots& h) { return !is_this_host(h.name); });
-  if (other == hosts.end()) return "";
+// Why mpirun cannot reach `other_host`, or "": Open MPI is told to start ranks on this node
+// only (isolated_launcher). mpirun's own words for it, "All nodes which are allocated for this
+// job are already filled", do not say why.
+std::string isolated_error(const HostSlots* other_host, const std::string& mpirun) {
+  if (other_host == nullptr) return "";
   const std::string where = isolated_launcher([](const char* n) { return std::getenv(n); },
                                               mca_parameter_files(mpirun));
   if (where.empty()) return "";
-  return where + " has Open MPI start ranks on this node only, and " + other->name +
+  return where + " has Open MPI start ranks on this node only, and " + other_host->name +
          " is another host: unset it (or set plm to rsh) to reach other hosts";
 }
 
@@ -370,7 +368,10 @@ int launch(Options& o, const char* argv0) {
                                        mca_parameter_files(ctx.mpirun));
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
   std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
-  if (const std::string err = isolated_error(hosts, ctx.mpirun); !err.empty()) {
+  const auto other = std::find_if(hosts.begin(), hosts.end(),
+                                  [](const HostSlots& h) { return !is_this_host(h.name); });
+  const HostSlots* other_host = other == hosts.end() ? nullptr : &*other;
+  if (const std::string err = isolated_error(other_host, ctx.mpirun); !err.empty()) {
     if (!o.dry_run) return usage_error(err);
     notes.push_back("the job would fail: " + err);
   }
@@ -379,10 +380,7 @@ int launch(Options& o, const char* argv0) {
   for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
   JobOptions job;
   job.timeout_s = o.timeout_s;
-  job.one_node = !node.multi_node || (hosts_read && !hosts.empty() &&
-                                      std::all_of(hosts.begin(), hosts.end(), [](const auto& h) {
-                                        return is_this_host(h.name);
-                                      }));
+  job.one_node = !node.multi_node || (hosts_read && !hosts.empty() && other_host == nullptr);
   return run_and_report(o, cmd, job);
 }
 

@@ -246,17 +246,29 @@ synkrun_killed)
   # Whatever ends synkrun, the job ends with it within 2 s: SIGKILL (mpirun gets SIGTERM from
   # the kernel), SIGQUIT (a stop, as SIGTERM), SIGUSR1 and SIGUSR2 (passed on: the ranks' sleep
   # dies of it). SIGUSR1 where synkrun starts with it blocked, as a service's runner may leave
-  # it; SIGUSR2 through an mpirun that passes no signal on (Open MPI 4.1.6 with plm isolated
-  # passed none), first on PATH.
+  # it; SIGUSR2 through a fake mpirun, first on PATH, that passes no signal on (Open MPI 4.1.6
+  # with plm isolated passed none).
   # Nothing is left in TMPDIR either: the ranks read synkrun's topology from memory.
   mkdir "$work/tmp" "$work/quiet"
-  # (It takes SIGUSR1/2 itself and runs the real mpirun told to pass nothing on.)
-  cat >"$work/quiet/mpirun" <<QUIET
+  # (It starts -np copies of synkrun's rank step itself, as mpirun's children, and takes
+  # SIGUSR1/2 without passing them on.)
+  cat >"$work/quiet/mpirun" <<'QUIET'
 #!/bin/bash
 trap : USR1 USR2
-"$MPIRUN" --mca ess_base_forward_signals none "\$@" &
-while wait \$!; rc=\$?; kill -0 \$! 2>/dev/null; do :; done
-exit \$rc
+n=1
+while [ $# -gt 0 ] && [ "$1" != "$SYNKRUN" ]; do [ "$1" = -np ] && { n=$2; shift; }; shift; done
+for ((r = 0; r < n; r++)); do
+  OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n OMPI_COMM_WORLD_LOCAL_RANK=$r \
+    OMPI_COMM_WORLD_LOCAL_SIZE=$n "$@" &
+done
+rc=0
+while [ -n "$(jobs -pr)" ]; do
+  unset ended
+  wait -n -p ended
+  s=$?
+  [ -n "${ended-}" ] && [ "$s" != 0 ] && rc=$s
+done
+exit $rc
 QUIET
   chmod +x "$work/quiet/mpirun"
   for sig in KILL QUIT USR1 USR2; do
