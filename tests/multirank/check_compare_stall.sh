@@ -3,7 +3,8 @@
 # mpi_stall_test compare on RANKS ranks with SYNK_TIMEOUT=2, where the calls are compared first
 # (SYNK_CHECK_CALLS=1, or the hier backend): the ranks in STUCK ("2" or "1,3") never reach the
 # second call. Every other rank must print exactly one Timeout naming those ranks and their
-# nodes (before: "some rank has not"), and the job must end well within the limit.
+# nodes (before: "some rank has not"), its next call must fail at once, and the job must end
+# well within the limit.
 set -uo pipefail
 ranks=$1 backend=$2 want_backend=$3 stuck=$4 exe=$5
 shift 5
@@ -48,5 +49,11 @@ for ((w = 0; w < ranks; w++)); do
   want+=" (SYNK_TIMEOUT) for $who not reached this call (the calls are compared first)"
   n=$(grep -cxF "$want" <<<"$out")
   [ "$n" -eq 1 ] || fail "no line (or $n lines): $want"
+  # The next call fails at once: it cannot be compared (it waited SYNK_TIMEOUT again, and a
+  # late rank's record completed the comparison given up on).
+  next="^rank $w: next call after 0\.[0-9] s: synk InvalidUsage: all_reduce: the comparison of"
+  next+=" an earlier call \(all_reduce\(count 1, float32, sum\)\) timed out, so no later call"
+  next+=" can be compared: create a new communicator$"
+  grep -qE "$next" <<<"$out" || fail "rank $w's next call did not fail at once"
 done
 echo "PASS: every waiting rank named $who not reached this call"

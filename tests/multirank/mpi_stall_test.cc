@@ -51,6 +51,15 @@ void compare_mode(synk::Communicator& comm, const std::string& stuck) {
     comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
   } catch (const synk::Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
+    // The comparison gave up: the next call cannot be compared, and says so at once.
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+      std::fprintf(stderr, "rank %d: the next call returned\n", comm.rank());
+    } catch (const synk::Error& next) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "rank %d: next call after %.1f s: %s\n", comm.rank(), s, next.what());
+    }
     sleep(1);  // every waiting rank reports before the first abort ends the job
     MPI_Abort(MPI_COMM_WORLD, 3);
   }

@@ -63,6 +63,9 @@ struct Arrivals {
   std::vector<std::uint64_t> reached;  // per rank: the latest comparison it said it waits in
   std::vector<int> node;               // per rank, once a comparison completed (empty before)
   std::vector<Batch> sending;          // notices whose sends are not known to be done
+  // The call whose comparison this rank gave up on (its all-gather left posted), or "": no later
+  // call can be compared (a late rank's record would complete the abandoned one).
+  std::string gave_up_on;
 };
 
 // Drops the batches whose sends are done; with `give_up`, frees the others' requests too and
@@ -210,6 +213,7 @@ void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
         if (announced) take_notices(st, ctx);
         if (now < give_up) return;
         note_peer_lost();
+        st.gave_up_on = describe(mine);
         throw missing_ranks_error(st, ctx, mine);
       },
       [&] {
@@ -295,6 +299,12 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   }
 
   Arrivals& st = arrivals_of(ctx);
+  if (!st.gave_up_on.empty()) {
+    throw Error(ErrorCode::InvalidUsage,
+                std::string(to_string(a.coll)) + ": the comparison of an earlier call (" +
+                    st.gave_up_on + ") timed out, so no later call can be compared: create a "
+                                    "new communicator");
+  }
   ++st.seq;
   mine.notices = st.sent;
   auto sent = std::make_unique<CallRecord>(mine);
