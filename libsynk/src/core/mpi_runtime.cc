@@ -14,8 +14,12 @@ namespace {
 
 std::atomic<bool> peer_lost{false};
 
-void finalize_at_exit() {
-  if (peer_lost.load()) return;
+// Where synk started MPI. Open MPI's MPI_Finalize waits for every rank: a process that exits
+// with a failure, or after a peer was lost, skips it, so that it ends and mpirun ends the job
+// naming it. (A rank leaving early with an error waited there for the others, stuck in a call
+// it had left, until their SYNK_TIMEOUT, and then they were named as failing first.)
+void finalize_at_exit(int status, void*) {
+  if (status != 0 || peer_lost.load()) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -36,7 +40,11 @@ void ensure_mpi_initialized() {
   const int level =
       settings().mpi_threads == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
   SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, level, &provided));
-  std::atexit(finalize_at_exit);
+#ifdef __GLIBC__
+  on_exit(finalize_at_exit, nullptr);  // (it is told the exit status)
+#else
+  std::atexit([] { finalize_at_exit(0, nullptr); });
+#endif
 }
 
 void note_peer_lost() noexcept { peer_lost.store(true); }

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Usage: check_early_exit.sh SYNKRUN cxx EXE | check_early_exit.sh SYNKRUN python PYTHON
+# A rank that exits with an error while the others wait for it in a collective ends the job at
+# once, and synkrun names it: MPI_Finalize, which waits for every rank in Open MPI, held it
+# until the others' SYNK_TIMEOUT (here 60 s), and they were named instead. cxx: the program EXE
+# (early_exit_test.cc) on each backend; python: a script whose rank 0 raises (PYTHONPATH set).
+set -uo pipefail
+synkrun=$1 kind=$2 program=$3
+fail() { echo "FAIL: $*"; exit 1; }
+export SYNK_TIMEOUT=60
+
+# run NAME CODE CMD...: the job must end within 20 s with CODE, naming rank 0.
+run() {
+  local name=$1 code=$2 start out rc elapsed
+  shift 2
+  start=$(date +%s)
+  out=$(timeout -k 5 50 "$synkrun" -np 2 "$@" 2>&1)
+  rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  echo "$out" | tail -4
+  echo "-- $name: exit code $rc after $elapsed s"
+  [ "$elapsed" -lt 20 ] || fail "$name: the job took $elapsed s (the rank that left waited)"
+  [ "$rc" = "$code" ] || fail "$name: exit code $rc, expected $code"
+  grep -q "^synkrun: rank 0 (exit code $code) failed first" <<<"$out" ||
+    fail "$name: synkrun did not name rank 0"
+}
+
+if [ "$kind" = cxx ]; then
+  for backend in shm mpi; do
+    SYNK_BACKEND=$backend run "C++ on $backend" 3 "$program"
+  done
+else
+  run Python 1 -x PYTHONPATH "$program" -c '
+import numpy as np, synk
+comm = synk.Communicator()
+x = np.ones(1, np.float32)
+comm.all_reduce(x)
+if comm.rank == 0:
+    raise RuntimeError("rank 0 gives up")
+comm.all_reduce(x)'
+fi
+echo "PASS: every job ended at once, naming rank 0"
