@@ -1,6 +1,7 @@
 // An existing MPI program that hands part of its world to synk: it splits MPI_COMM_WORLD in
 // two halves, gives one half's communicator to synk, and checks synk's all_reduce against its
-// own MPI_Allreduce on the same communicator. Run: mpirun -np 4 build/bin/mpi_existing
+// own MPI_Allreduce on the same communicator. Run: build/bin/synkrun -np 4 build/bin/mpi_existing
+// (or mpirun -np 4 where the machine has 4 cores; synkrun oversubscribes fewer).
 #include <mpi.h>
 
 #include <cstdio>

@@ -23,7 +23,7 @@ def main():
 
     def say(what, value):
         if master:
-            print("%-46s %s" % (what, text(value)), flush=True)
+            print("%-47s %s" % (what, text(value)), flush=True)
 
     s = synk.Shared(np.ones(2, np.float32), name="s")
     x = synk.Data(np.array([[1, 1], [2, 2], [3, 3], [4, 4]], np.float32), name="x")

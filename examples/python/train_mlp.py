@@ -20,12 +20,20 @@ import synk  # noqa: E402
 
 
 def read_idx(path):
-    """An IDX file (gzipped or not) as a NumPy array of its shape."""
+    """An IDX file of bytes (gzipped or not) as a NumPy array of its shape; ValueError where the
+    file is not one."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
         raw = f.read()
+    if len(raw) < 4 or raw[:3] != b"\0\0\x08":
+        raise ValueError("%s is not an IDX file of bytes" % path)
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise ValueError("%s is cut short" % path)
     dims = np.frombuffer(raw, ">u4", count=ndim, offset=4).astype(int)
+    if len(raw) != 4 + 4 * ndim + int(np.prod(dims)):
+        raise ValueError("%s holds %d bytes, not the %d its header says" %
+                         (path, len(raw), 4 + 4 * ndim + int(np.prod(dims))))
     return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
@@ -89,21 +97,39 @@ class Mlp:
         return np.int64((self.logits(params, x)[1].argmax(axis=1) == y).sum())
 
 
+def number(kind, low, high=None, low_open=False, high_open=False):
+    """An argparse type: a `kind` (int or float) in [low, high], either end open as asked."""
+    def parse(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not a number" % text) from None
+        if not np.isfinite(v) or (v <= low if low_open else v < low) or (
+                high is not None and (v >= high if high_open else v > high)):
+            where = "%s%s, %s%s" % ("(" if low_open else "[", low,
+                                    "inf" if high is None else high,
+                                    ")" if high_open or high is None else "]")
+            raise argparse.ArgumentTypeError("%s is not in %s" % (text, where))
+        return v
+    return parse
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--batch", type=int, default=256, help="rows per step, over all ranks")
-    ap.add_argument("--lr", type=float, default=0.1)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--seed", type=int, default=1)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--epochs", type=number(int, 1), default=5)
+    ap.add_argument("--batch", type=number(int, 1), default=256,
+                    help="rows per step, over all ranks")
+    ap.add_argument("--lr", type=number(float, 0, low_open=True), default=0.1)
+    ap.add_argument("--momentum", type=number(float, 0, 1, high_open=True), default=0.9)
+    ap.add_argument("--hidden", type=number(int, 1), default=128)
+    ap.add_argument("--seed", type=number(int, 0), default=1)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--limit", type=int, default=0, help="train on the first N images (0: all)")
-    ap.add_argument("--min-accuracy", type=float, default=0.0,
+    ap.add_argument("--limit", type=number(int, 0), default=0,
+                    help="train on the first N images (0: all)")
+    ap.add_argument("--min-accuracy", type=number(float, 0, 1), default=0.0,
                     help="exit 1 if the final test accuracy is below this")
     args = ap.parse_args()
-    if args.epochs < 1 or args.batch < 1 or not args.lr > 0:
-        ap.error("--epochs, --batch and --lr must be positive")
 
     comm = synk.world()
     master = comm.rank == 0
@@ -112,7 +138,7 @@ def main():
         try:
             train = load_split(args.data, "train", args.limit)
             test = load_split(args.data, "t10k")
-        except OSError as e:
+        except (OSError, EOFError, ValueError) as e:
             # Every rank waits in the Data's collective below: rank 0 exits, and synkrun ends them.
             sys.exit("train_mlp: cannot read Fashion-MNIST under %s (%s); Debian's "
                      "dataset-fashion-mnist installs it" % (args.data, e))
@@ -126,6 +152,11 @@ def main():
     step = synk.Function(model.gradient, collect=["weighted_avg", "weighted_avg"], name="step")
     evaluate = synk.Function(model.correct, collect="sum", name="evaluate")
 
+    if args.batch > len(x):
+        if master:
+            print("train_mlp: note: --batch %d is more than the %d images: one step of %d"
+                  % (args.batch, len(x), len(x)), flush=True)
+        args.batch = len(x)
     velocity = np.zeros_like(model.params)
     order_rng = np.random.default_rng(args.seed)  # the same on every rank
     steps = -(-len(x) // args.batch)

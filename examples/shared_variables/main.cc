@@ -31,9 +31,14 @@ std::string fmt(const std::vector<float>& v, std::size_t row = 0) {
 int main() {
   try {
     synk::Communicator comm;
+    if (comm.size() < 2) {
+      std::fprintf(stderr, "shared_variables: run it on 2 or more ranks (set_value(1, ...) needs "
+                           "a rank 1): synkrun -np 2 shared_variables\n");
+      return 2;
+    }
     const bool master = comm.rank() == 0;
     auto say = [&](const std::string& what, const std::string& value) {
-      if (master) std::printf("%-46s %s\n", what.c_str(), value.c_str());
+      if (master) std::printf("%-47s %s\n", what.c_str(), value.c_str());
     };
 
     synk::Shared<float> s(comm, "s", {1, 1});
@@ -105,7 +110,7 @@ int main() {
       dist.close();
     }
     return 0;
-  } catch (const synk::Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "shared_variables: %s\n", e.what());
     return 1;
   }
