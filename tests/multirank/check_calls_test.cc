@@ -43,6 +43,16 @@ class CheckCalls : public ::testing::Test {
 
   bool ready_ = false;
 
+  // The ranks of the common call where only rank 1's differs: "rank 0", "ranks 0, 2 and 3".
+  std::string the_others() const {
+    if (comm.size() == 2) return "rank 0";
+    std::string s = "ranks 0";
+    for (int r = 2; r < comm.size(); ++r) {
+      s += (r + 1 == comm.size() ? " and " : ", ") + std::to_string(r);
+    }
+    return s;
+  }
+
   synk::Communicator& comm = world();
   const int me = comm.rank();
   std::vector<float> a = std::vector<float>(256, 1.0f);
@@ -64,10 +74,26 @@ TEST_F(CheckCalls, DifferentCounts) {
   EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
   EXPECT_THAT(synk_test::message(e), HasSubstr("all_reduce: mismatched calls"));
   EXPECT_THAT(synk_test::message(e),
-              HasSubstr("rank 0 called all_reduce(count 100, float32, sum)"));
+              HasSubstr(the_others() + " called all_reduce(count 100, float32, sum)"));
   EXPECT_THAT(synk_test::message(e),
               HasSubstr("rank 1 called all_reduce(count 200, float32, sum)"));
   EXPECT_EQ(b[0], 0.0f) << "a rejected call wrote recv";
+}
+
+// Every call made is named with the ranks that made it: on 4 ranks, counts 100, 101, 102, 100.
+TEST_F(CheckCalls, EachCallIsNamedWithItsRanks) {
+  if (comm.size() != 2 && comm.size() != 4) GTEST_SKIP() << "written for 2 or 4 ranks";
+  const std::size_t count = 100 + static_cast<std::size_t>(me % 3);
+  const auto e =
+      caught([&] { comm.all_reduce(a.data(), b.data(), count, DataType::float32, ReduceOp::sum); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  const std::string want =
+      comm.size() == 2 ? "all_reduce: mismatched calls: rank 0 called all_reduce(count 100, "
+                         "float32, sum), rank 1 called all_reduce(count 101, float32, sum)"
+                       : "all_reduce: mismatched calls: ranks 0 and 3 called all_reduce(count "
+                         "100, float32, sum), rank 1 called all_reduce(count 101, float32, sum), "
+                         "rank 2 called all_reduce(count 102, float32, sum)";
+  EXPECT_THAT(synk_test::message(e), HasSubstr(want));
 }
 
 TEST_F(CheckCalls, DifferentCollectives) {
@@ -82,7 +108,7 @@ TEST_F(CheckCalls, DifferentCollectives) {
   EXPECT_THAT(synk_test::message(e),
               HasSubstr(std::string(me == 1 ? "broadcast" : "all_reduce") + ": mismatched calls"));
   EXPECT_THAT(synk_test::message(e),
-              HasSubstr("rank 0 called all_reduce(count 100, float32, sum)"));
+              HasSubstr(the_others() + " called all_reduce(count 100, float32, sum)"));
   EXPECT_THAT(synk_test::message(e),
               HasSubstr("rank 1 called broadcast(count 100, float32, root 0)"));
 }
@@ -92,7 +118,7 @@ TEST_F(CheckCalls, DifferentRoots) {
   const auto e = caught([&] { comm.broadcast(b.data(), 10, DataType::float32, root); });
   EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
   EXPECT_THAT(synk_test::message(e),
-              HasSubstr("rank 0 called broadcast(count 10, float32, root 0)"));
+              HasSubstr(the_others() + " called broadcast(count 10, float32, root 0)"));
   EXPECT_THAT(synk_test::message(e),
               HasSubstr("rank 1 called broadcast(count 10, float32, root 1)"));
 }
@@ -106,7 +132,7 @@ TEST_F(CheckCalls, DifferentTypesAndOps) {
   e = caught([&] { comm.reduce(a.data(), b.data(), 8, DataType::float32, op, 0); });
   EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
   EXPECT_THAT(synk_test::message(e),
-              HasSubstr("rank 0 called reduce(count 8, float32, sum, root 0)"));
+              HasSubstr(the_others() + " called reduce(count 8, float32, sum, root 0)"));
   EXPECT_THAT(synk_test::message(e),
               HasSubstr("rank 1 called reduce(count 8, float32, max, root 0)"));
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backoff.h"
@@ -239,24 +240,55 @@ void throw_if_rejected(const CollArgs& a, const CommContext& ctx,
                                      std::to_string(first) + " rejected its arguments: " + text);
 }
 
-// The records' verdict on calls that every rank accepted: whether they differ.
-void compare_records(const CollArgs& a, const CommContext& ctx,
-                     const std::vector<CallRecord>& records) {
-  const CallRecord& first = records[0];
-  for (int r = 1; r < ctx.size; ++r) {
-    const CallRecord& other = records[static_cast<std::size_t>(r)];
-    bool same = other.coll == first.coll && other.dtype == first.dtype;
-    const auto c = static_cast<Collective>(first.coll);
-    if (uses_op(c)) same = same && other.op == first.op;
-    if (has_root(c)) same = same && other.root == first.root;
-    if (!has_counts(c)) same = same && other.count == first.count;
-    if (!same) {
-      throw Error(ErrorCode::InvalidUsage, std::string(to_string(a.coll)) +
-                                               ": mismatched calls: rank 0 called " +
-                                               describe(first) + ", rank " + std::to_string(r) +
-                                               " called " + describe(other));
+// Whether two ranks' records are the same call (gatherv's and scatterv's counts may differ).
+bool same_call(const CallRecord& x, const CallRecord& y) {
+  const auto c = static_cast<Collective>(x.coll);
+  return x.coll == y.coll && x.dtype == y.dtype && (!uses_op(c) || x.op == y.op) &&
+         (!has_root(c) || x.root == y.root) && (has_counts(c) || x.count == y.count);
+}
+
+// "rank 3", "ranks 0 and 2", "ranks 1-3, 5 and 7": sorted ranks, runs of 3 or more shortened.
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (j >= i + 2) {
+      parts.push_back(std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]));
+    } else {
+      for (std::size_t k = i; k <= j; ++k) parts.push_back(std::to_string(ranks[k]));
     }
+    i = j + 1;
   }
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) text += i + 1 == parts.size() ? " and " : ", ";
+    text += parts[i];
+  }
+  return text;
+}
+
+// The records' verdict on calls that every rank accepted: where they differ, every rank throws
+// naming each call and the ranks that made it ("ranks 0 and 2 called ..., ranks 1 and 3 ...").
+void compare_records(const CollArgs& a, const std::vector<CallRecord>& records) {
+  std::vector<std::pair<const CallRecord*, std::vector<int>>> calls;
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    auto it = std::find_if(calls.begin(), calls.end(),
+                           [&](const auto& g) { return same_call(*g.first, records[r]); });
+    if (it == calls.end()) it = calls.insert(calls.end(), {&records[r], {}});
+    it->second.push_back(static_cast<int>(r));
+  }
+  if (calls.size() == 1) return;
+  constexpr std::size_t kShown = 4;
+  std::string text = std::string(to_string(a.coll)) + ": mismatched calls: ";
+  for (std::size_t i = 0; i < std::min(calls.size(), kShown); ++i) {
+    if (i > 0) text += ", ";
+    text += ranks_text(calls[i].second) + " called " + describe(*calls[i].first);
+  }
+  if (calls.size() > kShown) {
+    text += ", and " + std::to_string(calls.size() - kShown) + " other calls";
+  }
+  throw Error(ErrorCode::InvalidUsage, text);
 }
 
 // Only the root knows gatherv's recv_counts (scatterv's send_counts): share them so every rank
@@ -325,7 +357,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   }
 
   throw_if_rejected(a, ctx, *all, local_error);
-  compare_records(a, ctx, *all);
+  compare_records(a, *all);
   if (has_counts(a.coll)) compare_counts(a, ctx, *all);
 }
 

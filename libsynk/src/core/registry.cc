@@ -47,6 +47,7 @@ const char* to_string(Collective c) noexcept {
 }
 
 std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceOp op, int root) {
+  if (c == Collective::barrier) return "barrier()";  // its count and dtype mean nothing
   std::string s = std::string(to_string(c)) + "(count " + std::to_string(count) + ", " + to_string(t);
   if (uses_op(c)) s += std::string(", ") + to_string(op);
   if (has_root(c)) s += ", root " + std::to_string(root);
