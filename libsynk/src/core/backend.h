@@ -78,6 +78,9 @@ struct CollArgs {
   // A typed helper's own argument check failed with this text: validate() throws it, so it
   // fails the call on every rank the way any rejected argument does.
   const std::string* typed_error = nullptr;
+  // What errors call this call where it is a step of another (hier's node broadcast of an
+  // all_reduce says "all_reduce"); null: its own collective's name.
+  const char* name = nullptr;
 };
 
 // The backends. Code outside them asks a backend what it can do (the capability queries of

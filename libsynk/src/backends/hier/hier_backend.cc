@@ -69,6 +69,7 @@ CollArgs with_root(const CollArgs& a, int root) {
 CollArgs node_step(const CollArgs& a, Collective c, const void* send, void* recv,
                    std::size_t count) {
   CollArgs step = with_root(a, 0);
+  if (step.name == nullptr) step.name = to_string(a.coll);  // errors name the caller's call
   step.coll = c;
   step.send = send;
   step.recv = recv;

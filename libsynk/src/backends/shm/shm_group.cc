@@ -80,7 +80,7 @@ int Group::add_region(unsigned char* base, std::size_t stride, std::size_t bytes
 
 void Group::begin(const detail::CollArgs& a) {
   const detail::Collective c = a.coll;
-  steps_.begin_call(c, a.count, a.dtype, a.op, a.root);
+  steps_.begin_call(c, a.count, a.dtype, a.op, a.root, a.name);
   algo_chosen_ = false;  // a call that threw before its end() leaves nothing to time
   const std::size_t bytes = a.count * size_of(a.dtype);
   const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather;
@@ -101,9 +101,10 @@ void Group::end() {
   steps_.end_call();
 }
 
-void Group::reject(detail::Collective c, ErrorCode code, const std::string& message) {
+void Group::reject(detail::Collective c, ErrorCode code, const std::string& message,
+                   const char* name) {
   slots_.set_stores(false, false);  // the rejecting step streams nothing
-  steps_.reject(c, code, message);
+  steps_.reject(c, code, message, name);
 }
 
 void Group::reject(const detail::CollArgs& a, ErrorCode code, const std::string& message) {
@@ -112,7 +113,7 @@ void Group::reject(const detail::CollArgs& a, ErrorCode code, const std::string&
   if (const std::size_t bytes = chosen_bytes(a); bytes > 0 && cma_.may_be_on()) {
     algo_chooser_.choose(a.coll, bytes);
   }
-  reject(a.coll, code, message);
+  reject(a.coll, code, message, a.name);
 }
 
 }  // namespace synk::shm

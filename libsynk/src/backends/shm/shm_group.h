@@ -58,7 +58,8 @@ class Group {
   void reduce_scatter(const detail::CollArgs& a);
   void barrier();
   // Takes part in the call `c` only to fail it (StepChannel::reject). Always throws.
-  [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message);
+  [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message,
+                            const char* name = nullptr);
   // The same for the call `a` whose arguments this rank rejected: it first counts the call in
   // the algorithm chooser as the ranks that take it do, so that their trials stay in step.
   [[noreturn]] void reject(const detail::CollArgs& a, ErrorCode code, const std::string& message);

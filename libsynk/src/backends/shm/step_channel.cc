@@ -115,8 +115,8 @@ StepChannel::~StepChannel() {
 }
 
 void StepChannel::begin_call(detail::Collective c, std::size_t count, DataType t, ReduceOp op,
-                             int root) {
-  op_name_ = detail::to_string(c);
+                             int root, const char* name) {
+  op_name_ = name != nullptr ? name : detail::to_string(c);
   if (!spin_decided_) decide_spin();  // as soon as every peer's CPUs are out
   // Fields a collective does not use are normalized, so only real differences are mismatches.
   if (!detail::uses_op(c)) op = ReduceOp::sum;
@@ -150,8 +150,9 @@ void StepChannel::end_call() {
 
 // The rejection travels in this rank's entry: every rank that compares it throws, the others
 // a Remote error naming this rank, this rank its own (from sync()'s check).
-void StepChannel::reject(detail::Collective c, ErrorCode code, const std::string& message) {
-  begin_call(c, 0, DataType::uint8, ReduceOp::sum, 0);
+void StepChannel::reject(detail::Collective c, ErrorCode code, const std::string& message,
+                         const char* name) {
+  begin_call(c, 0, DataType::uint8, ReduceOp::sum, 0, name);
   call_.error_code = static_cast<std::int8_t>(code);
   next_step();
   char* text = block_at(blocks_, cfg_.rank).errors[(seq_ + 1) % kEagerDepth];

@@ -54,13 +54,16 @@ class StepChannel {
 
   // Every call is begin_call(), its steps, end_call(). end_call throws a mismatch of an earlier
   // call found during this one.
-  void begin_call(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root);
+  // `name` is what errors call it (CollArgs::name), null for c's own name.
+  void begin_call(detail::Collective c, std::size_t count, DataType t, ReduceOp op, int root,
+                  const char* name = nullptr);
   void end_call();
   // Takes part in the call `c` only to fail it: this rank's arguments were rejected (message).
   // Every rank then throws, after the same number of steps, so the group stays in step: the
   // others a Remote error naming this rank (one that only writes in that call, at its next
   // call, as for any mismatch), this rank its own error. Always throws.
-  [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message);
+  [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message,
+                            const char* name = nullptr);
   // This rank's work outside the group moved on (StepChannel::wait_until's deadline).
   void note_progress();
   const char* op_name() const { return op_name_; }

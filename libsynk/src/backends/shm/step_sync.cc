@@ -244,8 +244,10 @@ void StepChannel::publish_done() {
 // same "mismatched calls" naming the first differing pair.
 bool StepChannel::entries_match(std::uint64_t step, int peer, Mismatch* m) const {
   const Entry& mine = entry_of(blocks_, cfg_.rank, step);
-  const auto name = [&] {
-    return std::string(detail::to_string(static_cast<detail::Collective>(mine.call.coll)));
+  const auto name = [&] {  // this call's name (a hier step's is its caller's), or an earlier's
+    return mine.call.number == call_.number
+               ? std::string(op_name_)
+               : std::string(detail::to_string(static_cast<detail::Collective>(mine.call.coll)));
   };
   const int lo = peer < 0 ? 0 : peer, hi = peer < 0 ? cfg_.size : peer + 1;
   const std::size_t slot = step % kEagerDepth;
