@@ -77,7 +77,7 @@ CLI::Validator whole_check(const std::string& name, const std::string& what,
         if (digits && v >= low && v <= high) return "";
         return "the " + name + " must be a whole number " + what + ", not " + text;
       },
-      high == UINT64_MAX ? "UINT" : "[" + std::to_string(low) + ", " + std::to_string(high) + "]");
+      high == UINT64_MAX ? "" : "[" + std::to_string(low) + ", " + std::to_string(high) + "]");
 }
 
 // Returns -1 when the run should go on, else the exit code.
