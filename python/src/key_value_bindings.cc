@@ -44,6 +44,15 @@ py::array view(const KeyArray& k) {
                    py::none());
 }
 
+// After an Updater call: an array of it that the Python code kept (a slice, a reshape, an
+// attribute) would read synk's memory after it was reused or freed (garbage, or a crash).
+void refuse_kept(const py::array& a, const char* name, const std::string& where) {
+  if (a.ref_count() <= 1) return;
+  throw Error(ErrorCode::InvalidUsage,
+              where + " kept a reference to " + name + ", a view of synk's memory that is valid "
+              "during the call only: keep a copy (" + name + ".copy()) instead");
+}
+
 // What a Python exception raised in synk's thread becomes: a synk error naming `where`, made
 // while the GIL is held (the Python exception's objects are freed here).
 [[noreturn]] void rethrow_python(py::error_already_set& e, const std::string& where) {
@@ -55,21 +64,29 @@ class PyUpdater : public Updater {
  public:
   void init(int key, KeyArray weights) override {
     py::gil_scoped_acquire hold;
+    const std::string where = "Updater.init of key " + std::to_string(key);
     try {
       const py::function f = py::get_override(static_cast<const Updater*>(this), "init");
-      if (f) f(key, view(weights));
+      if (!f) return;
+      const py::array w = view(weights);
+      f(key, w);
+      refuse_kept(w, "weights", where);
     } catch (py::error_already_set& e) {
-      rethrow_python(e, "Updater.init of key " + std::to_string(key));
+      rethrow_python(e, where);
     }
   }
   void update(int key, KeyArray grad, KeyArray weights) override {
     py::gil_scoped_acquire hold;
+    const std::string where = "Updater.update of key " + std::to_string(key);
     try {
       const py::function f = py::get_override(static_cast<const Updater*>(this), "update");
       if (!f) throw Error(ErrorCode::InvalidUsage, "Updater: the subclass defines no update()");
-      f(key, view(grad), view(weights));
+      const py::array g = view(grad), w = view(weights);
+      f(key, g, w);
+      refuse_kept(g, "grad", where);
+      refuse_kept(w, "weights", where);
     } catch (py::error_already_set& e) {
-      rethrow_python(e, "Updater.update of key " + std::to_string(key));
+      rethrow_python(e, where);
     }
   }
 };
@@ -142,21 +159,39 @@ class PyKeyValue {
     try {
       NoGil released;
       kv_->pull(key, b.data, priority, std::move(run));
-    } catch (...) {  // a pull refused (a KeyValue closed, failed) or done at once: nothing runs
-      pulled_.erase(key);
-      callbacks_.erase(key);
+    } catch (...) {
+      // Refused (a KeyValue closed, failed): nothing runs. Or its result was here and the
+      // callback, run at once, raised: the pull stays open for its pull_wait.
+      if (!pulling(key)) {
+        pulled_.erase(key);
+        callbacks_.erase(key);
+      }
       throw;
     }
   }
   py::object pull_wait(int key) {
+    // The array of the push this pull_wait completes: another thread's next push of the key
+    // may be taken as soon as the result is here, before this returns, and its array stays.
+    const auto pushed = pushed_.find(key);
+    const py::object completed = pushed == pushed_.end() ? py::object() : pushed->second;
+    std::exception_ptr failed;
     {
       NoGil released;
-      kv_->pull_wait(key);
+      try {
+        kv_->pull_wait(key);
+      } catch (...) {
+        failed = std::current_exception();
+      }
     }
-    py::object out = pulled_[key];
-    pushed_.erase(key);
-    pulled_.erase(key);
+    // Refused at once (no push yet, in a callback): the pull and its arrays are still synk's.
+    if (failed && pulling(key)) std::rethrow_exception(failed);
+    const auto pulled = pulled_.find(key);
+    py::object out = pulled == pulled_.end() ? py::object(py::none()) : pulled->second;
+    if (pulled != pulled_.end()) pulled_.erase(pulled);
     callbacks_.erase(key);
+    const auto now = pushed_.find(key);
+    if (now != pushed_.end() && now->second.is(completed)) pushed_.erase(now);
+    if (failed) std::rethrow_exception(failed);
     return out;
   }
   void close() {
@@ -170,6 +205,10 @@ class PyKeyValue {
   int owner(int key) {
     NoGil released;
     return kv_->owner(key);
+  }
+  bool pulling(int key) {
+    NoGil released;
+    return kv_->pulling(key);
   }
 
  private:
@@ -246,10 +285,21 @@ void add_key_value(py::module_& m) {
       .def("close", &PyKeyValue::close)
       .def("count", &PyKeyValue::count, py::arg("key"))
       .def("owner", &PyKeyValue::owner, py::arg("key"))
+      .def("pulling", &PyKeyValue::pulling, py::arg("key"),
+           "Whether the key has a pull that no pull_wait has ended yet")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyKeyValue& kv, const py::object& type, const py::object&,
                           const py::object&) {
-        if (type.is_none()) kv.close();  // after an exception, only the destructor waits
+        // Closed either way, as a file is: every rank leaves the block, and close is
+        // collective. After an exception, that one goes on, not close's.
+        if (type.is_none()) {
+          kv.close();
+          return;
+        }
+        try {
+          kv.close();
+        } catch (const std::exception&) {
+        }
       });
 }
 

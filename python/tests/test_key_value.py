@@ -2,6 +2,7 @@
 errors of a bad array or a failing Updater, with exact values on every rank."""
 import sys
 import threading
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -141,15 +142,25 @@ class Failing(synk.Updater):
         raise RuntimeError("no update today")
 
 
-def test_an_updater_that_raises_fails_every_rank(comm):
-    kv = synk.KeyValue(comm, Failing())
+class Keeping(synk.Updater):
+    def update(self, key, grad, weights):
+        weights += grad
+        self.last_grad = grad  # a view of synk's memory, kept past the call
+
+
+@pytest.mark.parametrize("updater, words", [
+    (Failing, "no update today"),
+    (Keeping, "kept a reference to grad, a view of synk's memory that is valid during the call "
+              "only: keep a copy (grad.copy()) instead")])
+def test_an_updater_that_raises_fails_every_rank(comm, updater, words):
+    kv = synk.KeyValue(comm, updater())
     kv.init_key(1, np.ones(2))
     a = np.ones(2)
     with pytest.raises(synk.Error) as got:  # in push itself on 1 rank, in pull_wait on more
         kv.push(1, a)
         kv.pull(1, a)
         kv.pull_wait(1)
-    assert "no update today" in str(got.value)  # the non-owners' message has the owner's words
+    assert words in str(got.value)  # the non-owners' message has the owner's words
     if comm.rank != kv.owner(1):
         assert isinstance(got.value, synk.Remote)
     del kv  # the destructor waits for every rank, without raising
@@ -166,3 +177,72 @@ def test_a_second_pull_before_pull_wait(comm):
             kv.pull(2, np.zeros(4, np.float32))
         assert kv.pull_wait(2) is first
     np.testing.assert_array_equal(first, np.full(4, comm.size, np.float32))
+
+
+def test_a_push_taken_while_another_thread_is_in_pull_wait_keeps_its_array(comm):
+    """A thread's pull_wait of key 0 and the main thread's next push of it, taken as soon as
+    the result is in: the pull_wait let go of the new push's array (a temporary, freed and
+    reused at once) instead of its own, and the next result summed junk."""
+    n, size = comm.size, 1 << 18
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(0, np.zeros(size, np.float32))
+        for _ in range(60):
+            out = np.zeros(size, np.float32)
+            kv.pull(0, out)
+            kv.push(0, np.full(size, 1.0, np.float32))
+            waiter = threading.Thread(target=kv.pull_wait, args=(0,))
+            waiter.start()
+            while True:  # the next push, as soon as synk takes it
+                try:
+                    kv.push(0, np.full(size, 3.0, np.float32))
+                    break
+                except synk.InvalidUsage:
+                    pass
+            waiter.join()
+            junk = [np.full(size, -100.0, np.float32) for _ in range(4)]  # reuses freed memory
+            out2 = np.zeros(size, np.float32)
+            kv.pull(0, out2)
+            kv.pull_wait(0)
+            del junk
+            assert out[0] == n and (out2 == 3 * n).all(), np.unique(out2)[:5]
+
+
+def test_pull_wait_after_a_pull_whose_callback_raised_at_once(comm):
+    """The result was there (on 1 rank a push is reduced in push itself), so pull ran the
+    callback itself and raised; the pull stays open, and pull_wait returns its array."""
+    if comm.size > 1:
+        pytest.skip("on 1 rank the result is there when pull comes")
+
+    def boom():
+        raise ValueError("boom")
+
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(0, np.zeros(3, np.float32))
+        x = np.ones(3, np.float32)
+        kv.push(0, x)
+        with pytest.raises(synk.InvalidUsage, match="boom"):
+            kv.pull(0, x, callback=boom)
+        assert kv.pulling(0)
+        assert kv.pull_wait(0) is x
+        assert not kv.pulling(0)
+    np.testing.assert_array_equal(x, np.ones(3, np.float32))
+
+
+def test_with_closes_the_key_value_after_an_exception_too(comm):
+    """Rank 0 raises inside the block: leaving it closes the KeyValue on every rank, so the
+    collective after it does not wait for a rank still in its close."""
+    kv = synk.KeyValue(comm)
+    with pytest.raises(ValueError) if comm.rank == 0 else nullcontext():
+        with kv:
+            kv.init_key(0, np.zeros(2, np.float32))
+            x = np.ones(2, np.float32)
+            kv.push(0, x)
+            kv.pull(0, x)
+            kv.pull_wait(0)
+            if comm.rank == 0:
+                raise ValueError("a user's error")
+    with pytest.raises(synk.InvalidUsage, match="closed"):
+        kv.push(0, np.ones(2, np.float32))
+    total = np.ones(1, np.float32)
+    comm.all_reduce(total)
+    assert total[0] == comm.size

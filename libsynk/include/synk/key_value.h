@@ -118,6 +118,9 @@ class KeyValue {
 
   std::size_t count(int key) const;
   DataType dtype(int key) const;
+  // Whether the key has a pull that no pull_wait has ended yet (complete or not): the pull's
+  // `out` is still synk's. A pull_wait that failed has ended it; one refused at once has not.
+  bool pulling(int key) const;
   // The rank that updates the key with an Updater (keys spread over the ranks by size); -1
   // without one.
   int owner(int key) const;

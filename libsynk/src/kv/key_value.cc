@@ -33,6 +33,8 @@ DataType KeyValue::dtype(int key) const { return engine_->declared(key, "dtype")
 
 int KeyValue::owner(int key) const { return engine_->declared(key, "owner").owner; }
 
+bool KeyValue::pulling(int key) const { return engine_->pull_open(key); }
+
 void KeyValue::check_typed(int key, std::size_t count, DataType dtype, const char* op) const {
   const detail::KeySlot& k = engine_->declared(key, op);
   if (k.count != count || k.dtype != dtype) {

@@ -168,6 +168,11 @@ const KeySlot& KvEngine::declared(int key, const char* op) const {
   return const_cast<KvEngine*>(this)->slot_of(key, op);
 }
 
+bool KvEngine::pull_open(int key) const {
+  std::lock_guard lk(m_);
+  return const_cast<KvEngine*>(this)->slot_of(key, "pulling").pull_open;
+}
+
 void KvEngine::throw_if_failed_locked() {
   if (!failed_) return;
   failure_seen_ = true;

@@ -95,6 +95,7 @@ class KvEngine {
   void close_engine();  // close() from anywhere, even one of its own callbacks
   // The slot's fixed fields (count, dtype, owner); throws InvalidUsage for an unknown key.
   const KeySlot& declared(int key, const char* op) const;
+  bool pull_open(int key) const;  // KeyValue::pulling
 
  private:
   struct CycleOutcome {
