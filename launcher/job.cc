@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -102,30 +103,47 @@ class BlockedSignals {
   sigset_t set_, old_;
 };
 
-// Sends `sig` to every child of process `parent`: the number sent to. (A process's parent is
-// the field after its state in /proc/PID/stat.)
-int signal_children(pid_t parent, int sig) {
+std::string proc_file(long pid, const char* name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + name, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The live children of process `parent` (zombies left out).
+std::vector<pid_t> live_children(pid_t parent) {
+  std::vector<pid_t> out;
   DIR* proc = opendir("/proc");
-  if (proc == nullptr) return 0;
-  int sent = 0;
+  if (proc == nullptr) return out;
   while (const dirent* e = readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (*end != '\0' || pid <= 0) continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-    std::string stat;
-    std::getline(in, stat);
+    const std::string stat = proc_file(pid, "stat");
     const std::size_t close = stat.rfind(')');  // the command may hold spaces and parentheses
     char state = 0;
     long ppid = 0;
     if (close != std::string::npos &&
-        std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent &&
-        kill(static_cast<pid_t>(pid), sig) == 0) {
-      ++sent;
+        std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 &&
+        ppid == parent && state != 'Z') {
+      out.push_back(static_cast<pid_t>(pid));
     }
   }
   closedir(proc);
-  return sent;
+  return out;
+}
+
+// Sends `sig` to the ranks mpirun started on this node as mpirun does: to each rank's process
+// group (Open MPI's default), or the rank alone where it leads none. False, sending nothing,
+// where mpirun has no child or one that is not a rank (by its environment): an ssh or srun
+// starting daemons on other hosts, whose ranks only mpirun reaches.
+bool signal_local_ranks(pid_t mpirun, int sig) {
+  const std::vector<pid_t> ranks = live_children(mpirun);
+  if (ranks.empty()) return false;
+  for (pid_t r : ranks) {
+    const std::string env = '\0' + proc_file(r, "environ");
+    if (env.find(std::string("\0OMPI_COMM_WORLD_RANK=", 22)) == std::string::npos) return false;
+  }
+  for (pid_t r : ranks) kill(getpgid(r) == r ? -r : r, sig);
+  return true;
 }
 
 Clock::duration seconds(double s) {
@@ -283,10 +301,9 @@ pid_t start_terminal_sentinel(pid_t job_group, const BlockedSignals& blocked) {
 // stderr, the child's exit, a deadline), and the poll loop that waits for the next.
 class JobSupervisor {
  public:
-  JobSupervisor(pid_t child, pid_t sentinel, int sigfd, int err_read, const JobOptions& options)
+  JobSupervisor(pid_t child, pid_t sentinel, int sigfd, int err_read, double timeout_s)
       : child_(child), sentinel_(sentinel), sigfd_(sigfd), err_read_(err_read),
-        timeout_s_(options.timeout_s), one_node_(options.one_node),
-        deadline_(Clock::now() + seconds(options.timeout_s)) {}
+        timeout_s_(timeout_s), deadline_(Clock::now() + seconds(timeout_s)) {}
 
   JobResult run() {
     while (!child_done_ || pipe_open_) {
@@ -373,12 +390,10 @@ class JobSupervisor {
     }
   }
 
-  // On one node, straight to the ranks, mpirun's children (not theirs: a data loader's workers
-  // would die of it), as mpirun passes it on: an mpirun seen not to (Open MPI 4.1.6 with plm
-  // isolated) cannot lose it. Across hosts, or with no child yet, mpirun passes it on.
+  // Where every rank is mpirun's child here, straight to them, as mpirun would pass it on: an
+  // mpirun seen not to (Open MPI 4.1.6 with plm isolated) cannot lose it. Else mpirun does.
   void pass_on(int sig) {
-    if (one_node_ && signal_children(child_, sig) > 0) return;
-    kill(child_, sig);
+    if (!signal_local_ranks(child_, sig)) kill(child_, sig);
   }
 
   // Relays mpirun's stderr and reads it, line by line, for the first failing rank. Once
@@ -467,7 +482,6 @@ class JobSupervisor {
   pid_t sentinel_;  // -1: none, or it has ended
   int sigfd_, err_read_;
   double timeout_s_;
-  bool one_node_;
   Clock::time_point deadline_;
   JobResult result_;
   bool child_done_ = false, pipe_open_ = true, relay_ = true;
@@ -484,7 +498,7 @@ class JobSupervisor {
 
 }  // namespace
 
-JobResult run_job(const std::vector<std::string>& argv, const JobOptions& options) {
+JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
   BlockedSignals blocked;
   Fd sigfd(signalfd(-1, &blocked.set(), SFD_CLOEXEC));
   if (sigfd.get() < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
@@ -502,7 +516,7 @@ JobResult run_job(const std::vector<std::string>& argv, const JobOptions& option
     signal(SIGTTOU, SIG_IGN);
     tcsetpgrp(STDIN_FILENO, child);
   }
-  JobResult result = JobSupervisor(child, sentinel, sigfd.get(), err_read.get(), options).run();
+  JobResult result = JobSupervisor(child, sentinel, sigfd.get(), err_read.get(), timeout_s).run();
   if (own_tty) tcsetpgrp(STDIN_FILENO, getpgrp());
   return result;
 }

@@ -54,13 +54,8 @@ struct JobResult {
   FailureParser failure;
 };
 
-struct JobOptions {
-  double timeout_s = 0;   // <= 0: none
-  bool one_node = false;  // every rank on this host: SIGUSR1/2 go to mpirun's children
-};
-
-// Runs argv (argv[0] is looked up on PATH) and waits. On timeout, SIGTERM to the job's process
-// group, SIGKILL after a grace period, and exit_code 124.
-JobResult run_job(const std::vector<std::string>& argv, const JobOptions& options);
+// Runs argv (argv[0] is looked up on PATH) and waits. timeout_s <= 0: no timeout. On timeout,
+// SIGTERM to the job's process group, SIGKILL after a grace period, and exit_code 124.
+JobResult run_job(const std::vector<std::string>& argv, double timeout_s);
 
 }  // namespace synk::launch

@@ -261,10 +261,10 @@ std::string mapped_host(const Options& o, std::optional<int> rank) {
 }
 
 // Runs the job and says how it ended; returns synkrun's exit code.
-int run_and_report(const Options& o, const std::vector<std::string>& cmd, const JobOptions& job) {
+int run_and_report(const Options& o, const std::vector<std::string>& cmd, double timeout_s) {
   JobResult r;
   try {
-    r = run_job(cmd, job);
+    r = run_job(cmd, timeout_s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "synkrun: error: %s\n", e.what());
     return 1;
@@ -276,7 +276,7 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, const 
   }
   if (r.timed_out) {
     std::fprintf(stderr, "synkrun: the job ran out of time (--timeout %g); exit code 124\n",
-                 job.timeout_s);
+                 timeout_s);
   } else if (r.forwarded_signal) {
     // The shell convention for a job ended by a signal, whatever mpirun made of it.
     r.exit_code = 128 + *r.forwarded_signal;
@@ -301,13 +301,14 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, const 
   return r.exit_code;
 }
 
-// The files Open MPI reads its MCA parameters from: the user's, and its installation's (Debian
-// puts it in /etc/openmpi; a build of its own, beside its bin/).
+// The files Open MPI reads its MCA parameters from, the one that wins first: the user's, then
+// its installation's (Debian puts it in /etc/openmpi; a build of its own, beside its bin/).
 std::vector<std::string> mca_parameter_files(const std::string& mpirun) {
-  std::vector<std::string> files{"/etc/openmpi/openmpi-mca-params.conf"};
+  std::vector<std::string> files;
   if (const char* home = std::getenv("HOME")) {
     files.push_back(std::string(home) + "/.openmpi/mca-params.conf");
   }
+  files.push_back("/etc/openmpi/openmpi-mca-params.conf");
   std::error_code ec;  // (a relative PATH entry: from the current directory)
   const std::filesystem::path prefix =
       std::filesystem::absolute(mpirun, ec).parent_path().parent_path();
@@ -315,15 +316,17 @@ std::vector<std::string> mca_parameter_files(const std::string& mpirun) {
   return files;
 }
 
-// Why mpirun cannot reach `other_host`, or "": Open MPI is told to start ranks on this node
-// only (isolated_launcher). mpirun's own words for it, "All nodes which are allocated for this
-// job are already filled", do not say why.
-std::string isolated_error(const HostSlots* other_host, const std::string& mpirun) {
-  if (other_host == nullptr) return "";
+// Why mpirun cannot reach the job's hosts, or "": Open MPI is told to start ranks on this node
+// only (isolated_launcher) and a host is another. mpirun's own words for it, "All nodes which
+// are allocated for this job are already filled", do not say why.
+std::string isolated_error(const std::vector<HostSlots>& hosts, const std::string& mpirun) {
+  const auto other = std::find_if(hosts.begin(), hosts.end(),
+                                  [](const HostSlots& h) { return !is_this_host(h.name); });
+  if (other == hosts.end()) return "";
   const std::string where = isolated_launcher([](const char* n) { return std::getenv(n); },
                                               mca_parameter_files(mpirun));
   if (where.empty()) return "";
-  return where + " has Open MPI start ranks on this node only, and " + other_host->name +
+  return where + " has Open MPI start ranks on this node only, and " + other->name +
          " is another host: unset it (or set plm to rsh) to reach other hosts";
 }
 
@@ -368,20 +371,14 @@ int launch(Options& o, const char* argv0) {
                                        mca_parameter_files(ctx.mpirun));
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
   std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
-  const auto other = std::find_if(hosts.begin(), hosts.end(),
-                                  [](const HostSlots& h) { return !is_this_host(h.name); });
-  const HostSlots* other_host = other == hosts.end() ? nullptr : &*other;
-  if (const std::string err = isolated_error(other_host, ctx.mpirun); !err.empty()) {
+  if (const std::string err = isolated_error(hosts, ctx.mpirun); !err.empty()) {
     if (!o.dry_run) return usage_error(err);
     notes.push_back("the job would fail: " + err);
   }
 
   if (o.dry_run) return print_dry_run(o, topo, node, notes, cmd);
   for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
-  JobOptions job;
-  job.timeout_s = o.timeout_s;
-  job.one_node = !node.multi_node || (hosts_read && !hosts.empty() && other_host == nullptr);
-  return run_and_report(o, cmd, job);
+  return run_and_report(o, cmd, o.timeout_s);
 }
 
 }  // namespace

@@ -96,9 +96,10 @@ std::string isolated_launcher(const std::function<const char*(const char*)>& get
       return std::string(v) == "isolated" ? name + std::string("=isolated") : "";
     }
   }
-  for (const std::string& file : mca_files) {
+  if (getenv("OMPI_MCA_mca_base_param_files") != nullptr) return "";  // files of the user's own
+  for (const std::string& file : mca_files) {  // the first to set plm wins
     for (const auto& [name, value] : mca_file_settings(file)) {
-      if (name == "plm" && value == "isolated") return "plm = isolated in " + file;
+      if (name == "plm") return value == "isolated" ? "plm = isolated in " + file : "";
     }
   }
   return "";

@@ -41,8 +41,9 @@ bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
                        const std::vector<std::string>& mca_files);
 
 // Where Open MPI is told to start ranks on this node only ("OMPI_MCA_plm=isolated", or
-// "plm = isolated in FILE"), as some container images do; "" where it is not. mpirun then
-// reports another host as "already filled".
+// "plm = isolated in FILE"), as some container images do; "" where it is not, or where
+// OMPI_MCA_mca_base_param_files names files of the user's. `mca_files` go from the one that
+// wins. mpirun then reports another host as "already filled".
 std::string isolated_launcher(const std::function<const char*(const char*)>& getenv,
                               const std::vector<std::string>& mca_files);
 

@@ -246,8 +246,8 @@ synkrun_killed)
   # Whatever ends synkrun, the job ends with it within 2 s: SIGKILL (mpirun gets SIGTERM from
   # the kernel), SIGQUIT (a stop, as SIGTERM), SIGUSR1 and SIGUSR2 (passed on: the ranks' sleep
   # dies of it). SIGUSR1 where synkrun starts with it blocked, as a service's runner may leave
-  # it; SIGUSR2 through a fake mpirun, first on PATH, that passes no signal on (Open MPI 4.1.6
-  # with plm isolated passed none).
+  # it (mpirun must start with it unblocked); SIGUSR2 through a fake mpirun, first on PATH,
+  # that passes no signal on (Open MPI 4.1.6 with plm isolated passed none).
   # Nothing is left in TMPDIR either: the ranks read synkrun's topology from memory.
   mkdir "$work/tmp" "$work/quiet"
   # (It starts -np copies of synkrun's rank step itself, as mpirun's children, and takes
@@ -256,17 +256,17 @@ synkrun_killed)
 #!/bin/bash
 trap : USR1 USR2
 n=1
-while [ $# -gt 0 ] && [ "$1" != "$SYNKRUN" ]; do [ "$1" = -np ] && { n=$2; shift; }; shift; done
+while [ $# -gt 0 ] && [[ $1 != */synkrun ]]; do [ "$1" = -np ] && { n=$2; shift; }; shift; done
+pids=()
 for ((r = 0; r < n; r++)); do
   OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n OMPI_COMM_WORLD_LOCAL_RANK=$r \
     OMPI_COMM_WORLD_LOCAL_SIZE=$n "$@" &
+  pids+=($!)
 done
 rc=0
-while [ -n "$(jobs -pr)" ]; do
-  unset ended
-  wait -n -p ended
-  s=$?
-  [ -n "${ended-}" ] && [ "$s" != 0 ] && rc=$s
+for p in "${pids[@]}"; do  # (a wait that a trapped signal ends is made again)
+  while wait "$p"; s=$?; kill -0 "$p" 2>/dev/null; do :; done
+  [ "$s" != 0 ] && rc=$s
 done
 exit $rc
 QUIET
@@ -287,6 +287,10 @@ os.execvp(sys.argv[1], sys.argv[1:])')
     [ "$(ls "$work/pids" | wc -l)" = 2 ] || fail "SIG$sig: ranks did not start"
     mpirun_pid=$(pgrep -P "$pid" | head -1)
     [ -n "$mpirun_pid" ] || fail "SIG$sig: no mpirun under synkrun"
+    if [ "$sig" = USR1 ]; then  # synkrun started it with SIGUSR1 (bit 10) unblocked
+      blocked_mask=$(awk '/^SigBlk:/ { print $2 }' "/proc/$mpirun_pid/status")
+      (( (0x$blocked_mask & 0x200) == 0 )) || fail "SIGUSR1: mpirun starts with it blocked"
+    fi
     # (Open MPI keeps its session directory there, ompi.*; synkrun kept its topology export.)
     [ -z "$(ls "$work/tmp" | grep -v '^ompi\.')" ] ||
       fail "SIG$sig: synkrun wrote to TMPDIR: $(ls "$work/tmp")"

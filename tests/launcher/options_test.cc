@@ -275,7 +275,7 @@ TEST(MpirunCommand, DefaultSshAgentOnlyWithoutTheUsersSettings) {
 }
 
 // plm = isolated, from the environment (Open MPI 4's or 5's name) or a parameter file, where the
-// environment's value wins; a comment or another component is not it.
+// environment's value wins, then the first file's; a comment or another component is not it.
 TEST(MpirunCommand, IsolatedLauncherFromTheEnvironmentOrAFile) {
   const std::string dir = ::testing::TempDir() + "synk_isolated";
   std::filesystem::create_directories(dir);
@@ -294,6 +294,11 @@ TEST(MpirunCommand, IsolatedLauncherFromTheEnvironmentOrAFile) {
   env["OMPI_MCA_plm"] = "rsh";
   EXPECT_EQ(isolated_launcher(getenv, {dir + "/isolated.conf"}), "");
   env.erase("OMPI_MCA_plm");
+  std::ofstream(dir + "/user.conf") << "plm = rsh\n";  // the user's file wins over the system's
+  EXPECT_EQ(isolated_launcher(getenv, {dir + "/user.conf", dir + "/isolated.conf"}), "");
+  env["OMPI_MCA_mca_base_param_files"] = dir + "/isolated.conf";  // files of the user's own
+  EXPECT_EQ(isolated_launcher(getenv, {dir + "/isolated.conf"}), "");
+  env.erase("OMPI_MCA_mca_base_param_files");
   env["PRTE_MCA_plm"] = "isolated";
   EXPECT_EQ(isolated_launcher(getenv, {}), "PRTE_MCA_plm=isolated");
   std::filesystem::remove_all(dir);
