@@ -64,8 +64,9 @@ struct Arrivals {
   std::vector<std::uint64_t> reached;  // per rank: the latest comparison it said it waits in
   std::vector<int> node;               // per rank, once a comparison completed (empty before)
   std::vector<Batch> sending;          // notices whose sends are not known to be done
-  // The call whose comparison this rank gave up on (its all-gather left posted), or "": no later
-  // call can be compared (a late rank's record would complete the abandoned one).
+  // The call whose comparison this rank gave up on (a Timeout, an MPI error: its all-gather
+  // left posted), or "": no later call can be compared (a late rank's record would complete
+  // the abandoned one).
   std::string gave_up_on;
 };
 
@@ -214,13 +215,13 @@ void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
         if (announced) take_notices(st, ctx);
         if (now < give_up) return;
         note_peer_lost();
-        st.gave_up_on = describe(mine);
         throw missing_ranks_error(st, ctx, mine);
       },
       [&] {
         // The exchange is still pending: MPI may write to these later, so they are never freed.
         (void)sent.release();
         (void)all.release();
+        st.gave_up_on = describe(mine);
       });
 }
 
@@ -334,8 +335,8 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   if (!st.gave_up_on.empty()) {
     throw Error(ErrorCode::InvalidUsage,
                 std::string(to_string(a.coll)) + ": the comparison of an earlier call (" +
-                    st.gave_up_on + ") timed out, so no later call can be compared: create a "
-                                    "new communicator");
+                    st.gave_up_on + ") did not complete (a Timeout, or an MPI error), so no "
+                                    "later call can be compared: create a new communicator");
   }
   ++st.seq;
   mine.notices = st.sent;
