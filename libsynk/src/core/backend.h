@@ -46,6 +46,10 @@ inline bool has_counts(Collective c) noexcept {
 }
 // "all_reduce(count 100, float32, sum)": the fields the collective uses, for error messages.
 std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceOp op, int root);
+// "" where this process may still take `bytes` more memory, else why not ("cannot reserve N
+// bytes of memory for a node buffer: more than ..."), whatever the kernel would grant: a larger
+// mapping where it overcommits (vm.overcommit_memory=1) meets the OOM killer when touched.
+std::string node_buffer_room_error(std::size_t bytes);
 
 // Who the ranks are. Every communicator on the seam is synk's own duplicate.
 struct CommContext {

@@ -496,16 +496,27 @@ NodeBuffer Communicator::alloc(std::size_t bytes) {
 }
 
 NodeBuffer Communicator::alloc_now(std::size_t bytes) {
-  // Every rank must ask for as much (each maps the others' parts): checked on every rank, so a
-  // disagreement is an error everywhere, not a segment of the wrong size on some.
-  unsigned long long mine[2] = {bytes, ~static_cast<unsigned long long>(bytes)}, most[2] = {};
-  SYNK_CHECK_MPI(MPI_Allreduce(mine, most, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, st().ctx.comm));
+  // Every rank must ask for as much (each maps the others' parts), and have room for it: both
+  // checked on every rank, so that either is an error everywhere (KeyValue allocates in the
+  // middle of a cycle, where a rank that went on would wait for the one that threw).
+  const std::string no_room = detail::node_buffer_room_error(bytes);
+  const unsigned long long rank = static_cast<unsigned long long>(st().ctx.rank);
+  unsigned long long mine[3] = {bytes, ~static_cast<unsigned long long>(bytes),
+                                no_room.empty() ? 0 : rank + 1};
+  unsigned long long most[3] = {};
+  SYNK_CHECK_MPI(MPI_Allreduce(mine, most, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, st().ctx.comm));
   if (most[0] != bytes || most[1] != mine[1]) {
     throw Error(ErrorCode::InvalidUsage,
                 "alloc: the ranks asked for different sizes (this rank, " +
                     std::to_string(st().ctx.rank) + ", " + std::to_string(bytes) +
                     " bytes; the largest " + std::to_string(most[0]) + ", the smallest " +
                     std::to_string(~most[1]) + ")");
+  }
+  if (!no_room.empty()) throw Error(ErrorCode::System, "alloc: " + no_room);
+  if (most[2] != 0) {
+    throw Error(ErrorCode::Remote, "alloc: rank " + std::to_string(most[2] - 1) +
+                                       " cannot reserve " + std::to_string(bytes) +
+                                       " bytes of memory for a node buffer");
   }
   return st().backend->alloc(bytes);
 }

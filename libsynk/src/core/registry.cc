@@ -18,9 +18,17 @@
 
 namespace synk::detail {
 
+std::string node_buffer_room_error(std::size_t bytes) {
+  try {
+    shm::require_memory_room(bytes, "memory for a node buffer");  // the shm backend's check
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
 NodeBuffer Backend::alloc(std::size_t bytes) {
   if (bytes == 0) return {};
-  shm::require_memory_room(bytes, "memory for a node buffer");  // as on the shm backend
   // Anonymous pages: zero-filled as a new shared segment is, and like it backed only where
   // written, so that a large buffer used in part (KeyValue's fusion buffer) costs its part.
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
