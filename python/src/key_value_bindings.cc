@@ -4,6 +4,8 @@
 // KeyValue call releases it, so that thread never waits on a caller that holds it.
 #include "key_value_bindings.h"
 
+#include <cstdlib>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -141,7 +143,7 @@ class PyKeyValue {
       NoGil released;
       kv_->push(key, b.data, priority);
     }
-    pushed_[key] = a;  // synk's until this rank's pull of the key completes
+    pushed_[key].push_back(a);  // synk's until the pull_wait that ends its pull
   }
   void pull(int key, const py::array& out, int priority, const py::object& callback,
             const std::string& dtype) {
@@ -170,10 +172,6 @@ class PyKeyValue {
     }
   }
   py::object pull_wait(int key) {
-    // The array of the push this pull_wait completes: another thread's next push of the key
-    // may be taken as soon as the result is here, before this returns, and its array stays.
-    const auto pushed = pushed_.find(key);
-    const py::object completed = pushed == pushed_.end() ? py::object() : pushed->second;
     std::exception_ptr failed;
     {
       NoGil released;
@@ -184,13 +182,18 @@ class PyKeyValue {
       }
     }
     // Refused at once (no push yet, in a callback): the pull and its arrays are still synk's.
-    if (failed && pulling(key)) std::rethrow_exception(failed);
+    if (failed && pulled_.count(key) != 0 && pulling(key)) std::rethrow_exception(failed);
     const auto pulled = pulled_.find(key);
-    py::object out = pulled == pulled_.end() ? py::object(py::none()) : pulled->second;
-    if (pulled != pulled_.end()) pulled_.erase(pulled);
+    if (pulled == pulled_.end()) {  // no pull of the binding's (synk said why), or another
+      if (failed) std::rethrow_exception(failed);  // thread's pull_wait ended it meanwhile
+      return py::none();
+    }
+    py::object out = pulled->second;
+    pulled_.erase(pulled);
     callbacks_.erase(key);
-    const auto now = pushed_.find(key);
-    if (now != pushed_.end() && now->second.is(completed)) pushed_.erase(now);
+    // The pull's push goes: the oldest. The key's next push, which synk takes once the result
+    // is here (before this pull_wait, or meanwhile from another thread), stays.
+    if (auto& pushes = pushed_[key]; !pushes.empty()) pushes.pop_front();
     if (failed) std::rethrow_exception(failed);
     return out;
   }
@@ -245,13 +248,30 @@ class PyKeyValue {
 
   py::object updater_;  // keeps the Python Updater, which synk holds in C++ only, alive
   std::unique_ptr<KeyValue> kv_;
-  std::map<int, py::object> pushed_, pulled_, callbacks_;
+  std::map<int, std::deque<py::object>> pushed_;
+  std::map<int, py::object> pulled_, callbacks_;
 };
+
+// Whether the interpreter ends by an uncaught exception: Python sets sys.last_exc (3.12) or
+// sys.last_value as it prints it, before the atexit hooks (at an interactive prompt, after any).
+bool ending_by_an_exception() {
+  const py::module_ sys = py::module_::import("sys");
+  return !py::hasattr(sys, "ps1") &&
+         (py::hasattr(sys, "last_exc") || py::hasattr(sys, "last_value"));
+}
 
 // At interpreter exit, before mpi4py's MPI_Finalize (atexit runs the last registered first, and
 // the first KeyValue comes after `from mpi4py import MPI`): the last made first, as MPI_Finalize
-// would. An error is logged by the KeyValue; nothing is left to tell.
+// would. An error is logged by the KeyValue; nothing is left to tell. But a program ending by an
+// uncaught exception ends here, with Python's exit code for it: closing waits for every rank,
+// and one waiting for this rank (in pull_wait) would fail only at its SYNK_TIMEOUT.
 void close_live_key_values() {
+  if (!live_key_values.empty() && ending_by_an_exception()) {
+    for (const char* stream : {"stdout", "stderr"}) {
+      py::module_::import("sys").attr(stream).attr("flush")();
+    }
+    std::_Exit(1);
+  }
   const std::vector<PyKeyValue*> open = live_key_values;
   for (auto kv = open.rbegin(); kv != open.rend(); ++kv) {
     try {
@@ -290,16 +310,9 @@ void add_key_value(py::module_& m) {
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyKeyValue& kv, const py::object& type, const py::object&,
                           const py::object&) {
-        // Closed either way, as a file is: every rank leaves the block, and close is
-        // collective. After an exception, that one goes on, not close's.
-        if (type.is_none()) {
-          kv.close();
-          return;
-        }
-        try {
-          kv.close();
-        } catch (const std::exception&) {
-        }
+        // Not after an exception: close waits for every rank, and the others may be waiting
+        // for this one (in pull_wait), which would raise only at their SYNK_TIMEOUT.
+        if (type.is_none()) kv.close();
       });
 }
 

@@ -38,5 +38,15 @@ comm.all_reduce(x)
 if comm.rank == 0:
     raise RuntimeError("rank 0 gives up")
 comm.all_reduce(x)'
+  # With a KeyValue open, whose close at exit would wait for rank 1, waiting in pull_wait.
+  run "Python with a KeyValue" 1 -x PYTHONPATH "$program" -c '
+import numpy as np, synk
+comm = synk.Communicator()
+with synk.KeyValue(comm) as kv:
+    kv.init_key(0, np.zeros(2, np.float32))
+    x = np.ones(2, np.float32)
+    if comm.rank == 0:
+        raise RuntimeError("rank 0 gives up")
+    kv.push(0, x); kv.pull(0, x); kv.pull_wait(0)'
 fi
 echo "PASS: every job ended at once, naming rank 0"
