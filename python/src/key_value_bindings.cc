@@ -98,12 +98,27 @@ class PyKeyValue;
 // mpi4py's runs it holding the GIL, which a callback or an Updater of theirs then waits for.
 std::vector<PyKeyValue*> live_key_values;
 void close_live_key_values();
+// Set by synk's sys.excepthook, which Python calls for an exception that ends the program.
+bool uncaught_exception = false;
+
+// The hooks, with the first KeyValue: the atexit one, and sys.excepthook wrapped.
+void hook_interpreter_exit() {
+  py::module_::import("atexit").attr("register")(py::cpp_function(&close_live_key_values));
+  py::module_ sys = py::module_::import("sys");
+  const py::object previous = sys.attr("excepthook");
+  sys.attr("excepthook") = py::cpp_function(
+      [previous](py::args args) {
+        // (At an interactive prompt it shows every error, and the program goes on.)
+        if (!py::hasattr(py::module_::import("sys"), "ps1")) uncaught_exception = true;
+        previous(*args);
+      });
+}
 
 class PyKeyValue {
  public:
   PyKeyValue(Communicator& comm, const py::object& updater) : updater_(updater) {
     static const bool hooked = [] {
-      py::module_::import("atexit").attr("register")(py::cpp_function(&close_live_key_values));
+      hook_interpreter_exit();
       return true;
     }();
     (void)hooked;
@@ -252,23 +267,18 @@ class PyKeyValue {
   std::map<int, py::object> pulled_, callbacks_;
 };
 
-// Whether the interpreter ends by an uncaught exception: Python sets sys.last_exc (3.12) or
-// sys.last_value as it prints it, before the atexit hooks (at an interactive prompt, after any).
-bool ending_by_an_exception() {
-  const py::module_ sys = py::module_::import("sys");
-  return !py::hasattr(sys, "ps1") &&
-         (py::hasattr(sys, "last_exc") || py::hasattr(sys, "last_value"));
-}
-
 // At interpreter exit, before mpi4py's MPI_Finalize (atexit runs the last registered first, and
 // the first KeyValue comes after `from mpi4py import MPI`): the last made first, as MPI_Finalize
 // would. An error is logged by the KeyValue; nothing is left to tell. But a program ending by an
 // uncaught exception ends here, with Python's exit code for it: closing waits for every rank,
 // and one waiting for this rank (in pull_wait) would fail only at its SYNK_TIMEOUT.
 void close_live_key_values() {
-  if (!live_key_values.empty() && ending_by_an_exception()) {
+  if (!live_key_values.empty() && uncaught_exception) {
     for (const char* stream : {"stdout", "stderr"}) {
-      py::module_::import("sys").attr(stream).attr("flush")();
+      try {
+        py::module_::import("sys").attr(stream).attr("flush")();
+      } catch (const py::error_already_set&) {  // (a stream closed, or None)
+      }
     }
     std::_Exit(1);
   }
