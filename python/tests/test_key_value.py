@@ -189,6 +189,18 @@ def push_when_taken(kv, key, a):
             assert time.monotonic() < give_up, "the next push was never taken"
 
 
+def assert_the_next_push_is_reduced(kv, out, n):
+    """After the pull_wait of key 0's pull into `out` (1 from each of n ranks), the key's next
+    push (3 from each) was a temporary: memory is reused, where a freed push's array would
+    now hold -100s, and the next result must still be 3 n."""
+    junk = [np.full(out.size, -100.0, np.float32) for _ in range(4)]
+    out2 = np.zeros(out.size, np.float32)
+    kv.pull(0, out2)
+    kv.pull_wait(0)
+    del junk
+    assert out[0] == n and (out2 == 3 * n).all(), np.unique(out2)[:5]
+
+
 def test_a_push_taken_while_another_thread_is_in_pull_wait_keeps_its_array(comm):
     """A thread's pull_wait of key 0 and the main thread's next push of it, taken as soon as
     the result is in: the pull_wait let go of the new push's array (a temporary, freed and
@@ -204,12 +216,7 @@ def test_a_push_taken_while_another_thread_is_in_pull_wait_keeps_its_array(comm)
             waiter.start()
             push_when_taken(kv, 0, np.full(size, 3.0, np.float32))
             waiter.join()
-            junk = [np.full(size, -100.0, np.float32) for _ in range(4)]  # reuses freed memory
-            out2 = np.zeros(size, np.float32)
-            kv.pull(0, out2)
-            kv.pull_wait(0)
-            del junk
-            assert out[0] == n and (out2 == 3 * n).all(), np.unique(out2)[:5]
+            assert_the_next_push_is_reduced(kv, out, n)
 
 
 def test_pull_wait_after_a_pull_whose_callback_raised_at_once(comm):
@@ -247,9 +254,4 @@ def test_the_next_push_made_before_pull_wait_keeps_its_array(comm):
             assert delivered.wait(30)
             push_when_taken(kv, 0, np.full(size, 3.0, np.float32))  # before pull_wait
             assert kv.pull_wait(0) is out
-            junk = [np.full(size, -100.0, np.float32) for _ in range(4)]  # reuses freed memory
-            out2 = np.zeros(size, np.float32)
-            kv.pull(0, out2)
-            kv.pull_wait(0)
-            del junk
-            assert out[0] == n and (out2 == 3 * n).all(), np.unique(out2)[:5]
+            assert_the_next_push_is_reduced(kv, out, n)
