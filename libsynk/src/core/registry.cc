@@ -19,12 +19,7 @@
 namespace synk::detail {
 
 std::string node_buffer_room_error(std::size_t bytes) {
-  try {
-    shm::require_memory_room(bytes, "memory for a node buffer");  // the shm backend's check
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
+  return shm::memory_room_error(bytes, "memory for a node buffer");  // the shm backend's check
 }
 
 NodeBuffer Backend::alloc(std::size_t bytes) {

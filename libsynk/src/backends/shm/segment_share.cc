@@ -47,7 +47,8 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
         out.segment = Segment::create_anonymous(bytes);
         offer.handle = out.segment.handle();
       } else {
-        require_memory_room(bytes, "shared memory");
+        const std::string no_room = memory_room_error(bytes, "shared memory");
+        if (!no_room.empty()) throw Error(ErrorCode::System, no_room);
         out.segment = Segment::create(bytes);
       }
       offer.kind = kind;
@@ -174,13 +175,13 @@ std::uint64_t named_segment_limit(const std::string& meminfo, std::uint64_t cgro
   return std::min(*available + swap, cgroup_room);
 }
 
-void require_memory_room(std::uint64_t bytes, const std::string& what) {
+std::string memory_room_error(std::uint64_t bytes, const std::string& what) {
   const std::uint64_t limit = named_segment_limit();
-  if (bytes <= limit) return;
-  throw Error(ErrorCode::System, "cannot reserve " + std::to_string(bytes) + " bytes of " + what +
-                                     ": more than the " + std::to_string(limit) +
-                                     " bytes of memory this process may still take "
-                                     "(MemAvailable and SwapFree, or its cgroup's room)");
+  if (bytes <= limit) return "";
+  return "cannot reserve " + std::to_string(bytes) + " bytes of " + what + ": more than the " +
+         std::to_string(limit) +
+         " bytes of memory this process may still take (MemAvailable and SwapFree, or its "
+         "cgroup's room)";
 }
 
 std::uint64_t named_segment_limit() {

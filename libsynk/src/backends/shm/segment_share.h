@@ -50,10 +50,10 @@ std::uint64_t anonymous_segment_limit(const std::string& meminfo, std::uint64_t 
 std::uint64_t named_segment_limit();
 // The same from the text of /proc/meminfo and the room the cgroups leave.
 std::uint64_t named_segment_limit(const std::string& meminfo, std::uint64_t cgroup_room);
-// Throws ErrorCode::System ("cannot reserve N bytes of `what`...") where `bytes` is more than
-// named_segment_limit(): a request larger than memory is an error when it is made, also where
-// the kernel overcommits (vm.overcommit_memory=1) and would kill the process later instead.
-void require_memory_room(std::uint64_t bytes, const std::string& what);
+// "cannot reserve N bytes of `what`: ..." where `bytes` is more than named_segment_limit(), else
+// "": a request larger than memory is an error when it is made, also where the kernel
+// overcommits (vm.overcommit_memory=1) and would kill the process later instead.
+std::string memory_room_error(std::uint64_t bytes, const std::string& what);
 // The least room (limit minus usage) of a process's memory cgroup and its ancestors, or
 // UINT64_MAX for no limit, with `self_cgroup` the text of /proc/<pid>/cgroup and `root` where the
 // cgroup file systems are mounted (v2 memory.max and memory.current; v1 memory.limit_in_bytes
