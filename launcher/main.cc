@@ -319,12 +319,12 @@ std::vector<std::string> mca_parameter_files(const std::string& mpirun) {
 // Why mpirun cannot reach the job's hosts, or "": Open MPI is told to start ranks on this node
 // only (isolated_launcher) and a host is another. mpirun's own words for it, "All nodes which
 // are allocated for this job are already filled", do not say why.
-std::string isolated_error(const std::vector<HostSlots>& hosts, const std::string& mpirun) {
+std::string isolated_error(const std::vector<HostSlots>& hosts,
+                           const std::vector<std::string>& mca_files) {
   const auto other = std::find_if(hosts.begin(), hosts.end(),
                                   [](const HostSlots& h) { return !is_this_host(h.name); });
   if (other == hosts.end()) return "";
-  const std::string where = isolated_launcher([](const char* n) { return std::getenv(n); },
-                                              mca_parameter_files(mpirun));
+  const std::string where = isolated_launcher(std::getenv, mca_files);
   if (where.empty()) return "";
   return where + " has Open MPI start ranks on this node only, and " + other->name +
          " is another host: unset it (or set plm to rsh) to reach other hosts";
@@ -366,12 +366,11 @@ int launch(Options& o, const char* argv0) {
   ctx.as_root = geteuid() == 0;
   ctx.oversubscribe = !node.multi_node && node.nranks > static_cast<int>(topo.cores.size());
   ctx.synk_env = synk_variables(environ);
-  ctx.ssh_defaults = node.multi_node &&
-                     default_ssh_agent([](const char* n) { return std::getenv(n); },
-                                       mca_parameter_files(ctx.mpirun));
+  const std::vector<std::string> mca_files = mca_parameter_files(ctx.mpirun);
+  ctx.ssh_defaults = node.multi_node && default_ssh_agent(std::getenv, mca_files);
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
   std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
-  if (const std::string err = isolated_error(hosts, ctx.mpirun); !err.empty()) {
+  if (const std::string err = isolated_error(hosts, mca_files); !err.empty()) {
     if (!o.dry_run) return usage_error(err);
     notes.push_back("the job would fail: " + err);
   }
