@@ -1,6 +1,7 @@
 // See report.h.
 #include "report.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -36,6 +37,35 @@ bool is_launcher(const std::string& comm) {
   return false;
 }
 
+// Whether a bar is on screen, for the signal handler below.
+volatile sig_atomic_t bar_drawn = 0;
+
+constexpr char kEraseLine[] = "\r\033[K";
+
+// Ctrl-C reaches the ranks as SIGINT or SIGTERM (mpirun's relay): erase the bar so that
+// synkrun's closing line does not run on after it, then end as the signal would have.
+void erase_bar_and_die(int sig) {
+  if (bar_drawn) {
+    ssize_t ignored = write(STDOUT_FILENO, kEraseLine, sizeof kEraseLine - 1);
+    (void)ignored;
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void erase_bar_on_interrupt() {
+  struct sigaction action = {};
+  action.sa_handler = erase_bar_and_die;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction previous = {};
+    // A handler the program or MPI installed keeps its place.
+    if (sigaction(sig, nullptr, &previous) == 0 && previous.sa_handler == SIG_DFL) {
+      sigaction(sig, &action, nullptr);
+    }
+  }
+}
+
 }  // namespace
 
 bool stdout_is_terminal() {
@@ -57,6 +87,7 @@ bool stdout_is_terminal() {
 Report::Report(std::string json_path, bool progress_bar)
     : json_path_(std::move(json_path)), bar_(progress_bar) {
   if (!json_path_.empty()) write_json();  // fail before training, not after it
+  if (bar_) erase_bar_on_interrupt();
 }
 
 void Report::progress(int epoch, std::size_t step, std::size_t steps) {
@@ -65,6 +96,7 @@ void Report::progress(int epoch, std::size_t step, std::size_t steps) {
   const int filled = static_cast<int>(step * kWidth / steps);
   if (filled == last_width_ && step != steps) return;  // redraw only when the bar moves
   last_width_ = filled;
+  bar_drawn = 1;
   std::printf("\repoch %3d [%s%s] %zu/%zu", epoch,
               std::string(static_cast<std::size_t>(filled), '=').c_str(),
               std::string(static_cast<std::size_t>(kWidth - filled), ' ').c_str(), step, steps);
@@ -73,9 +105,10 @@ void Report::progress(int epoch, std::size_t step, std::size_t steps) {
 
 void Report::clear_progress() {
   if (bar_ && last_width_ >= 0) {
-    std::printf("\r\033[K");
+    std::printf("%s", kEraseLine);
     std::fflush(stdout);
   }
+  bar_drawn = 0;
   last_width_ = -1;
 }
 
