@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "example_cli.h"
 #include "synk/synk.h"
 
 namespace {
@@ -41,7 +42,14 @@ std::string affinity() {
 
 }  // namespace
 
-int main() {
+// What --help says.
+constexpr const char* kAbout =
+    "Each rank prints who and where it is (rank, host, cores, as synkrun placed it) and the "
+    "result of one all_reduce. Run: synkrun -np 2 build/bin/hello";
+
+int main(int argc, char** argv) {
+  const int code = synk_example::parse_no_options(argc, argv, "hello", kAbout);
+  if (code >= 0) return code;  // --help or a bad argument
   try {
     synk::Communicator comm;
     char host[256] = {};

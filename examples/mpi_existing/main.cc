@@ -7,9 +7,18 @@
 #include <cstdio>
 #include <vector>
 
+#include "example_cli.h"
 #include "synk/synk.h"
 
+// What --help says.
+constexpr const char* kAbout =
+    "An existing MPI program that splits MPI_COMM_WORLD in two halves, gives one half's "
+    "communicator to synk and checks synk's all_reduce against MPI_Allreduce. Run: synkrun "
+    "-np 4 build/bin/mpi_existing";
+
 int main(int argc, char** argv) {
+  const int code = synk_example::parse_no_options(argc, argv, "mpi_existing", kAbout);
+  if (code >= 0) return code;  // --help or a bad argument
   MPI_Init(&argc, &argv);  // the program owns MPI; synk must neither init nor finalize it
   int world_rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "synk/key_value.h"
+#include "example_cli.h"
 #include "synk/synk.h"
 
 namespace {
@@ -130,7 +131,15 @@ bool update_on_owner(synk::Communicator& comm) {
 
 }  // namespace
 
-int main() {
+// What --help says.
+constexpr const char* kAbout =
+    "mshadow-ps's walkthrough on synk::KeyValue: push and pull by key, then an update (SGD) "
+    "on each key's owner; every rank checks the sums and weights it pulled (exit 0 when all "
+    "are right). Run: synkrun -np 2 build/bin/push_pull";
+
+int main(int argc, char** argv) {
+  const int code = synk_example::parse_no_options(argc, argv, "push_pull", kAbout);
+  if (code >= 0) return code;  // --help or a bad argument
   try {
     synk::Communicator comm;
     if (comm.rank() == 0) std::printf("push_pull: %d rank(s)\n", comm.size());

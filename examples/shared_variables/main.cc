@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "example_cli.h"
 #include "synk/synk.h"
 
 namespace {
@@ -28,7 +29,15 @@ std::string fmt(const std::vector<float>& v, std::size_t row = 0) {
 
 }  // namespace
 
-int main() {
+// What --help says.
+constexpr const char* kAbout =
+    "The Synkhronos walkthrough: a Shared variable, a Data held once per node and a Function "
+    "run SPMD, then driven by the master alone. Needs 2 or more ranks. Run: synkrun -np 2 "
+    "build/bin/shared_variables";
+
+int main(int argc, char** argv) {
+  const int code = synk_example::parse_no_options(argc, argv, "shared_variables", kAbout);
+  if (code >= 0) return code;  // --help or a bad argument
   try {
     synk::Communicator comm;
     if (comm.size() < 2) {

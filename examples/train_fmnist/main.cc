@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dataset.h"
+#include "example_cli.h"
 #include "idx_reader.h"
 #include "report.h"
 #include "synk/synk.h"
@@ -38,14 +39,7 @@ struct Options {
   std::string device = "cpu";
 };
 
-// This process's rank as its launcher says, before MPI starts: errors in the command line are
-// printed by rank 0 only (every rank parses the same arguments and fails the same way).
-int launcher_rank() {
-  for (const char* name : {"SYNK_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
-    if (const char* v = std::getenv(name)) return std::atoi(v);
-  }
-  return 0;
-}
+using synk_example::launcher_rank;
 
 // A check for a float option: a number for which in_range holds, else "the NAME must be a
 // number BOUNDS, not TEXT". By hand, since CLI::Range and CLI::PositiveNumber let nan through
@@ -135,15 +129,9 @@ int parse(int argc, char** argv, Options& o) {
       "Exit status: 0 success; 1 failure while training; 2 bad command line, missing or "
       "corrupt data, or an unavailable backend; 3 the training loss became NaN or infinite "
       "(the run stops at the first such step, on every rank; a lower --lr may help).");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {  // --help
-      if (launcher_rank() == 0) app.exit(e);
-      return 0;
-    }
-    if (launcher_rank() == 0) std::fprintf(stderr, "train_fmnist: %s (see --help)\n", e.what());
-    return kExitUsage;
+  if (const int code = synk_example::parse_command_line(app, argc, argv, "train_fmnist");
+      code >= 0) {
+    return code;
   }
   if (o.lr == 0) o.lr = o.optimizer == "adam" ? 0.001f : 0.1f;
   if (o.overlap && o.device == "cuda") {
