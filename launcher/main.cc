@@ -120,6 +120,7 @@ std::string discover_topology(Options& o, NodeTopology& topo, TopologyExport& ex
   std::unique_ptr<Hwloc> hw;
   try {
     TopologySource src;
+    src.within_binding = true;  // taskset -c 1 synkrun ...: the ranks stay on CPU 1
     if (!o.topology.empty()) src = {TopologySource::Kind::xml_file, o.topology, false};
     hw = std::make_unique<Hwloc>(src);
     topo = hw->extract();
@@ -197,9 +198,10 @@ std::vector<std::string> plan_notes(const Options& o, const NodeTopology& topo,
                                     const NodePlan& node, const MpirunContext& ctx) {
   std::vector<std::string> notes = node.plan.notes;
   if (ctx.oversubscribe) {
+    const std::size_t cores = topo.cores.size();
     notes.insert(notes.begin(), std::to_string(node.nranks) + " ranks on " +
-                                    std::to_string(topo.cores.size()) +
-                                    " cores: oversubscribing (mpirun --oversubscribe)");
+                                    std::to_string(cores) + (cores == 1 ? " core" : " cores") +
+                                    ": oversubscribing (mpirun --oversubscribe)");
   }
   if (node.rank_per_slot) {
     notes.push_back("no -np with -H or --hostfile: one rank per slot of the hosts (mpirun's rule); "

@@ -92,6 +92,8 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
   app.add_option("--node-topology", o.node_topology, "internal: HOST=FILE.xml")->group("");
   app.add_option("--node-slots", o.node_slots, "internal: host:slots,... as mpirun maps them")
       ->group("");
+  app.add_flag("--plan-shown", o.plan_shown, "internal: the node's plan notes were shown")
+      ->group("");
   app.footer(
       "Each rank gets SYNK_RANK, SYNK_WORLD_SIZE, SYNK_LOCAL_RANK, SYNK_LOCAL_SIZE,\n"
       "SYNK_NODE_RANK, SYNK_GPU, SYNK_CPUS, CUDA_DEVICE_ORDER=PCI_BUS_ID and\n"
@@ -165,6 +167,25 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// Options of synkrun's own launch have no meaning on a rank that another launcher started.
+std::string rank_step_error(const Options& o, const Raw& raw) {
+  if (o.dry_run || o.json) {
+    return std::string(o.dry_run ? "--dry-run" : "--json") +
+           " has no meaning with --rank-step, which runs PROGRAM (synkrun --dry-run without "
+           "--rank-step shows the plan)";
+  }
+  const char* given = raw.np_given            ? "-np"
+                      : !o.hosts.empty()      ? "-H"
+                      : !o.hostfile.empty()   ? "--hostfile"
+                      : !raw.exports.empty()  ? "-x"
+                      : !raw.timeout.empty()  ? "--timeout"
+                                              : nullptr;
+  if (given == nullptr) return "";
+  return std::string(given) +
+         " has no meaning with --rank-step: the launcher that started this rank (srun, mpirun) "
+         "sets the ranks, their hosts, environment and time limit";
+}
+
 std::string finish(Options& o, const Raw& raw) {
   if (raw.np_given) {
     o.np = parse_count(raw.np, kMaxRanks);
@@ -232,6 +253,9 @@ std::string finish(Options& o, const Raw& raw) {
              seconds_text(kMaxTimeoutSeconds) + " s; 0 means no time limit";
     }
     o.timeout_s = t;
+  }
+  if (o.rank_step) {
+    if (std::string err = rank_step_error(o, raw); !err.empty()) return err;
   }
   if (o.json && !o.dry_run) return "--json goes with --dry-run";
   // Ranks bind to the cores that file describes: on this machine they may not exist.
@@ -341,6 +365,8 @@ std::vector<std::string> rank_step_args(const Options& o) {
   if (!o.topology.empty()) a.insert(a.end(), {"--topology", o.topology});
   if (!o.node_topology.empty()) a.insert(a.end(), {"--node-topology", o.node_topology});
   if (!o.node_slots.empty()) a.insert(a.end(), {"--node-slots", o.node_slots});
+  // Without hosts synkrun plans this node before the start and shows the notes itself.
+  if (o.hosts.empty() && o.hostfile.empty()) a.push_back("--plan-shown");
   if (o.report_bindings) a.push_back("--report-bindings");
   a.push_back("--");
   a.insert(a.end(), o.program.begin(), o.program.end());

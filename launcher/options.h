@@ -27,6 +27,8 @@ struct Options {
                                      // as the launching synkrun saw it, for ranks on HOST
   std::string node_slots;            // internal: "host:slots,..." in mpirun's mapping order,
                                      // for each rank's SYNK_NODE_RANK (hosts.h)
+  bool plan_shown = false;           // internal: the launching synkrun showed this node's
+                                     // plan notes, so its rank steps do not
   std::vector<std::string> program;  // PROGRAM and its arguments
 };
 

@@ -84,54 +84,113 @@ std::optional<int> slurm_tasks_on_node(const std::string& text, int node) {
   return std::nullopt;
 }
 
+namespace {
+
+// One launcher's variables for a rank's place: its local rank (whose presence names the
+// launcher), rank, size and local size. Slurm gives the local size per node instead.
+struct LauncherVariables {
+  const char* source;
+  const char* local_rank;
+  const char* rank;
+  const char* size;
+  const char* local_size;  // nullptr: Slurm's task counts per node
+};
+
+// In the order tried: under mpirun inside a Slurm allocation a rank has both Open MPI's
+// variables and those srun gave mpirun's daemon, and Open MPI's are the rank's own.
+constexpr LauncherVariables kLaunchers[] = {
+    {"openmpi", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"hydra", "MPI_LOCALRANKID", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"},
+    {"slurm", "SLURM_LOCALID", "SLURM_PROCID", "SLURM_NTASKS", nullptr},
+    {"pmi", "PMI_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "PMI_LOCAL_SIZE"},
+};
+
+// Variables of launchers the rank step cannot read: with one of them set, every rank would
+// think itself rank 0 of 1 and take the same GPU and cores.
+constexpr const char* kForeignRankVariables[] = {"PMIX_RANK", "FLUX_TASK_RANK", "LOCAL_RANK",
+                                                 "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                                 "SLURM_PROCID"};
+
+// The whole number in variable `name`; throws naming the variable when it is unset or not one.
+int required_number(const GetEnv& get, const char* name, const std::string& source) {
+  const char* text = get(name);
+  if (text == nullptr) {
+    throw std::runtime_error("the " + source + " launcher set a local rank but not " + name);
+  }
+  const auto value = to_int(text);
+  if (!value) {
+    throw std::runtime_error(std::string(name) + "=\"" + text + "\" is not a whole number");
+  }
+  return *value;
+}
+
+// Slurm's task count on node `node`: from SLURM_STEP_TASKS_PER_NODE (the step's), else
+// SLURM_TASKS_PER_NODE (the job's).
+int slurm_local_size(const GetEnv& get, int node) {
+  const char* name = "SLURM_STEP_TASKS_PER_NODE";
+  const char* text = get(name);
+  if (text == nullptr || *text == '\0') {
+    name = "SLURM_TASKS_PER_NODE";
+    text = get(name);
+  }
+  if (text == nullptr) {
+    throw std::runtime_error(
+        "the slurm launcher set a local rank but neither SLURM_STEP_TASKS_PER_NODE nor "
+        "SLURM_TASKS_PER_NODE");
+  }
+  const auto count = slurm_tasks_on_node(text, node);
+  if (!count) {
+    throw std::runtime_error(std::string(name) + "=\"" + text + "\" gives no task count for node " +
+                             std::to_string(node) + " (SLURM_NODEID)");
+  }
+  return *count;
+}
+
+}  // namespace
+
 RankEnv read_rank_env(const GetEnv& get) {
   RankEnv e;
-  auto num = [&](const char* name) { return to_int(get(name)); };
-  std::optional<int> rank, size, local, local_size, node;
-  if ((local = num("OMPI_COMM_WORLD_LOCAL_RANK"))) {
-    e.source = "openmpi";
-    rank = num("OMPI_COMM_WORLD_RANK");
-    size = num("OMPI_COMM_WORLD_SIZE");
-    local_size = num("OMPI_COMM_WORLD_LOCAL_SIZE");
-  } else if ((local = num("MPI_LOCALRANKID"))) {
-    e.source = "hydra";
-    rank = num("PMI_RANK");
-    size = num("PMI_SIZE");
-    local_size = num("MPI_LOCALNRANKS");
-  } else if ((local = num("SLURM_LOCALID"))) {
-    e.source = "slurm";
-    rank = num("SLURM_PROCID");
-    size = num("SLURM_NTASKS");
-    node = num("SLURM_NODEID");
-    const char* per_node = get("SLURM_STEP_TASKS_PER_NODE");
-    if (per_node == nullptr) per_node = get("SLURM_TASKS_PER_NODE");
-    if (per_node != nullptr && node) local_size = slurm_tasks_on_node(per_node, *node);
-  } else if ((local = num("PMI_LOCAL_RANK"))) {
-    e.source = "pmi";
-    rank = num("PMI_RANK");
-    size = num("PMI_SIZE");
-    local_size = num("PMI_LOCAL_SIZE");
-  } else {
-    e.source = "none";
+  const LauncherVariables* found = nullptr;
+  for (const LauncherVariables& l : kLaunchers) {
+    if (get(l.local_rank) != nullptr) {
+      found = &l;
+      break;
+    }
+  }
+  if (found == nullptr) {
+    for (const char* name : kForeignRankVariables) {
+      if (get(name) != nullptr) {
+        throw std::runtime_error(
+            std::string(name) + " is set, but not the local rank of a launcher synkrun reads "
+            "(OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID, PMI_LOCAL_RANK): "
+            "every rank would take the first GPU and the same cores");
+      }
+    }
+    e.source = "none";  // a single process started by hand
     return e;
   }
-  if (!rank || !size || !local_size) {
-    throw std::runtime_error("the " + e.source +
-                             " launcher set a local rank but not the rank, size and local size");
+  e.source = found->source;
+  e.local_rank = required_number(get, found->local_rank, e.source);
+  e.rank = required_number(get, found->rank, e.source);
+  e.world_size = required_number(get, found->size, e.source);
+  std::optional<int> node;
+  if (found->local_size != nullptr) {
+    e.local_size = required_number(get, found->local_size, e.source);
+  } else {
+    node = required_number(get, "SLURM_NODEID", e.source);
+    e.local_size = slurm_local_size(get, *node);
   }
-  e.rank = *rank;
-  e.world_size = *size;
-  e.local_rank = *local;
-  e.local_size = *local_size;
   if (e.local_rank < 0 || e.local_rank >= e.local_size || e.rank < 0 || e.rank >= e.world_size ||
-      e.local_size > e.world_size) {
+      e.local_size > e.world_size || (node && *node < 0)) {
     throw std::runtime_error("inconsistent layout from " + e.source + ": rank " +
                              std::to_string(e.rank) + " of " + std::to_string(e.world_size) +
                              ", local rank " + std::to_string(e.local_rank) + " of " +
                              std::to_string(e.local_size));
   }
-  // Slurm numbers its nodes. mpirun does not: with its default by-slot mapping, a node's ranks
-  // are consecutive, so this is exact when every node runs as many ranks as this one.
+  // Slurm numbers its nodes. mpirun does not: under its default by-slot mapping (synkrun's) a
+  // node's ranks are consecutive, so this is exact when every node runs as many ranks as this
+  // one; under --map-by node it is not.
   e.node_rank = node ? *node : (e.rank - e.local_rank) / e.local_size;
   return e;
 }
@@ -161,22 +220,51 @@ TopologySource rank_topology_source(const Options& o) {
   return {};
 }
 
+// Whether the launcher bound this rank to fewer CPUs than the node offers (srun --cpu-bind,
+// taskset): all the PUs of the node's cores against the rank's affinity.
+bool bound_narrower(const NodeTopology& topo, const std::vector<unsigned>& affinity) {
+  std::size_t pus = 0;
+  for (const Core& c : topo.cores) pus += c.pus.size();
+  return !affinity.empty() && affinity.size() < pus;
+}
+
+// Where this rank runs: its share of the node's plan, and the node.
+struct Placement {
+  RankPlan me;
+  NodeTopology topo;
+  bool launcher_bound = false;  // srun's binding kept (the plan's CPUs not used)
+};
+
 // Plans the node as every rank of it does, and binds this rank to its CPUs (and NUMA node).
 // Throws PlanError (the same on every rank of the node) or another error.
-RankPlan plan_and_bind(const Options& o, const RankEnv& env, const std::string& who,
-                       NodeTopology& topo) {
+Placement plan_and_bind(const Options& o, const RankEnv& env, const std::string& who) {
+  Placement out;
   Hwloc hw(rank_topology_source(o));
-  topo = hw.extract();
+  NodeTopology& topo = out.topo = hw.extract();
+  // The rule of synkrun's own launch: the ranks' GPUs replace an inherited list. Each rank
+  // says it, as srun may give each task a list of its own.
+  const std::string visible =
+      inherited_visible_devices_error(std::getenv("CUDA_VISIBLE_DEVICES"), topo, o.plan);
+  if (!visible.empty()) throw std::runtime_error(visible);
   const Plan plan = make_plan(topo, env.local_size, o.plan);
-  // With -H or --hostfile no node's plan was shown before the start (only this one knows its
-  // GPUs and its share of the ranks): its notes, ranks left without a GPU among them, come here.
-  if (!o.node_slots.empty() && env.local_rank == 0) {
+  // Unless the launching synkrun showed this node's plan before the start (one host), nobody
+  // saw it: its notes, ranks left without a GPU among them, come here.
+  if (!o.plan_shown && env.local_rank == 0) {
     for (const std::string& note : plan.notes) {
       std::fprintf(stderr, "%s: note: %s\n", who.c_str(), note.c_str());
     }
   }
-  RankPlan me = plan.ranks[static_cast<std::size_t>(env.local_rank)];
-  if (me.cpus.empty()) return me;
+  RankPlan& me = out.me = plan.ranks[static_cast<std::size_t>(env.local_rank)];
+  if (me.cpus.empty()) return out;
+  // srun binds each task by its own rules (--cpu-bind) within the job's CPUs, which the
+  // node's topology does not show: its binding stands.
+  if (env.source == "slurm" && o.topology.empty() && bound_narrower(topo, current_affinity())) {
+    me.cpus.clear();
+    me.numa.reset();
+    me.shared = false;
+    out.launcher_bound = true;
+    return out;
+  }
   const std::optional<unsigned> numa = topo.numas.size() > 1 ? me.numa : std::nullopt;
   // This machine, discovered or exported by the launcher: bind through it; a machine read from
   // --topology is not this one, whose own topology binds.
@@ -186,7 +274,7 @@ RankPlan plan_and_bind(const Options& o, const RankEnv& env, const std::string& 
   if (!warning.empty() && o.report_bindings) {
     std::fprintf(stderr, "%s: note: %s\n", who.c_str(), warning.c_str());
   }
-  return me;
+  return out;
 }
 
 // SYNK_RANK and the rest of the contract (README), CUDA's device order and visible devices
@@ -208,8 +296,9 @@ void export_rank_env(const RankEnv& env, const RankPlan& me, const NodeTopology&
 }
 
 // --report-bindings: one line a rank.
-void report_binding(const RankEnv& env, const RankPlan& me, const NodeTopology& topo,
-                    const std::string& cpus) {
+void report_binding(const RankEnv& env, const Placement& place, const std::string& cpus) {
+  const RankPlan& me = place.me;
+  const NodeTopology& topo = place.topo;
   std::string gpu = "-";
   if (!me.gpus.empty()) {
     gpu.clear();
@@ -223,7 +312,9 @@ void report_binding(const RankEnv& env, const RankPlan& me, const NodeTopology& 
   std::fprintf(stderr, "synkrun: host %s rank %d local rank %d: gpu %s, cpus %s, numa %s%s\n",
                host_name().c_str(), env.rank, env.local_rank, gpu.c_str(),
                cpus.empty() ? "?" : cpus.c_str(), numa.c_str(),
-               me.shared ? " (cores shared with other ranks)" : "");
+               place.launcher_bound ? " (srun's binding)"
+               : me.shared          ? " (cores shared with other ranks)"
+                                    : "");
 }
 
 }  // namespace
@@ -242,10 +333,9 @@ int run_rank_step(const Options& o) {
     std::fprintf(stderr, "%s: missing PROGRAM\n", who.c_str());
     return 2;
   }
-  RankPlan me;
-  NodeTopology topo;
+  Placement place;
   try {
-    me = plan_and_bind(o, env, who, topo);
+    place = plan_and_bind(o, env, who);
   } catch (const PlanError& ex) {
     // Every rank of the node makes the same plan: one line for the node, not one per rank.
     if (env.local_rank == 0) std::fprintf(stderr, "%s: %s\n", who.c_str(), ex.what());
@@ -255,8 +345,8 @@ int run_rank_step(const Options& o) {
     return 2;
   }
   const std::string cpus = format_list(current_affinity());
-  export_rank_env(env, me, topo, cpus);
-  if (o.report_bindings) report_binding(env, me, topo, cpus);
+  export_rank_env(env, place.me, place.topo, cpus);
+  if (o.report_bindings) report_binding(env, place, cpus);
 
   // Open MPI puts each rank in a process group of its own, so a signal to mpirun's group does
   // not reach it, and a rank whose mpirun (or orted) was killed lived on as an orphan. The

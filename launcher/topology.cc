@@ -171,6 +171,9 @@ Hwloc::Hwloc(const TopologySource& source) {
     }
   } else if (source.kind == TopologySource::Kind::synthetic) {
     rc = hwloc_topology_set_synthetic(t, source.text.c_str());
+  } else if (source.within_binding) {
+    rc = hwloc_topology_set_flags(
+        t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM | HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING);
   }
   if (rc == 0) rc = hwloc_topology_load(t);
   if (rc != 0) {

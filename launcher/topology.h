@@ -41,6 +41,9 @@ struct TopologySource {
   // An XML file that synkrun exported from this very machine moments ago: hwloc may bind with
   // it (HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM), and loading it skips the slow PCI discovery.
   bool xml_of_this_machine = false;
+  // This machine as far as the process's CPU binding reaches (taskset, numactl): the CPUs
+  // outside it are not the job's.
+  bool within_binding = false;
 };
 
 // An hwloc topology, loaded with its important I/O devices (PCI GPUs, CUDA/NVML devices).

@@ -114,17 +114,59 @@ rank_step_slurm)
     fail "the contract from Slurm's variables: $(cat "$work/out" "$work/err")"
   ;;
 rank_step_node_notes)
-  # With -H or --hostfile each node plans at the start, where nobody saw its plan: its local
-  # rank 0 prints the notes (here 2 ranks on a node of 1 GPU get none), and the others do not.
-  for local in 0 1; do
-    SLURM_PROCID=$((2 + local)) SLURM_LOCALID=$local SLURM_NTASKS=4 SLURM_NODEID=1 \
-      SLURM_STEP_TASKS_PER_NODE='2(x2)' "$SYNKRUN" --rank-step --node-slots a:2,b:2 --bind none \
-      --topology "$FIXTURES/2numa-32pu-1gpu.xml" -- "$PROBE" >"$work/out" 2>"$work/err" ||
-      fail "rank step exit $?"
-    grep -q "^probe rank=$((2 + local)) " "$work/out" || fail "local rank $local did not run"
-    notes=$(grep -c 'note: 2 ranks need 2 GPUs, the node offers 1: ranks get no GPU' "$work/err")
-    [ "$notes" = "$((1 - local))" ] || fail "local rank $local printed $notes notes"
+  # Where nobody saw a node's plan before the start (synkrun with -H or --hostfile, or srun),
+  # its local rank 0 prints the notes (here 2 ranks on a node of 1 GPU get none), and the others
+  # do not; under synkrun on one host (--plan-shown) synkrun showed them. Under srun, before,
+  # ranks were left without a GPU and nothing said so.
+  for launch in "--node-slots a:2,b:2" "" "--plan-shown"; do
+    for local in 0 1; do
+      # shellcheck disable=SC2086 # $launch is zero to two words
+      SLURM_PROCID=$((2 + local)) SLURM_LOCALID=$local SLURM_NTASKS=4 SLURM_NODEID=1 \
+        SLURM_STEP_TASKS_PER_NODE='2(x2)' "$SYNKRUN" --rank-step $launch --bind none \
+        --topology "$FIXTURES/2numa-32pu-1gpu.xml" -- "$PROBE" >"$work/out" 2>"$work/err" ||
+        fail "rank step ($launch) exit $?"
+      grep -q "^probe rank=$((2 + local)) " "$work/out" || fail "local rank $local did not run"
+      notes=$(grep -c 'note: 2 ranks need 2 GPUs, the node offers 1: ranks get no GPU' "$work/err")
+      expected=$((1 - local))
+      [ "$launch" = "--plan-shown" ] && expected=0
+      [ "$notes" = "$expected" ] || fail "local rank $local ($launch) printed $notes notes"
+    done
   done
+  ;;
+rank_step_inherited)
+  # What the rank inherits from srun. A binding narrower than the node (srun --cpu-bind) stands:
+  # before, the plan moved the rank onto every core of the node, other jobs' among them.
+  slurm() { SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=1 SLURM_NODEID=0 \
+    SLURM_STEP_TASKS_PER_NODE=1 "$@"; }
+  last=$(( $(nproc --all) - 1 ))
+  slurm taskset -c "$last" "$SYNKRUN" --rank-step --report-bindings -- "$PROBE" \
+    >"$work/out" 2>"$work/err" || fail "rank step exit $?"
+  line=$(grep '^probe ' "$work/out")
+  [ "$(field "$line" cpus)" = "$last" ] && [ "$(field "$line" allowed)" = "$last" ] ||
+    fail "srun's binding to cpu $last not kept: $line"
+  grep -q "cpus $last, numa - (srun's binding)$" "$work/err" || fail "no report of srun's binding"
+  # CUDA_VISIBLE_DEVICES on a GPU node: an error, as in synkrun's launch, unless --gpus says
+  # which GPUs ranks may use. Before, it was replaced and the rank took GPU 0 of the node.
+  CUDA_VISIBLE_DEVICES=3 slurm "$SYNKRUN" --rank-step --bind none \
+    --topology "$FIXTURES/2numa-32pu-1gpu.xml" -- "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 2 ] || fail "inherited CUDA_VISIBLE_DEVICES: exit $rc, expected 2"
+  grep -q 'CUDA_VISIBLE_DEVICES=3 is set, but synkrun gives each rank its own GPUs' "$work/err" ||
+    fail "inherited CUDA_VISIBLE_DEVICES: no error"
+  CUDA_VISIBLE_DEVICES=3 slurm "$SYNKRUN" --rank-step --bind none --gpus 0 \
+    --topology "$FIXTURES/2numa-32pu-1gpu.xml" -- "$PROBE" >"$work/out" 2>"$work/err" ||
+    fail "with --gpus 0: exit $?"
+  grep -q ' gpu=\[0\] ' "$work/out" || fail "with --gpus 0: not GPU 0"
+  # A launcher the rank step cannot read: an error, not rank 0 of 1 on every rank.
+  PMIX_RANK=1 "$SYNKRUN" --rank-step -- "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 2 ] && grep -q '^synkrun: rank step: PMIX_RANK is set, but not the local rank' \
+    "$work/err" || fail "PMIX_RANK alone: exit $rc"
+  # taskset around synkrun's own launch: the ranks stay on its CPUs.
+  taskset -c "$last" "$SYNKRUN" -np 2 -- "$PROBE" >"$work/out" 2>"$work/err" ||
+    fail "taskset synkrun: exit $?"
+  [ "$(grep -c " cpus=$last allowed=$last " "$work/out")" = 2 ] ||
+    fail "taskset -c $last synkrun: the ranks left cpu $last"
   ;;
 env_and_binding)
   PROBE_EXPORTED=yes "$SYNKRUN" -np 2 -x FOO=bar -x PROBE_EXPORTED "$PROBE" -np 7 --x >"$work/out" \

@@ -156,6 +156,25 @@ TEST(Options, HostfileThatNamesNoHost) {
   EXPECT_EQ(hostfile_error(ok({"-np", "2", "prog"}), {}), "");
 }
 
+// Options of synkrun's own launch are refused with --rank-step, which would ignore them.
+TEST(Options, LaunchOnlyOptionsWithRankStep) {
+  const std::string tail =
+      " has no meaning with --rank-step: the launcher that started this rank (srun, mpirun) "
+      "sets the ranks, their hosts, environment and time limit";
+  EXPECT_EQ(error({"--rank-step", "-np", "4", "prog"}), "-np" + tail);
+  EXPECT_EQ(error({"--rank-step", "-H", "a:2", "prog"}), "-H" + tail);
+  EXPECT_EQ(error({"--rank-step", "--hostfile", "hf", "prog"}), "--hostfile" + tail);
+  EXPECT_EQ(error({"--rank-step", "-x", "FOO=1", "prog"}), "-x" + tail);
+  EXPECT_EQ(error({"--rank-step", "--timeout", "5", "prog"}), "--timeout" + tail);
+  EXPECT_EQ(error({"--rank-step", "--dry-run", "prog"}),
+            "--dry-run has no meaning with --rank-step, which runs PROGRAM (synkrun --dry-run "
+            "without --rank-step shows the plan)");
+  // What synkrun's own launch hands its rank steps is taken.
+  Options o = ok({"--rank-step", "--bind", "core", "--gpus", "0", "--report-bindings",
+                  "--node-slots", "a:2", "--plan-shown", "prog"});
+  EXPECT_TRUE(o.plan_shown);
+}
+
 TEST(MpirunCommand, FlagsAndRankStep) {
   Options o = ok({"-np", "3", "-H", "a:2,b:1", "-x", "FOO=1", "--gpus", "2,0", "--bind", "core",
                   "--report-bindings", "--dry-run", "--topology", "/t.xml", "prog", "--flag"});
@@ -200,6 +219,9 @@ TEST(MpirunCommand, FlagsAndRankStep) {
   EXPECT_EQ(back.plan.gpus, o.plan.gpus);
   EXPECT_EQ(back.topology, o.topology);
   EXPECT_EQ(back.program, o.program);
+  // With hosts each node's rank step shows its plan's notes; without, synkrun did.
+  EXPECT_FALSE(back.plan_shown);
+  EXPECT_TRUE(ok(rank_step_args(ok({"prog"}))).plan_shown);
   EXPECT_EQ(shell_join({"a b", "it's", "x=1"}), "'a b' 'it'\\''s' x=1");
 }
 
@@ -354,6 +376,54 @@ TEST(RankEnv, EachLauncher) {
                        {"OMPI_COMM_WORLD_SIZE", "2"}}),
                std::runtime_error);
   EXPECT_THROW(env_of({{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}}), std::runtime_error);
+}
+
+std::string rank_env_error(const std::map<std::string, std::string>& vars) {
+  try {
+    env_of(vars);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Each bad or missing variable is named with its value. Before, every case said "the slurm
+// launcher set a local rank but not the rank, size and local size", and a launcher the rank
+// step cannot read made each process rank 0 of 1 on the first GPU.
+TEST(RankEnv, ErrorsNameTheVariable) {
+  const std::map<std::string, std::string> slurm{{"SLURM_LOCALID", "1"},
+                                                 {"SLURM_PROCID", "3"},
+                                                 {"SLURM_NTASKS", "4"},
+                                                 {"SLURM_NODEID", "1"},
+                                                 {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}};
+  EXPECT_EQ(env_of(slurm).local_size, 2);
+  auto with = [&](const std::string& name, const char* value) {
+    auto vars = slurm;
+    if (value == nullptr) {
+      vars.erase(name);
+    } else {
+      vars[name] = value;
+    }
+    return rank_env_error(vars);
+  };
+  EXPECT_EQ(with("SLURM_LOCALID", "x"), "SLURM_LOCALID=\"x\" is not a whole number");
+  EXPECT_EQ(with("SLURM_NODEID", nullptr),
+            "the slurm launcher set a local rank but not SLURM_NODEID");
+  EXPECT_EQ(with("SLURM_STEP_TASKS_PER_NODE", "2(x3"),
+            "SLURM_STEP_TASKS_PER_NODE=\"2(x3\" gives no task count for node 1 (SLURM_NODEID)");
+  EXPECT_EQ(with("SLURM_STEP_TASKS_PER_NODE", "4"),
+            "SLURM_STEP_TASKS_PER_NODE=\"4\" gives no task count for node 1 (SLURM_NODEID)");
+  // An empty step count falls back to the job's.
+  auto fallback = slurm;
+  fallback["SLURM_STEP_TASKS_PER_NODE"] = "";
+  fallback["SLURM_TASKS_PER_NODE"] = "2(x2)";
+  EXPECT_EQ(env_of(fallback).local_size, 2);
+  for (const char* name : {"PMIX_RANK", "FLUX_TASK_RANK", "LOCAL_RANK", "PMI_RANK"}) {
+    EXPECT_EQ(rank_env_error({{name, "1"}}).rfind(std::string(name) + " is set, but not the "
+                                                  "local rank of a launcher synkrun reads", 0),
+              0u)
+        << name;
+  }
 }
 
 TEST(RankEnv, SlurmTasksPerNode) {
