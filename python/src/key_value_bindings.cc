@@ -79,7 +79,7 @@ class PyUpdater : public Updater {
   }
   void update(int key, KeyArray grad, KeyArray weights) override {
     py::gil_scoped_acquire hold;
-    const std::string where = "Updater.update of key " + std::to_string(key);
+    const std::string where = "Updater.update";  // KeyValue's error names the key
     try {
       const py::function f = py::get_override(static_cast<const Updater*>(this), "update");
       if (!f) throw Error(ErrorCode::InvalidUsage, "Updater: the subclass defines no update()");

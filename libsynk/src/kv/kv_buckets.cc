@@ -141,9 +141,12 @@ std::exception_ptr KvEngine::update_on_owner(KeySlot& k, void* reduced) {
     updater_->update(k.key, KeyArray{reduced, k.count, k.dtype},
                      KeyArray{k.weights.data(), k.count, k.dtype});
   } catch (const std::exception& e) {
-    return std::make_exception_ptr(Error(ErrorCode::InvalidUsage, "KeyValue: the Updater of " +
-                                                                      key_text(k.key) +
-                                                                      " threw: " + e.what()));
+    // A synk error (a Python Updater's exception among them) without its "synk Code: ".
+    const auto* synk_error = dynamic_cast<const Error*>(&e);
+    return std::make_exception_ptr(
+        Error(ErrorCode::InvalidUsage, "KeyValue: the Updater of " + key_text(k.key) +
+                                           " threw: " + (synk_error ? synk_error->message()
+                                                                    : std::string(e.what()))));
   } catch (...) {
     return std::make_exception_ptr(Error(
         ErrorCode::InvalidUsage, "KeyValue: the Updater of " + key_text(k.key) + " threw"));
