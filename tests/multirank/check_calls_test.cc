@@ -113,6 +113,28 @@ TEST_F(CheckCalls, DifferentCollectives) {
               HasSubstr("rank 1 called broadcast(count 100, float32, root 0)"));
 }
 
+// A collective synk makes on the user's communicator is named by the call it is part of. Before,
+// a KeyValue::init_key on the others read as an all_reduce the user never called.
+TEST_F(CheckCalls, SynksOwnCallsAreNamedByTheirPart) {
+  synk::KeyValue kv(comm);
+  const auto e = caught([&] {
+    if (me == 1) {
+      comm.all_reduce(a.data(), b.data(), 100, DataType::float32, ReduceOp::sum);
+    } else {
+      kv.init_key(5, 4, DataType::float32);
+    }
+  });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr(std::string(me == 1 ? "all_reduce" : "KeyValue::init_key") +
+                        ": mismatched calls"));
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr(the_others() +
+                        " called KeyValue::init_key (its all_reduce(count 9, int64, max))"));
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr("rank 1 called all_reduce(count 100, float32, sum)"));
+}
+
 TEST_F(CheckCalls, DifferentRoots) {
   const int root = me == 1 ? 1 : 0;
   const auto e = caught([&] { comm.broadcast(b.data(), 10, DataType::float32, root); });

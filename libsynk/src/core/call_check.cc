@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/backoff.h"
+#include "core/call_label.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
@@ -37,16 +38,26 @@ struct CallRecord {
   std::int32_t root;
   std::int32_t error_code;  // -1: this rank's arguments passed local validation
   std::int32_t node;        // this rank's (possibly simulated) node, for Timeout messages
+  std::int32_t label;       // CallLabel: what the call is part of, when synk made it
+  std::int32_t unused;
   std::uint64_t count;
   std::uint64_t notices;    // notices of arrival this rank had sent each other rank before
 };
 // Every checked call exchanges one record per rank: a rejection's text travels only when there
 // is one (synk/agreement.h).
-static_assert(sizeof(CallRecord) == 40, "one small record per rank, without padding");
+static_assert(sizeof(CallRecord) == 48, "one small record per rank, without padding");
+
+// What this rank's error names: the collective, or the call of synk's it is part of.
+std::string call_title(const CollArgs& a) {
+  const std::string label = to_string(current_call_label());
+  return label.empty() ? to_string(a.coll) : label;
+}
 
 std::string describe(const CallRecord& r) {
-  return describe_call(static_cast<Collective>(r.coll), r.count, static_cast<DataType>(r.dtype),
-                       static_cast<ReduceOp>(r.op), static_cast<int>(r.root));
+  return labeled_call(static_cast<CallLabel>(r.label),
+                      describe_call(static_cast<Collective>(r.coll), r.count,
+                                    static_cast<DataType>(r.dtype), static_cast<ReduceOp>(r.op),
+                                    static_cast<int>(r.root)));
 }
 
 // The all-gather of the records cannot tell a waiting rank which ranks are missing. So a rank
@@ -244,7 +255,8 @@ void throw_if_rejected(const CollArgs& a, const CommContext& ctx,
 // Whether two ranks' records are the same call (gatherv's and scatterv's counts may differ).
 bool same_call(const CallRecord& x, const CallRecord& y) {
   const auto c = static_cast<Collective>(x.coll);
-  return x.coll == y.coll && x.dtype == y.dtype && (!uses_op(c) || x.op == y.op) &&
+  return x.coll == y.coll && x.label == y.label && x.dtype == y.dtype &&
+         (!uses_op(c) || x.op == y.op) &&
          (!has_root(c) || x.root == y.root) && (has_counts(c) || x.count == y.count);
 }
 
@@ -281,7 +293,7 @@ void compare_records(const CollArgs& a, const std::vector<CallRecord>& records) 
   }
   if (calls.size() == 1) return;
   constexpr std::size_t kShown = 4;
-  std::string text = std::string(to_string(a.coll)) + ": mismatched calls: ";
+  std::string text = call_title(a) + ": mismatched calls: ";
   for (std::size_t i = 0; i < std::min(calls.size(), kShown); ++i) {
     if (i > 0) text += ", ";
     text += ranks_text(calls[i].second) + " called " + describe(*calls[i].first);
@@ -323,6 +335,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   mine.count = a.count;
   mine.error_code = -1;
   mine.node = ctx.node;
+  mine.label = static_cast<std::int32_t>(current_call_label());
   std::optional<Error> local_error;
   try {
     validate(a, ctx);
@@ -334,7 +347,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   Arrivals& st = arrivals_of(ctx);
   if (!st.gave_up_on.empty()) {
     throw Error(ErrorCode::InvalidUsage,
-                std::string(to_string(a.coll)) + ": the comparison of an earlier call (" +
+                call_title(a) + ": the comparison of an earlier call (" +
                     st.gave_up_on + ") did not complete (a Timeout, or an MPI error), so no "
                                     "later call can be compared: create a new communicator");
   }

@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include "core/backoff.h"
+#include "core/call_label.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/timeline.h"
@@ -214,7 +215,10 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   const auto i = [](auto v) { return static_cast<std::int64_t>(v); };
   std::int64_t v[9] = {i(key), -i(key), i(count), -i(count), i(dtype), -i(dtype), i(op), -i(op),
                        refused.empty() ? 0 : 1};
-  user_.all_reduce(v, v, 9, DataType::int64, ReduceOp::max);
+  {
+    const ScopedCallLabel label(CallLabel::kv_init_key);
+    user_.all_reduce(v, v, 9, DataType::int64, ReduceOp::max);
+  }
   if (!refused.empty()) throw Error(ErrorCode::InvalidArgument, "KeyValue::init_key: " + refused);
   if (v[8] != 0) {
     throw Error(ErrorCode::InvalidArgument,
@@ -237,6 +241,7 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
     s.owner = choose_owner(s.bytes);
     std::vector<std::byte> w(s.bytes);
     if (rank == 0 && s.bytes > 0) std::memcpy(w.data(), weights, s.bytes);
+    const ScopedCallLabel label(CallLabel::kv_init_key);
     user_.broadcast(w.data(), s.bytes, DataType::uint8, 0);
     if (rank == s.owner) s.weights = std::move(w);
   }
