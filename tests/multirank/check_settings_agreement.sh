@@ -46,6 +46,9 @@ expect_refused SYNK_SIMULATE_NODES 2 - "SYNK_SIMULATE_NODES $differs '2')" \
 expect_refused SYNK_BACKEND shm mpi "$differs 'shm')" "$differs 'mpi')" "$@"
 expect_refused SYNK_FUSION_BYTES 0 - "SYNK_FUSION_BYTES $differs '0')" \
   "SYNK_FUSION_BYTES $differs '67108864')" "$@"
+# An unset byte setting is said to be unset (it said '-1', a value the variable refuses).
+expect_refused SYNK_SHM_ONE_STEP_BYTES 0 - "SYNK_SHM_ONE_STEP_BYTES $differs '0')" \
+  "SYNK_SHM_ONE_STEP_BYTES $differs unset, the default)" "$@"
 expect_refused SYNK_SHM_SPIN_US - abc "SYNK_SHM_SPIN_US='abc' is not valid" \
   "synk Remote: rank 1 cannot read its SYNK_* settings" "$@"
 

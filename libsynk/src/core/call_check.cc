@@ -246,7 +246,7 @@ void throw_if_rejected(const CollArgs& a, const CommContext& ctx,
     if (records[static_cast<std::size_t>(r)].error_code >= 0) first = r;
   }
   if (first < 0) return;
-  const std::string text = text_from(ctx.comm, first, local_error ? local_error->what() : "");
+  const std::string text = text_from(ctx.comm, first, local_error ? local_error->message() : "");
   if (local_error) throw *local_error;
   throw Error(ErrorCode::Remote, std::string(to_string(a.coll)) + ": rank " +
                                      std::to_string(first) + " rejected its arguments: " + text);

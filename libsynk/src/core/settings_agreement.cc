@@ -35,7 +35,12 @@ std::exception_ptr read_every_setting(std::string& text) {
   return nullptr;
 }
 
-// The settings that must be the same on every rank, by name, as this rank has them.
+// A byte setting as the ranks compare it: "" where it is unset (its default).
+std::string bytes_setting(long long bytes, long long unset) {
+  return bytes == unset ? "" : std::to_string(bytes);
+}
+
+// The settings that must be the same on every rank, by name, as this rank has them ("": unset).
 std::vector<std::pair<const char*, std::string>> shared_settings(const std::string& backend) {
   const Settings& s = settings();
   const ShmSettings& shm = shm_settings();
@@ -47,10 +52,10 @@ std::vector<std::pair<const char*, std::string>> shared_settings(const std::stri
       {"SYNK_TIMELINE (set or not)", s.timeline.empty() ? "unset" : "set"},
       {"SYNK_FUSION_BYTES", std::to_string(kv_settings().fusion_bytes)},
       {"SYNK_MPI_MAX_CHUNK", std::to_string(mpi_settings().max_chunk)},
-      {"SYNK_SHM_SLOT_BYTES", std::to_string(shm.slot_bytes)},
-      {"SYNK_SHM_CMA_BYTES", std::to_string(shm.cma_bytes)},
-      {"SYNK_SHM_ONE_STEP_BYTES", std::to_string(shm.one_step_bytes)},
-      {"SYNK_SHM_ROOT_REDUCES_BYTES", std::to_string(shm.root_reduces_bytes)},
+      {"SYNK_SHM_SLOT_BYTES", bytes_setting(static_cast<long long>(shm.slot_bytes), 0)},
+      {"SYNK_SHM_CMA_BYTES", bytes_setting(shm.cma_bytes, -1)},
+      {"SYNK_SHM_ONE_STEP_BYTES", bytes_setting(shm.one_step_bytes, -1)},
+      {"SYNK_SHM_ROOT_REDUCES_BYTES", bytes_setting(shm.root_reduces_bytes, -1)},
       {"SYNK_SHM_ALGO", shm.forced_algos},
   };
 }
@@ -78,8 +83,8 @@ void agree_on_settings(MPI_Comm comm, const std::string& backend) {
     if (h[i] == ~h[shared.size() + i]) continue;
     const auto& [name, value] = shared[i];
     throw Error(ErrorCode::InvalidUsage,
-                std::string(name) + " differs across the ranks (this rank's: '" + value +
-                    "'); it must be the same on every rank: set it alike everywhere (synkrun "
+                std::string(name) + " differs across the ranks (this rank's: " +
+                    (value.empty() ? "unset, the default" : "'" + value + "'") + "); it must be the same on every rank: set it alike everywhere (synkrun "
                     "passes the SYNK_* variables set where it starts; mpirun needs -x)");
   }
 }
