@@ -196,11 +196,13 @@ std::uint64_t count_typed(const CallArgs& a, int rank, int n, std::uint32_t seed
 
 }  // namespace
 
-void fill_buffers(const CallArgs& a, int rank, int nranks, std::uint32_t seed) {
+void fill_buffers(const CallArgs& base, int rank, int nranks, std::uint32_t seed) {
+  const CallArgs a = placed(base, rank);
   synk::visit_type(a.dtype, [&](auto tag) { fill_typed<decltype(tag)>(a, rank, nranks, seed); });
 }
 
-std::uint64_t count_wrong(const CallArgs& a, int rank, int nranks, std::uint32_t seed) {
+std::uint64_t count_wrong(const CallArgs& base, int rank, int nranks, std::uint32_t seed) {
+  const CallArgs a = placed(base, rank);
   return synk::visit_type(
       a.dtype, [&](auto tag) { return count_typed<decltype(tag)>(a, rank, nranks, seed); });
 }

@@ -64,6 +64,44 @@ void check_mpi(int rc, const char* call) {
                            " failed: " + std::string(text, static_cast<std::size_t>(len)));
 }
 
+// MPI's in-place calls: MPI_IN_PLACE where the input is already in the output (MPI's
+// reduce_scatter takes the whole input in recv and leaves the result in its first block).
+void call_mpi_in_place(MPI_Comm comm, const CallArgs& a) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const int b = static_cast<int>(a.layout.block);
+  const MPI_Datatype t = mpi_type(a.dtype, uses_op(a.coll));
+  const bool root = rank == a.root;
+  switch (a.coll) {
+    case Coll::allreduce:
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, a.recv, b, t, mpi_op(a.op), comm), "MPI_Allreduce");
+      break;
+    case Coll::broadcast:
+      check_mpi(MPI_Bcast(a.recv, b, t, a.root, comm), "MPI_Bcast");
+      break;
+    case Coll::reduce:
+      check_mpi(MPI_Reduce(root ? MPI_IN_PLACE : a.recv, a.recv, b, t, mpi_op(a.op), a.root, comm),
+                "MPI_Reduce");
+      break;
+    case Coll::allgather:
+      check_mpi(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a.recv, b, t, comm),
+                "MPI_Allgather");
+      break;
+    case Coll::reduce_scatter:
+      check_mpi(MPI_Reduce_scatter_block(MPI_IN_PLACE, a.send, b, t, mpi_op(a.op), comm),
+                "MPI_Reduce_scatter_block");
+      break;
+    case Coll::gather:
+      check_mpi(MPI_Gather(root ? MPI_IN_PLACE : a.send, b, t, a.recv, b, t, a.root, comm),
+                "MPI_Gather");
+      break;
+    case Coll::scatter:
+      check_mpi(MPI_Scatter(a.send, b, t, root ? MPI_IN_PLACE : a.recv, b, t, a.root, comm),
+                "MPI_Scatter");
+      break;
+  }
+}
+
 }  // namespace
 
 const char* to_string(Coll c) noexcept {
@@ -103,7 +141,38 @@ std::optional<Coll> parse_coll(std::string_view name) {
   return std::nullopt;
 }
 
-void refill_input(const CallArgs& a, int rank, unsigned char value) {
+CallArgs placed(const CallArgs& a, int rank) {
+  if (!a.in_place) return a;
+  CallArgs p = a;
+  const std::size_t block_bytes = a.layout.block * size_of(a.dtype);
+  const auto at_block = [&](void* base, int r) {
+    return static_cast<unsigned char*>(base) + static_cast<std::size_t>(r) * block_bytes;
+  };
+  switch (a.coll) {
+    case Coll::allreduce:
+    case Coll::reduce:
+      p.send = a.recv;
+      break;
+    case Coll::allgather:
+      p.send = at_block(a.recv, rank);
+      break;
+    case Coll::gather:
+      if (rank == a.root) p.send = at_block(a.recv, rank);
+      break;
+    case Coll::reduce_scatter:
+      p.recv = at_block(a.send, rank);
+      break;
+    case Coll::scatter:
+      if (rank == a.root) p.recv = at_block(a.send, rank);
+      break;
+    case Coll::broadcast:
+      break;
+  }
+  return p;
+}
+
+void refill_input(const CallArgs& base, int rank, unsigned char value) {
+  const CallArgs a = placed(base, rank);
   if (a.coll == Coll::broadcast) {
     if (rank == a.root) std::memset(a.recv, value, a.layout.recv_bytes);
   } else if (a.coll != Coll::scatter || rank == a.root) {
@@ -174,7 +243,8 @@ Layout make_layout(Coll c, std::size_t bytes, DataType dtype, int nranks) {
   return l;
 }
 
-// The non-blocking call, waited for at once: what issuing costs beside the blocking call.
+// The non-blocking call, waited for at once: what issuing costs beside the blocking call (a's
+// pointers as placed()).
 void call_synk_nonblocking(Communicator& comm, const CallArgs& a) {
   const std::size_t b = a.layout.block;
   Request r;
@@ -190,7 +260,8 @@ void call_synk_nonblocking(Communicator& comm, const CallArgs& a) {
   r.wait();
 }
 
-void call_synk(Communicator& comm, const CallArgs& a) {
+void call_synk(Communicator& comm, const CallArgs& base) {
+  const CallArgs a = placed(base, comm.rank());
   if (a.nonblocking) {
     call_synk_nonblocking(comm, a);
     return;
@@ -227,6 +298,10 @@ bool mpi_has_baseline(const CallArgs& a) {
 }
 
 void call_mpi(MPI_Comm comm, const CallArgs& a) {
+  if (a.in_place) {
+    call_mpi_in_place(comm, a);
+    return;
+  }
   const int b = static_cast<int>(a.layout.block);
   const MPI_Datatype t = mpi_type(a.dtype, uses_op(a.coll));
   switch (a.coll) {

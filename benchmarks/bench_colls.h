@@ -48,7 +48,15 @@ struct CallArgs {
   void* send;  // broadcast uses recv only, as its one buffer
   void* recv;
   bool nonblocking = false;  // -N 1: the non-blocking call, then wait()
+  // -I 1: the call in place; send and recv are still the two buffers, and placed() gives the
+  // pointers a rank passes.
+  bool in_place = false;
 };
+
+// The send and recv `rank` passes: with in_place, one inside the other by NCCL's conventions
+// (send == recv; all_gather's send at its block of recv, gather's at the root's; reduce_scatter's
+// recv at its block of send, scatter's at the root's); else a itself.
+CallArgs placed(const CallArgs& a, int rank);
 
 void call_synk(Communicator& comm, const CallArgs& a);
 

@@ -18,13 +18,13 @@ class DeviceMirror {
   DeviceMirror(int device, std::size_t send_bytes, std::size_t recv_bytes);
 
   explicit operator bool() const { return recv_.device() >= 0; }
-  // The call `host` describes, on the device copies.
+  // The call `host` describes, on the device copies (placed() applies to it as to `host`).
   CallArgs on_device(const CallArgs& host) const;
   // Copies the call's send and recv (the whole of both: recv holds a broadcast's input and the
   // check's sentinel) from the host to the device. Blocking.
   void push(const CallArgs& host);
-  // Copies the call's recv back to the host. Blocking.
-  void pull_result(const CallArgs& host) const;
+  // Copies `rank`'s result (its recv as placed()) back to the host. Blocking.
+  void pull_result(const CallArgs& host, int rank) const;
 
  private:
   DeviceBuffer send_, recv_;  // on the device even when empty (a default one has none: -1)

@@ -162,6 +162,7 @@ Options parse_options(int argc, char** argv) {
   int fresh = 0;
   int node_buffers = 0;
   int nonblocking = 0;
+  int in_place = 0;
 
   CLI::App app(
       "synk-bench: nccl-tests style benchmark of synk's collectives, with the raw MPI call "
@@ -242,6 +243,14 @@ Options parse_options(int argc, char** argv) {
                  "1: synk's side makes the non-blocking call (iall_reduce, ...) and waits for it "
                  "at once, so that the table shows what issuing costs beside -N 0's blocking "
                  "call; the MPI column stays MPI's blocking call")
+      ->type_name("0|1")
+      ->capture_default_str();
+  app.add_option("-I,--in-place", in_place,
+                 "1: every call in place, as nccl-tests' in-place columns: synk's by NCCL's "
+                 "conventions (send == recv; all_gather's and gather's send at its block of recv; "
+                 "reduce_scatter's and scatter's recv at its block of send), the MPI column with "
+                 "MPI_IN_PLACE (reduce_scatter's result in the first block). Without -F 1 each "
+                 "timed call reduces the previous call's result. 0: separate buffers")
       ->type_name("0|1")
       ->capture_default_str();
   app.add_option("--mpi-threads", o.mpi_threads,
@@ -330,6 +339,7 @@ Options parse_options(int argc, char** argv) {
   o.fresh = zero_or_one(fresh, "-F");
   o.node_buffers = zero_or_one(node_buffers, "-R");
   o.nonblocking = zero_or_one(nonblocking, "-N");
+  o.in_place = zero_or_one(in_place, "-I");
   if (o.mpi_threads != "single" && o.mpi_threads != "multiple") {
     throw UsageError("--mpi-threads " + o.mpi_threads + ": expected single or multiple");
   }

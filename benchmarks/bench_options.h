@@ -37,6 +37,7 @@ struct Options {
   int page_offset = -1;  // -P: every buffer this many bytes past a page's start; -1: as allocated
   bool node_buffers = false;  // -R 1: buffers from Communicator::alloc
   bool nonblocking = false;   // -N 1: synk's non-blocking calls, each waited for at once
+  bool in_place = false;      // -I 1: every call in place (NCCL's and MPI's conventions)
   // --mpi-threads: the thread level MPI is initialized with, both sides alike (read before
   // MPI_Init by wants_mpi_threads): single, as a plain MPI program's, or multiple.
   std::string mpi_threads = "single";

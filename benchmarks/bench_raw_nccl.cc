@@ -53,7 +53,8 @@ class RawNcclComm final : public RawNccl {
   }
 
  private:
-  void enqueue(const CallArgs& a) {
+  void enqueue(const CallArgs& base) {
+    const CallArgs a = placed(base, rank_);
     const ncclDataType_t t = detail::nccl_type(a.dtype);
     const ncclRedOp_t op = detail::nccl_op(a.op, to_string(a.coll));
     const std::size_t n = a.layout.count;

@@ -174,11 +174,13 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   std::snprintf(buf, sizeof buf,
                 "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d settle iters: %d iters: %d "
                 "rounds: %d validation: %d fresh: %d page offset: %s node buffers: %d "
-                "nonblocking: %d mpi threads: %s dtype: %s op: %s root: %d backend: %s\n",
+                "nonblocking: %d in place: %d mpi threads: %s dtype: %s op: %s root: %d "
+                "backend: %s\n",
                 o.min_bytes, o.max_bytes, o.factor, o.warmup, o.settle, o.iters, kRounds, o.check ? 1 : 0,
                 o.fresh ? 1 : 0,
                 o.page_offset < 0 ? "default" : std::to_string(o.page_offset).c_str(),
-                o.node_buffers ? 1 : 0, o.nonblocking ? 1 : 0, thread_level_name(),
+                o.node_buffers ? 1 : 0, o.nonblocking ? 1 : 0, o.in_place ? 1 : 0,
+                thread_level_name(),
                 to_string(o.dtype), to_string(o.op), o.root, backends.c_str());
   text += buf;
   text += "#\n# Using ranks\n";
@@ -403,7 +405,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   std::uint64_t total_wrong = 0;
   for (std::size_t s : steps) {
     CallArgs a{coll,       make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root,
-               send.get(), recv.get(),  o.nonblocking};
+               send.get(), recv.get(),  o.nonblocking, o.in_place};
     if (a.layout.count == 0) continue;
     for (Bench& b : benches) {
       fill_buffers(a, w.rank, w.size, kTimedSeed);
@@ -433,7 +435,7 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
         fill_buffers(a, w.rank, w.size, kCheckSeed);
         b.inputs_written(a);
         call_synk(b.comm, b.args(a));
-        if (b.device) b.device.pull_result(a);
+        if (b.device) b.device.pull_result(a, w.rank);
         std::uint64_t wrong = count_wrong(a, w.rank, w.size, kCheckSeed);
         MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
         row.wrong = wrong;

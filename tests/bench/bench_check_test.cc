@@ -126,6 +126,34 @@ TEST(BenchCheck, AResultLeftFromTheTimedCallsIsWrong) {
             count / 2);
 }
 
+// -I 1: each rank's pointers by NCCL's in-place conventions, which synk's calls check (any
+// other overlap of send and recv is an error there).
+TEST(BenchCheck, InPlacePointersFollowNcclsConventions) {
+  std::vector<float> send(64), recv(64);
+  const auto at = [](std::vector<float>& v, std::size_t i) { return v.data() + i; };
+  const auto args = [&](Coll c, int root) {
+    CallArgs a{c, make_layout(c, 64 * sizeof(float), DataType::float32, 4), DataType::float32,
+               ReduceOp::sum, root, send.data(), recv.data()};
+    a.in_place = true;
+    return a;
+  };
+  const CallArgs out_of_place = [&] {
+    CallArgs a = args(Coll::allgather, 0);
+    a.in_place = false;
+    return a;
+  }();
+  EXPECT_EQ(placed(out_of_place, 1).send, send.data());
+  EXPECT_EQ(placed(args(Coll::allreduce, 0), 2).send, recv.data());
+  EXPECT_EQ(placed(args(Coll::reduce, 1), 3).send, recv.data());
+  EXPECT_EQ(placed(args(Coll::allgather, 0), 2).send, at(recv, 2 * 16));  // block of 16
+  EXPECT_EQ(placed(args(Coll::gather, 1), 1).send, at(recv, 16));
+  EXPECT_EQ(placed(args(Coll::gather, 1), 2).send, send.data());           // not the root
+  EXPECT_EQ(placed(args(Coll::reduce_scatter, 0), 3).recv, at(send, 3 * 16));
+  EXPECT_EQ(placed(args(Coll::scatter, 2), 2).recv, at(send, 2 * 16));
+  EXPECT_EQ(placed(args(Coll::scatter, 2), 0).recv, recv.data());
+  EXPECT_EQ(placed(args(Coll::broadcast, 0), 1).recv, recv.data());
+}
+
 TEST(BenchCheck, BusBandwidthFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(busbw_factor(Coll::allreduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(busbw_factor(Coll::allgather, 4), 0.75);

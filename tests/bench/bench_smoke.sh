@@ -52,16 +52,28 @@ grep -q "#wrong total: 0" "$work/fresh.txt"
 # -N 1 times (and checks) synk's non-blocking calls, each waited for at once; under
 # --mpi-threads multiple the mpi backend's run on the progress thread
 run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -N 1 --backend all | tee "$work/nonblocking.txt"
-grep -q "nonblocking: 1 mpi threads: single" "$work/nonblocking.txt"
+grep -q "nonblocking: 1 in place: 0 mpi threads: single" "$work/nonblocking.txt"
 grep -q "#wrong total: 0" "$work/nonblocking.txt"
 run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -N 1 --backend mpi --mpi-threads multiple |
   tee "$work/threads.txt"
-grep -q "nonblocking: 1 mpi threads: multiple" "$work/threads.txt"
+grep -q "nonblocking: 1 in place: 0 mpi threads: multiple" "$work/threads.txt"
 grep -q "#wrong total: 0" "$work/threads.txt"
 refused 1 all --mpi-threads funneled -- "--mpi-threads funneled: expected single or multiple"
 # -S: the untimed calls after the warmup (155 by default), 0 for none
 grep -q "warmup iters: 1 settle iters: 155 iters: 2" "$work/threads.txt"
 refused 1 all -S -1 -- "-S -1: SETTLE must be >= 0"
+
+# -I 1: every call in place (synk's by NCCL's conventions, MPI's with MPI_IN_PLACE), checked;
+# gather and scatter on 3 ranks with another root
+run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -I 1 --backend all | tee "$work/in_place.txt"
+grep -q "nonblocking: 0 in place: 1 " "$work/in_place.txt"
+grep -q "#wrong total: 0" "$work/in_place.txt"
+for coll in gather scatter; do
+  run -np 3 "$bench" "$coll" -b 96 -e 96K -f 32 -n 2 -w 1 -I 1 -r 1 --backend all |
+    tee "$work/in_place_$coll.txt"
+  grep -q "#wrong total: 0" "$work/in_place_$coll.txt"
+done
+refused 1 all -I 2 -- "-I 2: expected 0 or 1"
 
 # -P places every buffer that many bytes into a page; the results are still checked
 run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -P 16 --backend shm | tee "$work/offset.txt"
