@@ -9,6 +9,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <map>
 #include <sstream>
 
 namespace synk::launch {
@@ -126,6 +127,9 @@ std::string parse_hostfile(const std::string& text, long long default_slots,
   out.clear();
   std::istringstream lines(text);
   int number = 0;
+  // Each host's first line, and whether any of its lines gave slots=: mpirun refuses a host
+  // listed again beside slots= with an "internal error" ("Mixing the two methods").
+  std::map<std::string, std::pair<int, bool>> seen;
   for (std::string line; std::getline(lines, line);) {
     ++number;
     line = line.substr(0, line.find('#'));
@@ -138,6 +142,13 @@ std::string parse_hostfile(const std::string& text, long long default_slots,
     std::getline(words, rest);
     std::optional<long long> slots;
     if (std::string err = hostfile_slots(rest, slots); !err.empty()) return where + err;
+    auto [first, added] = seen.try_emplace(host, number, slots.has_value());
+    first->second.second = first->second.second || slots.has_value();
+    if (!added && first->second.second) {
+      return where + host + " is listed again (first on line " +
+             std::to_string(first->second.first) +
+             "); with slots= list each host once, with all its slots (" + host + " slots=N)";
+    }
     out.push_back({host, slots.value_or(default_slots)});
   }
   return "";

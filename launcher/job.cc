@@ -160,6 +160,7 @@ int status_to_code(int status) {
 
 void FailureParser::feed_job_line(const std::string& line) {
   static const std::regex host_line(R"(^\s*(Local|Remote) host:\s*(\S+))");
+  static const std::regex remote_daemon(R"(^\s*Remote daemon:\s*\S+ on node (\S+))");
   std::smatch m;
   if (line.find("ORTE was unable to reliably start one or more daemons") != std::string::npos ||
       line.find("ORTE has lost communication with a remote daemon") != std::string::npos ||
@@ -170,6 +171,8 @@ void FailureParser::feed_job_line(const std::string& line) {
     slots_short_ = failing_ = true;
   } else if (line.find("Per user-direction, the job has been aborted.") != std::string::npos) {
     failing_ = true;
+  } else if (lost_daemon_host_.empty() && std::regex_search(line, m, remote_daemon)) {
+    lost_daemon_host_ = m[1];
   } else if (line.find("unable to complete a TCP connection") != std::string::npos) {
     in_tcp_message_ = true;
   } else if (in_tcp_message_ && std::regex_search(line, m, host_line)) {

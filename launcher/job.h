@@ -32,6 +32,8 @@ class FailureParser {
   bool slots_short() const { return slots_short_; }
   // "hostB could not connect to hostA", from Open MPI's TCP message, or "".
   const std::string& connection_failure() const { return connection_failure_; }
+  // The host whose daemon mpirun lost ("Remote daemon: ... on node hostB"), or "".
+  const std::string& lost_daemon_host() const { return lost_daemon_host_; }
 
  private:
   static constexpr int kFrameLines = 16;  // mpirun's messages that name a failure are shorter
@@ -43,7 +45,7 @@ class FailureParser {
   bool aborted_ = false;  // the rank called MPI_Abort; code_ is its error code
   bool no_finalize_ = false;  // the rank exited without MPI_Finalize (mpirun: "improperly")
   bool failing_ = false, daemons_failed_ = false, in_tcp_message_ = false, slots_short_ = false;
-  std::string tcp_local_, connection_failure_;
+  std::string tcp_local_, connection_failure_, lost_daemon_host_;
 };
 
 struct JobResult {

@@ -196,7 +196,10 @@ std::string plan_node(const Options& o, const NodeTopology& topo, NodePlan& node
 // What synkrun says about the plan besides its table.
 std::vector<std::string> plan_notes(const Options& o, const NodeTopology& topo,
                                     const NodePlan& node, const MpirunContext& ctx) {
-  std::vector<std::string> notes = node.plan.notes;
+  // Across hosts this plan puts every rank on this node: when the job starts, each node's rank
+  // step prints the notes of its own share instead.
+  std::vector<std::string> notes =
+      node.multi_node && !o.dry_run ? std::vector<std::string>{} : node.plan.notes;
   if (ctx.oversubscribe) {
     const std::size_t cores = topo.cores.size();
     notes.insert(notes.begin(), std::to_string(node.nranks) + " ranks on " +
@@ -244,6 +247,9 @@ void report_daemon_failure(const Options& o, const FailureParser& failure, int e
   }
   std::string found;
   if (!unknown.empty()) found += "; no address here for " + unknown;
+  if (!failure.lost_daemon_host().empty()) {
+    found += "; it lost the one on " + failure.lost_daemon_host();
+  }
   if (!failure.connection_failure().empty()) found += "; " + failure.connection_failure();
   std::fprintf(stderr,
                "synkrun: error: mpirun could not start or lost its daemon on a host%s. Check the "

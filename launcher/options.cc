@@ -203,7 +203,8 @@ std::string finish(Options& o, const Raw& raw) {
     if (o.np && *o.np > slots) {
       return "-np " + std::to_string(*o.np) + " but -H " + o.hosts + " offers " +
              std::to_string(slots) + (slots == 1 ? " slot" : " slots") +
-             " (a host without :SLOTS has 1)";
+             " (a host without :SLOTS has 1); for more ranks than a host's cores, give it "
+             "more slots";
     }
   }
   if (!raw.bind.empty()) {
@@ -343,7 +344,8 @@ std::string hostfile_error(const Options& o, const std::vector<HostSlots>& hosts
   const std::optional<long long> slots = total_slots(hosts);
   if (!o.np || !slots || *o.np <= *slots) return "";
   return "-np " + std::to_string(*o.np) + " but hostfile " + o.hostfile + " offers " +
-         std::to_string(*slots) + (*slots == 1 ? " slot" : " slots");
+         std::to_string(*slots) + (*slots == 1 ? " slot" : " slots") +
+         "; for more ranks than a host's cores, give it more slots";
 }
 
 std::vector<std::string> rank_step_args(const Options& o) {

@@ -77,6 +77,12 @@ TEST(Hosts, HostfileErrorsNameTheLine) {
   EXPECT_EQ(parse_hostfile("n1 slots=0\n", 1, h),
             "line 1: \"slots=0\" is not slots=N (N a whole number from 1 to 1048576)");
   EXPECT_NE(parse_hostfile("n1 slots=\n", 1, h), "");
+  // mpirun answered a host listed twice beside slots= with an "internal error".
+  EXPECT_EQ(parse_hostfile("a slots=1\nb slots=1\na slots=1\n", 1, h),
+            "line 3: a is listed again (first on line 1); with slots= list each host once, with "
+            "all its slots (a slots=N)");
+  EXPECT_NE(parse_hostfile("a\nb\na slots=2\n", 1, h), "");
+  EXPECT_EQ(parse_hostfile("a\nb\na\n", 1, h), "");  // a line per slot, as Open MPI allows
 }
 
 TEST(Hosts, ThisHostByItsNames) {

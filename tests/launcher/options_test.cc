@@ -151,7 +151,8 @@ TEST(Options, HostfileThatNamesNoHost) {
             "hostfile hf names no host");
   EXPECT_EQ(hostfile_error(o, {{"a", 0}}), "");
   EXPECT_EQ(hostfile_error(ok({"--hostfile", "hf", "-np", "3", "prog"}), {{"a", 2}}),
-            "-np 3 but hostfile hf offers 2 slots");
+            "-np 3 but hostfile hf offers 2 slots; for more ranks than a host's cores, give it "
+            "more slots");
   EXPECT_EQ(hostfile_error(ok({"--hostfile", "hf", "-H", "a", "prog"}), {{"a", 1}}), "");
   EXPECT_EQ(hostfile_error(ok({"-np", "2", "prog"}), {}), "");
 }
@@ -513,6 +514,17 @@ TEST(FailureParser, DaemonsThatFailed) {
   EXPECT_TRUE(unreachable.daemons_failed());
   EXPECT_TRUE(unreachable.job_failing());
   EXPECT_EQ(unreachable.connection_failure(), "hostB could not connect to hostA");
+  EXPECT_EQ(unreachable.lost_daemon_host(), "");
+
+  // A daemon killed, or its host frozen: the message names the host, which synkrun's did not.
+  FailureParser lost;
+  for (const char* l : {kRule, "ORTE has lost communication with a remote daemon.", "",
+                        "  HNP daemon   : [[9633,0],0] on node hostA",
+                        "  Remote daemon: [[9633,0],1] on node hostB"}) {
+    lost.feed_line(l);
+  }
+  EXPECT_TRUE(lost.daemons_failed());
+  EXPECT_EQ(lost.lost_daemon_host(), "hostB");
 
   FailureParser aborted;
   aborted.feed_line(kRule);

@@ -2,6 +2,7 @@
 # Faults across hosts, with SYNK_TIMEOUT=10:
 # - a rank SIGKILLed on hostB: synkrun names the rank and host, exits non-zero, well within
 #   SYNK_TIMEOUT;
+# - hostB's daemon SIGKILLed: synkrun names hostB, within 15 s;
 # - hostB's link cut in the middle of a large all_reduce: every rank on every host ends with an
 #   error within SYNK_TIMEOUT + 6 s, and synkrun (whose mpirun waits for hostB's daemon) within
 #   SYNK_TIMEOUT + 20 s;
@@ -38,6 +39,25 @@ expect_in "$WORK/killed.out" "^synkrun: rank [23] on hostB \(signal 9, Killed\) 
   "synkrun names the first failing rank"
 awk -v t="$(since "$start")" 'BEGIN { exit !(t < 10) }' || fail "a killed rank: the job took $(since "$start") s"
 expect_hosts_clean host_probe "after the killed rank"
+bed_down
+
+bed_up hostA hostB
+echo "hostB's daemon (orted) SIGKILLed in the middle of an all_reduce"
+start_all_reduce orted 100000
+start=$(date +%s.%N)
+kill -9 $(program_pids hostB orted)
+wait $JOB
+RC=$?
+echo "  synkrun: exit $RC in $(since "$start") s"
+[ "$RC" != 0 ] || fail "a killed daemon: synkrun exit 0"
+# mpirun names the host; synkrun's line did not.
+expect_in "$WORK/orted.out" "^synkrun: error: mpirun could not start or lost its daemon on a host; it lost the one on hostB" \
+  "synkrun names the host whose daemon was lost"
+awk -v t="$(since "$start")" 'BEGIN { exit !(t < 15) }' || fail "a killed daemon: the job took $(since "$start") s"
+# Open MPI's own segments (vader_segment.hostB.*) stay on hostB: its daemon removed them.
+for h in hostA hostB; do
+  [ -z "$(program_pids "$h" host_probe)" ] || fail "after the killed daemon: host_probe on $h"
+done
 bed_down
 
 bed_up hostA hostB

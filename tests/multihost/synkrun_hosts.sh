@@ -87,6 +87,19 @@ run_job slots_file 30 "$SYNKRUN" --hostfile "$WORK/small_hostfile" -np 3 "$PROBE
 expect_rc 2 "fewer slots than ranks (hostfile)"
 expect_in "$WORK/slots_file.out" "^synkrun: error: .*offers 2 slots" "the hostfile's slots error"
 
+echo "a hostfile that lists a host twice beside slots="
+printf 'hostA slots=1\nhostB slots=1\nhostA slots=1\n' > "$WORK/twice_hostfile"
+run_job twice 30 "$SYNKRUN" --hostfile "$WORK/twice_hostfile" "$PROBE" layout
+expect_rc 2 "a host listed twice (mpirun: an internal error)"
+expect_in "$WORK/twice.out" "^synkrun: error: hostfile .*, line 3: hostA is listed again" \
+  "the host listed twice"
+
+echo "-np 3 -H hostA:2,hostB:2: each node's notes are of its own ranks"
+run_job share 60 "$SYNKRUN" -np 3 -H hostA:2,hostB:2 "$PROBE" layout
+expect_rc 0 "-np 3 over 4 slots"
+# Before, synkrun planned all 3 ranks on hostA's 2 cores and said they shared them.
+if grep -q "share" "$WORK/share.out"; then fail "a note of cores shared: $(grep share "$WORK/share.out")"; fi
+
 echo "an unreachable host (hostC's link down)"
 link_down hostC
 run_job unreachable 60 "$SYNKRUN" -H hostA:1,hostC:1 "$PROBE" layout
