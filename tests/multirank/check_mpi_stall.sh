@@ -51,7 +51,16 @@ else
   want="synk Timeout: rank 0: $call on the $backend backend has waited [0-9]* s inside MPI without progress, past SYNK_TIMEOUT (2 s)"
 fi
 echo "$out" | grep -q "$want" || { echo "FAIL: no line matching: $want"; exit 1; }
+# A non-blocking call run at issue (MPI below MPI_THREAD_MULTIPLE) says how the ranks met there;
+# a blocking call does not.
+at_issue="MPI runs below MPI_THREAD_MULTIPLE, so synk's non-blocking calls run when issued"
+if [ "$mode" = iorder ]; then
+  echo "$out" | grep -q "$at_issue" || { echo "FAIL: no line saying: $at_issue"; exit 1; }
+elif echo "$out" | grep -q "$at_issue"; then
+  echo "FAIL: a blocking call's Timeout speaks of non-blocking calls"; exit 1
+fi
 n=$(echo "$out" | grep -c "(SYNK_STALL_WARN)")
+[ "$mode" = iorder ] && [ "$n" -eq 2 ] && n=1  # both ranks wait there
 [ "$n" -eq 1 ] && echo "$out" | grep -q "$warn" ||
   { echo "FAIL: not one warning line (SYNK_STALL_WARN=1) matching: $warn"; exit 1; }
 if echo "$out" | grep -q "the call returned"; then echo "FAIL: a call returned"; exit 1; fi

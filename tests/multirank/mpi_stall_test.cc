@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
   }
   if (argc != (mode == "compare" ? 4 : 3)) {
-    std::fprintf(stderr, "usage: mpi_stall_test stall|vstall|istall|reject|progress BACKEND\n"
+    std::fprintf(stderr, "usage: mpi_stall_test stall|vstall|istall|iorder|reject|progress BACKEND\n"
                          "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
   }
@@ -107,6 +107,17 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the progress thread has it
       r.wait();
     }
+  } else if (mode == "iorder") {
+    // Below MPI_THREAD_MULTIPLE non-blocking calls run at issue: issued on two communicators in
+    // opposite orders, each rank waits in its first for the other (legal with MPI's own).
+    synk::Communicator other(MPI_COMM_WORLD, synk::CommOptions{argv[2]});
+    synk::Communicator& first = odd ? other : comm;
+    synk::Communicator& second = odd ? comm : other;
+    float y = 1.0f;
+    synk::Request r1 = first.iall_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+    synk::Request r2 = second.iall_reduce(&y, &y, 1, synk::DataType::float32, synk::ReduceOp::sum);
+    r1.wait();
+    r2.wait();
   } else if (mode == "progress") {
     std::vector<float> v(std::size_t{32} << 20, 1.0f);
     const auto t0 = std::chrono::steady_clock::now();

@@ -85,6 +85,9 @@ struct CollArgs {
   // What errors call this call where it is a step of another (hier's node broadcast of an
   // all_reduce says "all_reduce"); null: its own collective's name.
   const char* name = nullptr;
+  // A non-blocking call that runs at issue, on the caller's thread (MPI below
+  // MPI_THREAD_MULTIPLE): the watchdog's message says how ranks meet in such a wait.
+  bool at_issue = false;
 };
 
 // The backends. Code outside them asks a backend what it can do (the capability queries of

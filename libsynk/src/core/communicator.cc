@@ -11,6 +11,7 @@
 #include "core/call_check.h"
 #include "core/call_queue.h"
 #include "core/env.h"
+#include "core/finalize_hooks.h"
 #include "core/logging.h"
 #include "core/memory_kind.h"
 #include "core/mpi_check.h"
@@ -23,6 +24,17 @@
 namespace synk {
 
 namespace detail {
+
+struct CommState;
+
+// The communicators alive, whose queued non-blocking calls MPI_Finalize finishes first (they
+// run on synk's threads; past MPI_Finalize their MPI calls crashed the process).
+std::mutex live_mu;
+std::vector<CommState*> live_states;
+void forget(CommState* st) {
+  std::lock_guard lk(live_mu);
+  std::erase(live_states, st);
+}
 
 struct CommState {
   CommContext ctx;
@@ -69,7 +81,9 @@ struct CommState {
     return *queue_owner;
   }
 
+  CommState();
   ~CommState() {
+    forget(this);
     queue_owner.reset();  // waits for the calls issued, while the backend is still there
     device.reset();
     backend.reset();  // before the communicators it uses
@@ -77,6 +91,21 @@ struct CommState {
     free_context(ctx);
   }
 };
+
+// At MPI_Finalize: every rank finishes its queued calls, which the others' calls meet.
+void finish_queued_calls() {
+  std::lock_guard lk(live_mu);
+  for (CommState* st : live_states) {
+    if (CallQueue* q = st->queue.load(std::memory_order_acquire)) q->run_in_order([] {});
+  }
+}
+
+CommState::CommState() {
+  static std::once_flag once;
+  std::call_once(once, [] { at_mpi_finalize(finish_queued_calls); });
+  std::lock_guard lk(live_mu);
+  live_states.push_back(this);
+}
 
 const CommContext& context_of(const Communicator& comm) { return comm.st().ctx; }
 
@@ -131,7 +160,9 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   auto state = std::make_unique<detail::CommState>();
   state->ctx = detail::make_context(comm, s.simulate_nodes);
   state->ctx.yields_core = options.yield_when_waiting;
-  if (comm == MPI_COMM_WORLD) detail::set_log_rank(state->ctx.rank);
+  int world_rank = 0;  // the log lines show the job's rank, whatever communicator was adopted
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  detail::set_log_rank(world_rank);
   detail::timeline::start(state->ctx);  // SYNK_TIMELINE: once per process
   static std::atomic<int> communicators{0};
   if (const int n = ++communicators; n > 1) {
@@ -259,6 +290,7 @@ int Communicator::device() const {
 Communicator Communicator::split(int color, int key) const {
   // A negative color (but MPI_UNDEFINED) fails MPI_Comm_split on that rank alone, and the others
   // waited in theirs forever: agree first, and fail on every rank.
+  detail::refuse_after_finalize("split");
   detail::refuse_if_master_alone(st(), "split");
   const int size = st().ctx.size;
   int first_bad = color >= 0 || color == MPI_UNDEFINED ? size : st().ctx.rank;
@@ -370,6 +402,7 @@ void execute(detail::CommState& st, CollArgs&& a) {
 
 // A blocking call: after the non-blocking calls issued before it.
 void run(detail::CommState& st, CollArgs&& a) {
+  detail::refuse_after_finalize(detail::to_string(a.coll));
   detail::refuse_if_master_alone(st, detail::to_string(a.coll));
   detail::CommState& to = route(st, a);
   detail::CallQueue* q = st.queue.load(std::memory_order_acquire);
@@ -410,6 +443,7 @@ class QueuedCollective final : public detail::QueuedCall {
 // A non-blocking call; its errors reach the program through the Request, wherever it ran.
 Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts = {}) {
   try {
+    detail::refuse_after_finalize(detail::to_string(a.coll));
     detail::refuse_if_master_alone(st, detail::to_string(a.coll));
   } catch (...) {
     return detail::failed_request(std::current_exception());
@@ -436,6 +470,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
         }
         return dispatch(st, std::move(a));
       }
+      a.at_issue = true;
       run(st, std::move(a));  // the call needs MPI on this thread: it runs now
       return {};
     } catch (...) {
@@ -496,6 +531,7 @@ NodeBuffer Communicator::alloc(std::size_t bytes) {
 }
 
 NodeBuffer Communicator::alloc_now(std::size_t bytes) {
+  detail::refuse_after_finalize("alloc");
   // Every rank must ask for as much (each maps the others' parts), and have room for it: both
   // checked on every rank, so that either is an error everywhere (KeyValue allocates in the
   // middle of a cycle, where a rank that went on would wait for the one that threw).

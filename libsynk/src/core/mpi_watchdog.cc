@@ -36,6 +36,7 @@ struct WatchSlot {
   int rank = 0;
   const char* backend = "";
   bool calls_checked = false;  // compared across the ranks before it ran
+  bool at_issue = false;       // a non-blocking call run at issue (CollArgs::at_issue)
 };
 
 namespace {
@@ -59,9 +60,16 @@ void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
       " s). MPI cannot be interrupted, so this process ends (exit code " +
       std::to_string(kWatchdogExitCode) +
       ") and mpirun ends the job. Some rank is not in this call: stopped, or busy elsewhere";
-  text += s.calls_checked ? ".\n"
+  text += s.calls_checked ? ""
                : ", or it rejected its own arguments (SYNK_CHECK_CALLS=1 makes that an error on "
-                 "every rank).\n";
+                 "every rank)";
+  if (s.at_issue) {
+    text += ". MPI runs below MPI_THREAD_MULTIPLE, so synk's non-blocking calls run when issued: "
+            "ranks that issue them in different orders (on two communicators), or that wait in "
+            "an MPI call of their own between issue and wait, meet here; start MPI with "
+            "MPI_THREAD_MULTIPLE";
+  }
+  text += ".\n";
   // The call may have ended while the text was made: then it is not stuck.
   if (s.calls.load(std::memory_order_acquire) != calls) return;
   const ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
@@ -182,6 +190,7 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
   s.rank = rank;
   s.backend = backend;
   s.calls_checked = calls_checked;
+  s.at_issue = a.at_issue;
   advance(s, 1);  // odd: inside a call
   armed_cell_ = &armed;
   *armed_cell_ = &s;

@@ -13,6 +13,7 @@
 
 #include "core/backoff.h"
 #include "core/call_label.h"
+#include "core/finalize_hooks.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/timeline.h"
@@ -53,10 +54,9 @@ constexpr auto kPause = std::chrono::microseconds(500);
 std::mutex live_mu;
 std::vector<KvEngine*> live_engines;
 
-// The delete callback of an attribute of MPI_COMM_SELF, which MPI_Finalize deletes first, while
-// MPI still works. Every rank finalizes, so the engines' collective closes meet; last made,
-// first closed, as scopes end.
-int close_at_finalize(MPI_Comm, int, void*, void*) {
+// At MPI_Finalize, while MPI still works (finalize_hooks.h). Every rank finalizes, so the
+// engines' collective closes meet; last made, first closed, as scopes end.
+void close_live_engines() {
   std::vector<KvEngine*> engines;
   {
     std::lock_guard lk(live_mu);
@@ -71,17 +71,11 @@ int close_at_finalize(MPI_Comm, int, void*, void*) {
       SYNK_LOG_AT(error, "KeyValue closed by MPI_Finalize after a failure");
     }
   }
-  return MPI_SUCCESS;
 }
 
 void close_engines_at_finalize() {
-  static const bool installed = [] {
-    int key = MPI_KEYVAL_INVALID;
-    return MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, close_at_finalize, &key, nullptr) ==
-               MPI_SUCCESS &&
-           MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr) == MPI_SUCCESS;
-  }();
-  if (!installed) SYNK_LOG_AT(warn, "KeyValue: MPI_Finalize cannot close the KeyValues first");
+  static std::once_flag once;
+  std::call_once(once, [] { at_mpi_finalize(close_live_engines); });
 }
 
 KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, double timeout_s) {
