@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
   }
   if (argc != (mode == "compare" ? 4 : 3)) {
-    std::fprintf(stderr, "usage: mpi_stall_test stall|vstall|istall|iorder|reject|progress BACKEND\n"
-                         "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
+    std::fprintf(stderr,
+                 "usage: mpi_stall_test stall|vstall|istall|iorder|reject|progress BACKEND\n"
+                 "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
   }
   synk::Communicator comm(MPI_COMM_WORLD, synk::CommOptions{argv[2]});
