@@ -190,6 +190,13 @@ void FailureParser::feed_line(const std::string& line) {
   // the same pipe, and a rank that prints mpirun's words outside such a frame (a log it copies)
   // must not be taken for mpirun.
   static const std::regex rule(R"(-{20,}\s*$)");
+  // synk's own Timeout, a rank's line (outside mpirun's frames).
+  static const std::regex waited(R"(synk Timeout: .*\(SYNK_TIMEOUT\) for ranks? (\d+))");
+  std::smatch w;
+  if (!waited_for_ && line.find("synk Timeout: ") != std::string::npos &&
+      std::regex_search(line, w, waited)) {
+    waited_for_ = std::stoi(w[1]);
+  }
   if (std::regex_search(line, rule)) {
     lines_since_rule_ = 0;
     return;

@@ -34,13 +34,16 @@ class FailureParser {
   const std::string& connection_failure() const { return connection_failure_; }
   // The host whose daemon mpirun lost ("Remote daemon: ... on node hostB"), or "".
   const std::string& lost_daemon_host() const { return lost_daemon_host_; }
+  // The rank a rank's synk Timeout first said it waited for ("... (SYNK_TIMEOUT) for rank 2"):
+  // the rank that failed first may only have given up waiting for it.
+  std::optional<int> waited_for() const { return waited_for_; }
 
  private:
   static constexpr int kFrameLines = 16;  // mpirun's messages that name a failure are shorter
   void feed_job_line(const std::string& line);
   int lines_since_rule_ = kFrameLines;
   std::optional<int> pending_rank_, pending_abort_rank_, pending_improper_rank_;
-  std::optional<int> rank_, code_, signal_;
+  std::optional<int> rank_, code_, signal_, waited_for_;
   std::string node_;  // the failing rank's host, where mpirun named it
   bool aborted_ = false;  // the rank called MPI_Abort; code_ is its error code
   bool no_finalize_ = false;  // the rank exited without MPI_Finalize (mpirun: "improperly")

@@ -268,6 +268,16 @@ std::string mapped_host(const Options& o, std::optional<int> rank) {
   return host_of_rank(ordered, *rank, world);
 }
 
+// "; rank 2 (on hostB) had not reached the call that timed out": where a rank's synk Timeout
+// named the rank it waited for, which is not the rank that failed first (the first to give up).
+std::string waited_text(const Options& o, const FailureParser& failure) {
+  const std::optional<int> late = failure.waited_for();
+  if (!late || late == failure.rank()) return "";
+  const std::string host = mapped_host(o, late);
+  return "; rank " + std::to_string(*late) + (host.empty() ? "" : " (on " + host + ")") +
+         " had not reached the call that timed out";
+}
+
 // Runs the job and says how it ended; returns synkrun's exit code.
 int run_and_report(const Options& o, const std::vector<std::string>& cmd, double timeout_s) {
   JobResult r;
@@ -303,7 +313,8 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
     if (who.empty()) {
       std::fprintf(stderr, "synkrun: the job failed with exit code %d\n", r.exit_code);
     } else {
-      std::fprintf(stderr, "synkrun: %s failed first; exit code %d\n", who.c_str(), r.exit_code);
+      std::fprintf(stderr, "synkrun: %s failed first%s; exit code %d\n", who.c_str(),
+                   waited_text(o, r.failure).c_str(), r.exit_code);
     }
   }
   return r.exit_code;

@@ -534,6 +534,25 @@ TEST(FailureParser, DaemonsThatFailed) {
   EXPECT_FALSE(aborted.daemons_failed());
 }
 
+// A rank's synk Timeout names the rank it waited for: synkrun's line names it beside the rank
+// that failed first (the first to give up waiting), which alone misled.
+TEST(FailureParser, TheRankATimeoutWaitedFor) {
+  FailureParser p;
+  p.feed_line("rank 0: synk Timeout: all_reduce: rank 0 waited 2 s (SYNK_TIMEOUT) for rank 3 "
+              "(node 1), which has not reached this call (the calls are compared first)");
+  p.feed_line("synk.Timeout: synk Timeout: broadcast: rank 1 waited 2 s (SYNK_TIMEOUT) for rank "
+              "2, which has not reached this call");
+  EXPECT_EQ(p.waited_for(), 3);  // the first one said
+  FailureParser q;
+  q.feed_line("synk Timeout: all_reduce: rank 0 waited 2 s (SYNK_TIMEOUT) for ranks 1 and 2, "
+              "which have not reached this call");
+  EXPECT_EQ(q.waited_for(), 1);
+  FailureParser none;
+  none.feed_line("synk Timeout: rank 0: all_reduce(count 1, float32, sum) on the mpi backend has "
+                 "waited 3 s inside MPI without progress");
+  EXPECT_FALSE(none.waited_for());
+}
+
 // A rank's stderr comes through mpirun's: mpirun's words outside its frame of dashes (a rank
 // that copies an old log) neither fail the job nor name a rank.
 TEST(FailureParser, MpirunsWordsOutsideItsFrameAreARanksOutput) {
