@@ -93,9 +93,14 @@ struct CommState {
 };
 
 // At MPI_Finalize: every rank finishes its queued calls, which the others' calls meet.
+// (Outside the lock: a call may make a communicator of its own.)
 void finish_queued_calls() {
-  std::lock_guard lk(live_mu);
-  for (CommState* st : live_states) {
+  std::vector<CommState*> states;
+  {
+    std::lock_guard lk(live_mu);
+    states = live_states;
+  }
+  for (CommState* st : states) {
     if (CallQueue* q = st->queue.load(std::memory_order_acquire)) q->run_in_order([] {});
   }
 }
