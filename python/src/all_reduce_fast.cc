@@ -96,20 +96,22 @@ ReduceOp op_of(PyObject* op) {
   return reduce_op(text(op, "op", "sum"));
 }
 
-// The result: `out` where given, else a itself, reduced in place. An out that does not fit is
-// raised once the call has ended, this rank taking part into a new array (reduction_out).
+// The result: `out` where given, else a itself, reduced in place. An out that does not fit, or
+// a read-only a, is raised once the call has ended, this rank taking part into a new array.
 PyObject* reduce_now(PyObject* self, const Arguments& got) {
   Communicator& c = communicator(self);
   const ReduceOp op = op_of(got.op);
   const std::string dtype = got.dtype ? text(got.dtype, "dtype", "") : std::string();
   const bool has_out = got.out && got.out != Py_None;
   const py::array a = array(got.a, "a");
-  const Buffer in = as_buffer(a, "a", !has_out, dtype);
+  const Buffer in = as_buffer(a, "a", false, dtype);
   Buffer res = in;
   std::optional<Error> out_error;
   py::array scratch;
   if (has_out) {
     res = reduction_out(array(got.out, "out"), a, in, "all_reduce", dtype, scratch, out_error);
+  } else if (!a.writeable()) {
+    res = read_only_scratch(a, "all_reduce", dtype, scratch, out_error);
   }
   {
     py::gil_scoped_release gil;

@@ -101,6 +101,14 @@ Buffer reduction_out(const py::array& out, const py::array& a, const Buffer& in,
   return as_buffer(scratch, "out", true, dtype);
 }
 
+Buffer read_only_scratch(const py::array& a, const char* op, const std::string& dtype,
+                         py::array& scratch, std::optional<Error>& error) {
+  error = Error(ErrorCode::InvalidArgument,
+                std::string(op) + ": a is read-only, and synk writes the result into it");
+  scratch = py::array(a.dtype(), shape_of(a));
+  return as_buffer(scratch, "a", true, dtype);
+}
+
 ReduceOp reduce_op(const std::string& name) {
   if (const auto op = parse_reduce_op(name)) return *op;
   invalid("op=\"" + name + "\" is not one of sum, prod, min, max, avg");

@@ -49,6 +49,12 @@ std::vector<py::ssize_t> shape_of(const py::array& a);
 Buffer reduction_out(const py::array& out, const py::array& a, const Buffer& in, const char* op,
                      const std::string& dtype, py::array& scratch, std::optional<Error>& error);
 
+// The result of a rank that writes it into `a`, which is read-only there: a new array like a,
+// kept in `scratch`, and the error in `error`, raised once the call has ended (as for an out
+// that does not fit: a read-only `a` on some ranks only must not leave them out of the call).
+Buffer read_only_scratch(const py::array& a, const char* op, const std::string& dtype,
+                         py::array& scratch, std::optional<Error>& error);
+
 // Throws synk's InvalidArgument with `message` (raised in Python as synk.InvalidArgument).
 [[noreturn]] void invalid(const std::string& message);
 

@@ -246,36 +246,58 @@ void reduction_into(Call& call, const py::array& out, const py::array& a, const 
   if (error) call.after = std::make_shared<const Error>(*error);
 }
 
+// The result into `a` on a rank that writes it there (all_reduce's, reduce's root, broadcast's
+// others), or into a new array where `a` is read-only, raised once the call has ended
+// (read_only_scratch): on the mpi backend a non-root whose reduce refused its `a` before the
+// call left it, and the next reduce summed its stale input in, silently. Sets call.recv and
+// call.result.
+void written_into(Call& call, const py::array& a, const Buffer& in, const char* op,
+                  const std::string& dtype) {
+  call.result = a;
+  call.recv = const_cast<void*>(in.data);
+  if (a.writeable()) return;
+  py::array scratch;
+  std::optional<Error> error;
+  call.recv = read_only_scratch(a, op, dtype, scratch, error).data;
+  call.result = scratch;
+  call.after = std::make_shared<const Error>(*error);
+}
+
 Call all_reduce(Communicator& /*c*/, const py::array& a, const std::string& op, const Array& out,
                 const std::string& dtype) {
   const ReduceOp rop = reduce_op(op);
-  const Buffer in = as_buffer(a, "a", !out, dtype);
-  Call call{.kind = Call::Kind::all_reduce, .send = in.data, .recv = in.data, .count = in.count,
-            .dtype = in.dtype, .op = rop, .result = a, .input = a};
-  if (!out) return call;
-  reduction_into(call, *out, a, in, "all_reduce", dtype);
+  const Buffer in = as_buffer(a, "a", false, dtype);
+  Call call{.kind = Call::Kind::all_reduce, .send = in.data, .count = in.count,
+            .dtype = in.dtype, .op = rop, .input = a};
+  if (out) {
+    reduction_into(call, *out, a, in, "all_reduce", dtype);
+  } else {
+    written_into(call, a, in, "all_reduce", dtype);
+  }
   return call;
 }
 
 Call reduce(Communicator& c, const py::array& a, const std::string& op, int root,
             const Array& out, const std::string& dtype) {
   const ReduceOp rop = reduce_op(op);
-  const bool here = c.rank() == root;
-  const Buffer in = as_buffer(a, "a", here && !out, dtype);
+  const Buffer in = as_buffer(a, "a", false, dtype);
   Call call{.kind = Call::Kind::reduce, .send = in.data, .count = in.count, .dtype = in.dtype,
             .op = rop, .root = root, .result = py::none(), .input = a};
-  if (!here) return call;
-  call.recv = in.data;
-  call.result = a;
-  if (!out) return call;
-  reduction_into(call, *out, a, in, "reduce", dtype);
+  if (c.rank() != root) return call;
+  if (out) {
+    reduction_into(call, *out, a, in, "reduce", dtype);
+  } else {
+    written_into(call, a, in, "reduce", dtype);
+  }
   return call;
 }
 
 Call broadcast(Communicator& c, const py::array& a, int root, const std::string& dtype) {
-  const Buffer b = as_buffer(a, "a", c.rank() != root, dtype);
-  return {.kind = Call::Kind::broadcast, .recv = b.data, .count = b.count, .dtype = b.dtype,
-          .root = root, .result = a, .input = a};
+  const Buffer b = as_buffer(a, "a", false, dtype);
+  Call call{.kind = Call::Kind::broadcast, .recv = const_cast<void*>(b.data), .count = b.count,
+            .dtype = b.dtype, .root = root, .result = a, .input = a};
+  if (c.rank() != root) written_into(call, a, b, "broadcast", dtype);
+  return call;
 }
 
 Call all_gather(Communicator& c, const py::array& a, const Array& out, const std::string& dtype) {

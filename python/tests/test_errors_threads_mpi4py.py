@@ -47,6 +47,31 @@ def test_read_only_array_where_synk_writes(comm):
     assert comm.all_reduce(a, out=np.empty(3))[0] == comm.size  # reading it is fine
 
 
+@pytest.mark.parametrize("call", ["all_reduce", "reduce", "broadcast"])
+def test_read_only_on_the_ranks_that_write_only(comm, call):
+    """Where only some ranks write into a (reduce's root, broadcast's others, one rank of an
+    all_reduce), those raise once the call has ended and the others get their result; the next
+    call is in step. Before, they raised first and left the call: on the mpi backend a reduce's
+    root raised, the other rank's reduce went on, and the next reduce summed 200 + 1 + 2."""
+    writes = {"all_reduce": comm.rank == 1, "reduce": comm.rank == 0,
+              "broadcast": comm.rank != 0}[call]
+    a = np.full(4, 100.0 * (comm.rank + 1))
+    a.setflags(write=not writes)  # read-only on the ranks that write, as a constant would be
+    run = {"all_reduce": lambda: comm.all_reduce(a),
+           "reduce": lambda: comm.reduce(a, root=0),
+           "broadcast": lambda: comm.broadcast(a, root=0)}[call]
+    if writes:
+        with pytest.raises(synk.InvalidArgument, match="read-only"):
+            run()
+    else:
+        run()
+    n = comm.size
+    b = np.full(4, float(comm.rank + 1))
+    comm.reduce(b, root=0)
+    if comm.rank == 0:
+        np.testing.assert_array_equal(b, np.full(4, n * (n + 1) / 2))
+
+
 def test_not_an_array_is_a_type_error(comm):
     with pytest.raises(TypeError):
         comm.all_reduce([1.0, 2.0])  # never a silent copy into a temporary
