@@ -370,8 +370,22 @@ std::size_t row_elems(const Buffer& b) {
 }
 
 // What a rank gives gatherv's all_gather: whether its own checks failed, its root, its rows and
-// row size, and at the root the rows of its out (-1: no out; -2: not the result's row shape).
-enum GathervField { gv_failed, gv_root, gv_rows, gv_row, gv_out_rows, gv_fields };
+// row size, at the root the rows of its out (-1: no out; -2: not the result's row shape), and
+// its dtype.
+enum GathervField { gv_failed, gv_root, gv_rows, gv_row, gv_out_rows, gv_dtype, gv_fields };
+
+// Every rank's dtype (at field `f` of each rank's record) must be this rank's: else the values
+// of one would be read as the other's, silently where the call is not compared.
+template <class At>
+void same_dtype_everywhere(Communicator& c, const char* op, DataType mine, const At& dtype_of) {
+  for (int r = 0; r < c.size(); ++r) {
+    const auto theirs = static_cast<DataType>(dtype_of(r));
+    if (theirs != mine) {
+      invalid(std::string(op) + ": rank " + std::to_string(r) + "'s a is " + to_string(theirs) +
+              ", this rank's " + to_string(mine) + "; every rank passes the same dtype");
+    }
+  }
+}
 
 // out at the root, checked before the ranks agree as far as it can be without their rows: its
 // dtype, memory and row shape. Its rows, or -2 where its row shape is not a's.
@@ -390,9 +404,10 @@ std::int64_t out_rows_before(const Array& out, const py::array& a, const Buffer&
 Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
              const std::string& dtype) {
   Buffer in;
-  std::int64_t mine[gv_fields] = {0, root, 0, 0, -1};
+  std::int64_t mine[gv_fields] = {0, root, 0, 0, -1, 0};
   const std::optional<Error> failed = failure_of([&] {
     in = rows_in(c, a, root, "gatherv", dtype);
+    mine[gv_dtype] = static_cast<std::int64_t>(in.dtype);
     mine[gv_rows] = in.shape[0];
     mine[gv_row] = static_cast<std::int64_t>(row_elems(in));
     if (c.rank() == root) mine[gv_out_rows] = out_rows_before(out, a, in, "gatherv", dtype);
@@ -409,6 +424,7 @@ Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
   };
   refuse_as_agreed(c, "gatherv", failed, [&](int r) { return at(r, gv_failed) != 0; },
                    [&](int r) { return at(r, gv_root); });
+  same_dtype_everywhere(c, "gatherv", in.dtype, [&](int r) { return at(r, gv_dtype); });
   const std::int64_t row = at(c.rank(), gv_row);
   auto counts = std::make_shared<std::vector<std::size_t>>();
   py::ssize_t total_rows = 0;
@@ -441,7 +457,7 @@ Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
 // What the ranks agree on before a scatterv, by one all_gather: whether each rank's own checks
 // failed, its root, its row size and its out's rows (-1: no out; -2: not a's row shape), and the
 // root's counts and whether its a holds them; so that every rank refuses what is wrong alike.
-enum ScattervField { sv_failed, sv_root, sv_row, sv_out_rows, sv_root_ok, sv_counts };
+enum ScattervField { sv_failed, sv_root, sv_row, sv_out_rows, sv_root_ok, sv_dtype, sv_counts };
 
 struct ScattervPlan {
   std::vector<std::int64_t> rows;  // the root's counts
@@ -459,6 +475,7 @@ ScattervPlan agree_on_scatterv(Communicator& c, const py::array& a, Buffer& in, 
   mine[sv_root] = root;
   const std::optional<Error> failed = failure_of([&] {
     in = rows_in(c, a, root, "scatterv", dtype);
+    mine[sv_dtype] = static_cast<std::int64_t>(in.dtype);
     mine[sv_row] = static_cast<std::int64_t>(row_elems(in));
     mine[sv_out_rows] = out_rows_before(out, a, in, "scatterv", dtype);
   });
@@ -468,7 +485,9 @@ ScattervPlan agree_on_scatterv(Communicator& c, const py::array& a, Buffer& in, 
     const bool fits = counts && counts->size() == n;
     for (std::size_t r = 0; fits && r < n; ++r) {
       mine[sv_counts + r] = (*counts)[r];
-      sum += (*counts)[r] < 0 ? -(1LL << 62) : (*counts)[r];
+      // Each within a's rows, so that the sum cannot overflow.
+      const bool in_range = (*counts)[r] >= 0 && (*counts)[r] <= in.shape[0];
+      sum = in_range && sum >= 0 ? sum + (*counts)[r] : -1;
     }
     mine[sv_root_ok] = fits && sum == in.shape[0] ? 1 : 0;
   }
@@ -482,6 +501,7 @@ ScattervPlan agree_on_scatterv(Communicator& c, const py::array& a, Buffer& in, 
   };
   refuse_as_agreed(c, "scatterv", failed, [&](int r) { return at(r, sv_failed) != 0; },
                    [&](int r) { return at(r, sv_root); });
+  same_dtype_everywhere(c, "scatterv", in.dtype, [&](int r) { return at(r, sv_dtype); });
   ScattervPlan plan;
   for (std::size_t r = 0; r < n; ++r) {
     plan.rows.push_back(at(root, sv_counts + r));

@@ -54,10 +54,29 @@ def test_mismatched_rows_fail_on_every_rank(comm):
     comm.barrier()
 
 
+def test_mismatched_dtypes_fail_on_every_rank(comm):
+    """Rank 0's float32 against the others' int32: before, on the mpi backend, the root read
+    the int32 bits as floats (3e-45), silently."""
+    if comm.size == 1:
+        pytest.skip("needs two ranks")
+    a = np.ones((2, 2), np.float32 if comm.rank == 0 else np.int32)
+    with pytest.raises(synk.InvalidArgument, match="gatherv: rank .*'s a is .*, this rank's"):
+        comm.gatherv(a)
+    with pytest.raises(synk.InvalidArgument, match="scatterv: rank .*'s a is .*, this rank's"):
+        comm.scatterv(a, [2] + [0] * (comm.size - 1) if comm.rank == 0 else None)
+    comm.barrier()
+
+
 def test_wrong_counts_fail_on_every_rank(comm):
     a = np.ones((4, 2))
     with pytest.raises(synk.InvalidArgument, match="the root's counts must give each"):
         comm.scatterv(a, [5] * comm.size if comm.rank == 0 else None)  # sums past 4 rows
+    if comm.size == 3:  # counts whose sum wraps past 2^64 to the 4 rows: they passed before
+        third = (2 ** 64 + 4) // 3
+        wrapping = [third, third + 1, third + 1]
+        assert sum(wrapping) == 2 ** 64 + 4 and max(wrapping) < 2 ** 63
+        with pytest.raises(synk.InvalidArgument, match="the root's counts must give each"):
+            comm.scatterv(a, wrapping if comm.rank == 0 else None)
     with pytest.raises(synk.InvalidArgument, match="the root's counts must give each"):
         comm.scatterv(a, None)  # the root gave none
     comm.barrier()
