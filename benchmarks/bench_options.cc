@@ -39,6 +39,15 @@ Timing (per row):
   path that reads a peer's buffer in place (Open MPI's CMA) finds it in cache after the first
   call, which real work, with new data every step, does not give it.
 
+  Heap: freed memory stays in the process's heap for its next allocation, as in a program
+  that has run a while (glibc's M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD 1 GiB); buffers of
+  128 KiB or more still start 64 bytes into a page, where glibc's mmap put them.
+
+nccl-tests' flags:
+  -b, -e, -f, -n, -w, -c, -d, -o, -r mean what they mean there. -N, -S and -R do not:
+  nccl-tests' -N is its run cycles, -S its timestamps, -R its buffer registration. There is
+  no -g, -t, -a, -m or -z: one rank per process, a GPU each.
+
 Baseline:
   mpi(us) is the raw MPI call with the same arguments on the same communicator
   (MPI_Allreduce, MPI_Bcast, MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Gather,
@@ -145,12 +154,28 @@ std::size_t parse_size(const std::string& text, const char* what) {
 }
 
 bool wants_mpi_threads(int argc, char** argv) {
+  bool multiple = false;  // the last one given counts, as for every option
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--mpi-threads=multiple") return true;
-    if (arg == "--mpi-threads" && i + 1 < argc) return std::string(argv[i + 1]) == "multiple";
+    if (arg.rfind("--mpi-threads=", 0) == 0) multiple = arg == "--mpi-threads=multiple";
+    if (arg == "--mpi-threads" && i + 1 < argc) multiple = std::string(argv[++i]) == "multiple";
   }
-  return false;
+  return multiple;
+}
+
+// What an argument CLI11 did not expect is: an option synk-bench lacks (nccl-tests' -g, -t, ...)
+// is named as such; CLI11 listed the extras backwards ("1 -g").
+std::string unknown_option_text(int argc, char** argv, const std::string& cli11_text) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (cli11_text.find(name) == std::string::npos) continue;
+    return "unknown option " + name +
+           " (nccl-tests' -g, -t, -a, -m, -z and such have no counterpart: synk-bench runs one "
+           "rank per process, a GPU each; see --help)";
+  }
+  return cli11_text;
 }
 
 Options parse_options(int argc, char** argv) {
@@ -278,7 +303,8 @@ Options parse_options(int argc, char** argv) {
                  "Rank 0 also writes the rows to FILE as a JSON list of objects (coll, bytes, "
                  "count, dtype, op, root, backend, time_us, algbw, busbw, wrong, mpi_time_us "
                  "(nccl_time_us with --baseline nccl), speedup; null where the table shows '-', "
-                 "N/A or no root)")
+                 "N/A or no root; and how it was made: ranks, in_place, nonblocking, fresh, "
+                 "node_buffers)")
       ->type_name("FILE");
   app.footer(kFooter);
   app.set_version_flag("--version", "synk-bench (synk " SYNK_VERSION_STRING ")",
@@ -294,6 +320,8 @@ Options parse_options(int argc, char** argv) {
     o.help = true;  // printed, exit 0
     o.help_text = std::string(e.what()) + "\n";
     return o;
+  } catch (const CLI::ExtrasError& e) {
+    throw UsageError(unknown_option_text(argc, argv, e.what()));
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());
   }

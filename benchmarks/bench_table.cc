@@ -88,6 +88,11 @@ void write_json(const std::string& file, const std::vector<Row>& rows) {
     o[r.baseline + "_time_us"] =
         r.base_time_us ? nlohmann::json(*r.base_time_us) : nlohmann::json(nullptr);
     o["speedup"] = r.speedup ? nlohmann::json(*r.speedup) : nlohmann::json(nullptr);
+    o["ranks"] = r.ranks;
+    o["in_place"] = r.in_place;
+    o["nonblocking"] = r.nonblocking;
+    o["fresh"] = r.fresh;
+    o["node_buffers"] = r.node_buffers;
     list.push_back(std::move(o));
   }
   std::ofstream out(file, std::ios::trunc);

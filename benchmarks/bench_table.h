@@ -27,6 +27,12 @@ struct Row {
   std::string baseline = "mpi";        // what base_time_us timed: "mpi" or "nccl"
   std::optional<double> base_time_us;  // none where the baseline has no such call
   std::optional<double> speedup;
+  // How the row was made, for the JSON: the ranks and the flags that change what is timed.
+  int ranks = 0;
+  bool in_place = false;     // -I 1
+  bool nonblocking = false;  // -N 1
+  bool fresh = false;        // -F 1
+  bool node_buffers = false; // -R 1
 };
 
 // The line of column names of a collective's table; the baseline column is "<baseline>(us)".

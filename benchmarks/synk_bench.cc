@@ -1,5 +1,6 @@
 // synk-bench: nccl-tests style benchmark of synk's collectives, each row timed against the raw
 // MPI call with the same arguments in the same run, and checked element by element.
+#include <malloc.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -60,10 +61,16 @@ struct Buffer {
   explicit operator bool() const { return data != nullptr; }
 };
 
+// Large buffers sit where glibc's mmap path puts an aligned_alloc(64): 64 bytes past a page's
+// start. (main raises the mmap threshold, which would otherwise move them into the heap.)
+constexpr std::size_t kMmapSized = std::size_t{128} << 10;
+constexpr int kMmapPageOffset = 64;
+
 // Cache-line aligned, or page_offset bytes past a page's start (-P); empty for 0 bytes or
 // when memory runs out.
 Buffer allocate(std::size_t bytes, int page_offset) {
   if (bytes == 0) return {};
+  if (page_offset < 0 && bytes >= kMmapSized) page_offset = kMmapPageOffset;
   if (page_offset < 0) {
     const std::size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
@@ -423,6 +430,11 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
       if (uses_op(coll)) row.op = o.op;
       row.root = has_root(coll) ? o.root : -1;
       row.backend = b.backend;
+      row.ranks = w.size;
+      row.in_place = o.in_place;
+      row.nonblocking = o.nonblocking;
+      row.fresh = o.fresh;
+      row.node_buffers = o.node_buffers;
       row.time_us = t.synk_s * 1e6;
       row.algbw = static_cast<double>(a.layout.bytes) / t.synk_s / 1e9;
       row.busbw = row.algbw * busbw_factor(coll, w.size);
@@ -655,6 +667,12 @@ int run(const World& w, int argc, char** argv) {
 }  // namespace synk::bench
 
 int main(int argc, char** argv) {
+  // Heap memory freed is kept for the next allocation, as in a program that has run a while.
+  // Otherwise glibc's thresholds, where the tables' large buffers left them, sent the MPI
+  // column's temporary buffers (Open MPI's reduce_scatter allocates one each call) to mmap and
+  // back at every call: 10-60 times its time (docs/measurements.md, the MPI column's heap).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // MPI starts first so that only rank 0 prints, even for a bad command line.
   if (synk::bench::wants_mpi_threads(argc, argv)) {
     int provided = 0;

@@ -34,11 +34,13 @@ python3 - "$work/out.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 keys = {"coll", "bytes", "count", "dtype", "op", "root", "backend", "time_us", "algbw", "busbw",
-        "wrong", "mpi_time_us", "speedup"}
+        "wrong", "mpi_time_us", "speedup", "ranks", "in_place", "nonblocking", "fresh",
+        "node_buffers"}
 assert rows, "no rows"
 for r in rows:
     assert keys <= set(r), f"missing keys in {r}"
     assert r["wrong"] == 0, r
+    assert r["ranks"] == 2 and not r["in_place"] and not r["nonblocking"], r
     assert (r["root"] is None) == (r["coll"] not in ("broadcast", "reduce", "gather", "scatter")), r
 assert {r["backend"] for r in rows} >= {"mpi", "shm"}, {r["backend"] for r in rows}
 print(f"json: {len(rows)} rows")
@@ -59,6 +61,11 @@ run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -N 1 --backend mpi --mpi-thr
 grep -q "nonblocking: 1 in place: 0 mpi threads: multiple" "$work/threads.txt"
 grep -q "#wrong total: 0" "$work/threads.txt"
 refused 1 all --mpi-threads funneled -- "--mpi-threads funneled: expected single or multiple"
+# The last --mpi-threads counts, as for every option (the first did)
+run -np 1 "$bench" allreduce -e 8 -n 1 -w 0 --mpi-threads single --mpi-threads=multiple |
+  grep -q "mpi threads: multiple" || { echo "the last --mpi-threads did not count"; exit 1; }
+# nccl-tests' -g is named as an option synk-bench lacks (CLI11 said "not expected: 1 -g")
+refused 1 allreduce -e 8 -g 1 -- "unknown option -g (nccl-tests' -g, -t"
 # -S: the untimed calls after the warmup (155 by default), 0 for none
 grep -q "warmup iters: 1 settle iters: 155 iters: 2" "$work/threads.txt"
 refused 1 all -S -1 -- "-S -1: SETTLE must be >= 0"
