@@ -16,6 +16,7 @@
 
 #include "backends/shm/stale_segments.h"
 #include "job.h"
+#include "job_shm_dir.h"
 #include "mpirun_command.h"
 #include "options.h"
 #include "rank_step.h"
@@ -278,15 +279,28 @@ std::string waited_text(const Options& o, const FailureParser& failure) {
          " had not reached the call that timed out";
 }
 
-// Runs the job and says how it ended; returns synkrun's exit code.
-int run_and_report(const Options& o, const std::vector<std::string>& cmd, double timeout_s) {
+// The job's directory for Open MPI's shared memory, after removing those of killed jobs.
+JobShmDir make_job_shm_dir() {
+  for (const std::string& name : remove_stale_job_dirs()) {
+    std::fprintf(stderr, "synkrun: removed /dev/shm/%s, left by a job that was killed\n",
+                 name.c_str());
+  }
+  return JobShmDir::create();
+}
+
+// Runs the job and says how it ended; returns synkrun's exit code. shm_dir goes as soon as the
+// job has ended, before synkrun writes to a stderr that may be closed (SIGPIPE).
+int run_and_report(const Options& o, const std::vector<std::string>& cmd, double timeout_s,
+                   JobShmDir& shm_dir) {
   JobResult r;
   try {
     r = run_job(cmd, timeout_s);
   } catch (const std::exception& e) {
+    shm_dir = JobShmDir();
     std::fprintf(stderr, "synkrun: error: %s\n", e.what());
     return 1;
   }
+  shm_dir = JobShmDir();
   // A rank killed while it created a named segment leaves its name; this host's go now.
   for (const std::string& name : synk::shm::remove_stale_segments()) {
     std::fprintf(stderr, "synkrun: removed /dev/shm/%s, left by a rank that died making it\n",
@@ -387,6 +401,11 @@ int launch(Options& o, const char* argv0) {
   ctx.synk_env = synk_variables(environ);
   const std::vector<std::string> mca_files = mca_parameter_files(ctx.mpirun);
   ctx.ssh_defaults = node.multi_node && default_ssh_agent(std::getenv, mca_files);
+  JobShmDir shm_dir;  // lives until the job ends
+  if (!node.multi_node && !o.dry_run && !user_sets_shm_dir(std::getenv, mca_files)) {
+    shm_dir = make_job_shm_dir();
+    ctx.shm_dir = shm_dir.path();
+  }
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
   std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
   if (const std::string err = isolated_error(hosts, mca_files); !err.empty()) {
@@ -396,7 +415,7 @@ int launch(Options& o, const char* argv0) {
 
   if (o.dry_run) return print_dry_run(o, topo, node, notes, cmd);
   for (const auto& n : notes) std::fprintf(stderr, "synkrun: note: %s\n", n.c_str());
-  return run_and_report(o, cmd, o.timeout_s);
+  return run_and_report(o, cmd, o.timeout_s, shm_dir);
 }
 
 }  // namespace

@@ -105,6 +105,20 @@ std::string isolated_launcher(const std::function<const char*(const char*)>& get
   return "";
 }
 
+bool user_sets_shm_dir(const std::function<const char*(const char*)>& getenv,
+                       const std::vector<std::string>& mca_files) {
+  for (const char* name :
+       {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_mca_base_param_files"}) {
+    if (getenv(name) != nullptr) return true;
+  }
+  return std::any_of(mca_files.begin(), mca_files.end(), [](const std::string& file) {
+    const auto settings = mca_file_settings(file);
+    return std::any_of(settings.begin(), settings.end(), [](const auto& setting) {
+      return setting.first == "btl_vader_backing_directory";
+    });
+  });
+}
+
 std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c) {
   std::vector<std::string> cmd{c.mpirun};
   if (c.nranks > 0) cmd.insert(cmd.end(), {"-np", std::to_string(c.nranks)});  // 0: a rank per slot
@@ -115,6 +129,9 @@ std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c
   if (!o.hostfile.empty()) cmd.insert(cmd.end(), {"--hostfile", o.hostfile});
   if (c.ssh_defaults && (!o.hosts.empty() || !o.hostfile.empty())) {
     cmd.insert(cmd.end(), {"--mca", "plm_rsh_args", kSshArgs});
+  }
+  if (!c.shm_dir.empty()) {
+    cmd.insert(cmd.end(), {"--mca", "btl_vader_backing_directory", c.shm_dir});
   }
   for (const std::string& x : o.exports) cmd.insert(cmd.end(), {"-x", x});
   // One host's ranks inherit synkrun's environment; another host's get only what mpirun

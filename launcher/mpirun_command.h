@@ -22,6 +22,8 @@ struct MpirunContext {
   // Other hosts are reached through ssh, Open MPI's default agent, with no rsh setting of the
   // user's (default_ssh_agent): mpirun then gets kSshArgs.
   bool ssh_defaults = false;
+  // Where the ranks' Open MPI shared memory goes (JobShmDir), or "": Open MPI's default.
+  std::string shm_dir;
 };
 
 // ssh's options for a job across hosts: a host that does not answer fails in 10 s, not after
@@ -46,6 +48,12 @@ bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
 // wins. mpirun then reports another host as "already filled".
 std::string isolated_launcher(const std::function<const char*(const char*)>& getenv,
                               const std::vector<std::string>& mca_files);
+
+// Whether the user chose where Open MPI keeps its shared memory (btl_vader_backing_directory,
+// in the environment or the MCA parameter files, or files of their own): synkrun then leaves
+// it alone.
+bool user_sets_shm_dir(const std::function<const char*(const char*)>& getenv,
+                       const std::vector<std::string>& mca_files);
 
 // The names of the SYNK_* variables in `env` (a null-terminated NAME=VALUE array), sorted.
 std::vector<std::string> synk_variables(const char* const* env);

@@ -236,6 +236,41 @@ sigint)
     if alive "$(cat "$f")"; then fail "rank pid $(cat "$f") still alive"; fi
   done
   ;;
+job_shm_dir)
+  # The ranks' Open MPI shared memory goes to a directory of synkrun's in /dev/shm, removed when
+  # the job ends, also when a second Ctrl-C kills it at once (its vader segments were left in
+  # /dev/shm before); one whose synkrun is gone is removed by the next synkrun.
+  mkdir "$work/pids"
+  PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 env --default-signal=INT "$SYNKRUN" -np 2 "$PROBE" \
+    >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" = 2 ] && break; sleep 0.1; done
+  [ "$(ls "$work/pids" | wc -l)" = 2 ] || fail "ranks did not start"
+  mpirun_pid=$(pgrep -P "$pid" | head -1)
+  dir=$(tr '\0' '\n' < "/proc/$mpirun_pid/cmdline" | grep -A1 -x btl_vader_backing_directory |
+        tail -1)
+  case $dir in
+    /dev/shm/synkrun-job.*) ;;
+    *) fail "no job directory in mpirun's command: $dir" ;;
+  esac
+  [ -d "$dir" ] || fail "$dir does not exist while the job runs"
+  touch "$dir/vader_segment.test.0"  # what a rank's Open MPI would leave
+  kill -INT "$pid"
+  sleep 0.3
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" = 130 ] || fail "exit code $rc after two SIGINTs, expected 130"
+  [ ! -e "$dir" ] || fail "$dir left after the job: $(ls -A "$dir")"
+  # A directory whose synkrun is gone (nobody holds its lock), older than a minute.
+  stale=$(mktemp -d /dev/shm/synkrun-job.XXXXXX)
+  touch "$stale/vader_segment.test.1"
+  touch -d '2 minutes ago' "$stale"
+  "$SYNKRUN" -np 1 /bin/true >"$work/out" 2>"$work/err" || fail "synkrun exit $?"
+  grep -q "^synkrun: removed $stale, left by a job that was killed$" "$work/err" ||
+    fail "the stale directory was not reported"
+  [ ! -e "$stale" ] || fail "$stale was not removed"
+  ;;
 terminal_ctrl_c)
   # At a terminal, mpirun's group holds it, so Ctrl-C signals that group, not synkrun: synkrun
   # must still say that signal 2 stopped the job (exit 130), and leave no rank behind.
@@ -336,11 +371,16 @@ os.execvp(sys.argv[1], sys.argv[1:])')
     # (Open MPI keeps its session directory there, ompi.*; synkrun kept its topology export.)
     [ -z "$(ls "$work/tmp" | grep -v '^ompi\.')" ] ||
       fail "SIG$sig: synkrun wrote to TMPDIR: $(ls "$work/tmp")"
+    # The job's directory for Open MPI's shared memory: a SIGKILLed synkrun cannot remove it
+    # (the next synkrun would, a minute on); this test does.
+    shm_dir=$(tr '\0' '\n' < "/proc/$mpirun_pid/cmdline" |
+              grep -A1 -x btl_vader_backing_directory | tail -1)
     kill -"$sig" "$pid"
     wait_for_exit "$pid" 10 "synkrun after SIG$sig"
     rc=$?
     case $sig in
-      KILL) [ "$rc" = 137 ] || fail "SIGKILL: exit code $rc" ;;
+      KILL) [ "$rc" = 137 ] || fail "SIGKILL: exit code $rc"
+            case $shm_dir in /dev/shm/synkrun-job.*) rm -rf "$shm_dir" ;; esac ;;
       QUIT) [ "$rc" = 131 ] || fail "SIGQUIT: exit code $rc, expected 131"
             grep -q 'stopped by signal 3; exit code 131' "$work/err" || fail "SIGQUIT: message" ;;
       USR*) [ "$rc" != 0 ] || fail "SIG$sig: the ranks did not get it (exit 0)" ;;

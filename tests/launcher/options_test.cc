@@ -179,7 +179,7 @@ TEST(Options, LaunchOnlyOptionsWithRankStep) {
 TEST(MpirunCommand, FlagsAndRankStep) {
   Options o = ok({"-np", "3", "-H", "a:2,b:1", "-x", "FOO=1", "--gpus", "2,0", "--bind", "core",
                   "--report-bindings", "--dry-run", "--topology", "/t.xml", "prog", "--flag"});
-  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 3, true, false, {}};
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 3, true, false, {}, false, ""};
   EXPECT_EQ(mpirun_command(o, c), (std::vector<std::string>{"/usr/bin/mpirun",
                                                             "-np",
                                                             "3",
@@ -203,7 +203,7 @@ TEST(MpirunCommand, FlagsAndRankStep) {
                                                             "prog",
                                                             "--flag"}));
   // 0 ranks: no -np, mpirun starts a rank per slot of the hosts.
-  MpirunContext per_slot{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}};
+  MpirunContext per_slot{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}, false, ""};
   const auto slots = mpirun_command(ok({"-H", "a:2,b:2", "prog"}), per_slot);
   EXPECT_EQ(std::count(slots.begin(), slots.end(), "-np"), 0);
   EXPECT_EQ(slots[1], "--bind-to");
@@ -231,7 +231,7 @@ TEST(MpirunCommand, FlagsAndRankStep) {
 TEST(MpirunCommand, ForwardsSynkVariablesToOtherHosts) {
   const char* env[] = {"PATH=/bin", "SYNK_LOG=info", "SYNK_TIMEOUT=7", "SYNK_NODE_RANK=1",
                        "SYNK_RANK=0", "NOT_SYNK_X=1", "SYNK_CPUS=0-3", nullptr};
-  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}};
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}, false, ""};
   c.synk_env = synk_variables(env);
   EXPECT_EQ(c.synk_env, (std::vector<std::string>{"SYNK_CPUS", "SYNK_LOG", "SYNK_NODE_RANK",
                                                   "SYNK_RANK", "SYNK_TIMEOUT"}));
@@ -252,7 +252,7 @@ TEST(MpirunCommand, ForwardsSynkVariablesToOtherHosts) {
 // With hosts reached through a plain ssh, mpirun gets ssh options that bound a host that does
 // not answer (10 s) and one that asks for a password (at once): else synkrun waited silently.
 TEST(MpirunCommand, BoundsSshToOtherHosts) {
-  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}, true};
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 0, false, false, {}, true, ""};
   const auto cmd = mpirun_command(ok({"-H", "a:1,b:1", "prog"}), c);
   const auto mca = std::find(cmd.begin(), cmd.end(), "--mca");
   ASSERT_NE(mca, cmd.end());
@@ -299,6 +299,33 @@ TEST(MpirunCommand, DefaultSshAgentOnlyWithoutTheUsersSettings) {
 
 // plm = isolated, from the environment (Open MPI 4's or 5's name) or a parameter file, where the
 // environment's value wins, then the first file's; a comment or another component is not it.
+// synkrun puts a job's Open MPI shared memory in a directory of its own unless the user chose
+// where it goes; and mpirun gets the directory.
+TEST(MpirunCommand, JobShmDirectoryUnlessTheUserChoseOne) {
+  const std::string dir = ::testing::TempDir() + "synk_shm_dir";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/plain.conf") << "btl = ^openib\n";
+  std::ofstream(dir + "/chosen.conf") << "btl_vader_backing_directory = /tmp\n";
+  std::map<std::string, std::string> env;
+  const auto getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_FALSE(user_sets_shm_dir(getenv, {dir + "/plain.conf", dir + "/missing.conf"}));
+  EXPECT_TRUE(user_sets_shm_dir(getenv, {dir + "/plain.conf", dir + "/chosen.conf"}));
+  env["OMPI_MCA_btl_vader_backing_directory"] = "/tmp";
+  EXPECT_TRUE(user_sets_shm_dir(getenv, {}));
+  std::filesystem::remove_all(dir);
+
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 2, false, false, {}, false, ""};
+  c.shm_dir = "/dev/shm/synkrun-job.abc";
+  const auto cmd = mpirun_command(ok({"prog"}), c);
+  const auto at = std::find(cmd.begin(), cmd.end(), "btl_vader_backing_directory");
+  ASSERT_NE(at, cmd.end());
+  EXPECT_EQ(*(at - 1), "--mca");
+  EXPECT_EQ(*(at + 1), "/dev/shm/synkrun-job.abc");
+}
+
 TEST(MpirunCommand, IsolatedLauncherFromTheEnvironmentOrAFile) {
   const std::string dir = ::testing::TempDir() + "synk_isolated";
   std::filesystem::create_directories(dir);
