@@ -3,7 +3,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <iterator>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "synk/version.h"
@@ -166,11 +168,13 @@ bool wants_mpi_threads(int argc, char** argv) {
 // What an argument CLI11 did not expect is: an option synk-bench lacks (nccl-tests' -g, -t, ...)
 // is named as such; CLI11 listed the extras backwards ("1 -g").
 std::string unknown_option_text(int argc, char** argv, const std::string& cli11_text) {
+  std::istringstream words(cli11_text);
+  const std::set<std::string> extras{std::istream_iterator<std::string>(words), {}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) continue;
     const std::string name = arg.substr(0, arg.find('='));
-    if (cli11_text.find(name) == std::string::npos) continue;
+    if (extras.count(name) == 0 && extras.count(arg) == 0) continue;
     return "unknown option " + name +
            " (nccl-tests' -g, -t, -a, -m, -z and such have no counterpart: synk-bench runs one "
            "rank per process, a GPU each; see --help)";

@@ -667,10 +667,9 @@ int run(const World& w, int argc, char** argv) {
 }  // namespace synk::bench
 
 int main(int argc, char** argv) {
-  // Heap memory freed is kept for the next allocation, as in a program that has run a while.
-  // Otherwise glibc's thresholds, where the tables' large buffers left them, sent the MPI
-  // column's temporary buffers (Open MPI's reduce_scatter allocates one each call) to mmap and
-  // back at every call: 10-60 times its time (docs/measurements.md, the MPI column's heap).
+  // Heap memory freed is kept for the next allocation, as in a program that has run a while:
+  // else the MPI column's temporary buffers (Open MPI's reduce_scatter allocates one each call)
+  // went to mmap and back at every call (docs/measurements.md, the MPI column's heap).
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // MPI starts first so that only rank 0 prints, even for a bad command line.

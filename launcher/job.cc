@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -195,7 +196,11 @@ void FailureParser::feed_line(const std::string& line) {
   std::smatch w;
   if (!waited_for_ && line.find("synk Timeout: ") != std::string::npos &&
       std::regex_search(line, w, waited)) {
-    waited_for_ = std::stoi(w[1]);
+    // A rank's own text: a number past int is ignored, not thrown.
+    const std::string digits = w[1];
+    int rank = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+    if (ec == std::errc() && end == digits.data() + digits.size()) waited_for_ = rank;
   }
   if (std::regex_search(line, rule)) {
     lines_since_rule_ = 0;

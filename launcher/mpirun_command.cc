@@ -107,14 +107,16 @@ std::string isolated_launcher(const std::function<const char*(const char*)>& get
 
 bool user_sets_shm_dir(const std::function<const char*(const char*)>& getenv,
                        const std::vector<std::string>& mca_files) {
-  for (const char* name :
-       {"OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_mca_base_param_files"}) {
+  // (Open MPI 5 calls the vader BTL sm.)
+  for (const char* name : {"OMPI_MCA_btl_vader_backing_directory",
+                           "OMPI_MCA_btl_sm_backing_directory", "OMPI_MCA_mca_base_param_files"}) {
     if (getenv(name) != nullptr) return true;
   }
   return std::any_of(mca_files.begin(), mca_files.end(), [](const std::string& file) {
     const auto settings = mca_file_settings(file);
     return std::any_of(settings.begin(), settings.end(), [](const auto& setting) {
-      return setting.first == "btl_vader_backing_directory";
+      return setting.first == "btl_vader_backing_directory" ||
+             setting.first == "btl_sm_backing_directory";
     });
   });
 }

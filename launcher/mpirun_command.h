@@ -50,8 +50,8 @@ std::string isolated_launcher(const std::function<const char*(const char*)>& get
                               const std::vector<std::string>& mca_files);
 
 // Whether the user chose where Open MPI keeps its shared memory (btl_vader_backing_directory,
-// in the environment or the MCA parameter files, or files of their own): synkrun then leaves
-// it alone.
+// or Open MPI 5's btl_sm_backing_directory, in the environment or the MCA parameter files, or
+// files of their own): synkrun then leaves it alone.
 bool user_sets_shm_dir(const std::function<const char*(const char*)>& getenv,
                        const std::vector<std::string>& mca_files);
 

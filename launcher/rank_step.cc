@@ -247,18 +247,21 @@ Placement plan_and_bind(const Options& o, const RankEnv& env, const std::string&
       inherited_visible_devices_error(std::getenv("CUDA_VISIBLE_DEVICES"), topo, o.plan);
   if (!visible.empty()) throw std::runtime_error(visible);
   const Plan plan = make_plan(topo, env.local_size, o.plan);
+  // srun binds each task by its own rules (--cpu-bind) within the job's CPUs, which the
+  // node's topology does not show: its binding stands, and the plan gives the GPUs only.
+  const bool srun_bound =
+      env.source == "slurm" && o.topology.empty() && bound_narrower(topo, current_affinity());
   // Unless the launching synkrun showed this node's plan before the start (one host), nobody
   // saw it: its notes, ranks left without a GPU among them, come here.
   if (!o.plan_shown && env.local_rank == 0) {
     for (const std::string& note : plan.notes) {
+      if (srun_bound && note.find("GPU") == std::string::npos) continue;  // of cores unused
       std::fprintf(stderr, "%s: note: %s\n", who.c_str(), note.c_str());
     }
   }
   RankPlan& me = out.me = plan.ranks[static_cast<std::size_t>(env.local_rank)];
   if (me.cpus.empty()) return out;
-  // srun binds each task by its own rules (--cpu-bind) within the job's CPUs, which the
-  // node's topology does not show: its binding stands.
-  if (env.source == "slurm" && o.topology.empty() && bound_narrower(topo, current_affinity())) {
+  if (srun_bound) {
     me.cpus.clear();
     me.numa.reset();
     me.shared = false;

@@ -66,6 +66,8 @@ run -np 1 "$bench" allreduce -e 8 -n 1 -w 0 --mpi-threads single --mpi-threads=m
   grep -q "mpi threads: multiple" || { echo "the last --mpi-threads did not count"; exit 1; }
 # nccl-tests' -g is named as an option synk-bench lacks (CLI11 said "not expected: 1 -g")
 refused 1 allreduce -e 8 -g 1 -- "unknown option -g (nccl-tests' -g, -t"
+# (a valid option inside the unknown one's name is not taken for it: -n in --ngpus)
+refused 1 allreduce -e 8 -n 5 --ngpus 1 -- "unknown option --ngpus (nccl-tests'"
 # -S: the untimed calls after the warmup (155 by default), 0 for none
 grep -q "warmup iters: 1 settle iters: 155 iters: 2" "$work/threads.txt"
 refused 1 all -S -1 -- "-S -1: SETTLE must be >= 0"

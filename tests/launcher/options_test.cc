@@ -297,8 +297,6 @@ TEST(MpirunCommand, DefaultSshAgentOnlyWithoutTheUsersSettings) {
   std::filesystem::remove_all(dir);
 }
 
-// plm = isolated, from the environment (Open MPI 4's or 5's name) or a parameter file, where the
-// environment's value wins, then the first file's; a comment or another component is not it.
 // synkrun puts a job's Open MPI shared memory in a directory of its own unless the user chose
 // where it goes; and mpirun gets the directory.
 TEST(MpirunCommand, JobShmDirectoryUnlessTheUserChoseOne) {
@@ -315,6 +313,9 @@ TEST(MpirunCommand, JobShmDirectoryUnlessTheUserChoseOne) {
   EXPECT_TRUE(user_sets_shm_dir(getenv, {dir + "/plain.conf", dir + "/chosen.conf"}));
   env["OMPI_MCA_btl_vader_backing_directory"] = "/tmp";
   EXPECT_TRUE(user_sets_shm_dir(getenv, {}));
+  env.clear();
+  env["OMPI_MCA_btl_sm_backing_directory"] = "/tmp";  // Open MPI 5's name
+  EXPECT_TRUE(user_sets_shm_dir(getenv, {}));
   std::filesystem::remove_all(dir);
 
   MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 2, false, false, {}, false, ""};
@@ -326,6 +327,8 @@ TEST(MpirunCommand, JobShmDirectoryUnlessTheUserChoseOne) {
   EXPECT_EQ(*(at + 1), "/dev/shm/synkrun-job.abc");
 }
 
+// plm = isolated, from the environment (Open MPI 4's or 5's name) or a parameter file, where the
+// environment's value wins, then the first file's; a comment or another component is not it.
 TEST(MpirunCommand, IsolatedLauncherFromTheEnvironmentOrAFile) {
   const std::string dir = ::testing::TempDir() + "synk_isolated";
   std::filesystem::create_directories(dir);
@@ -574,6 +577,9 @@ TEST(FailureParser, TheRankATimeoutWaitedFor) {
   q.feed_line("synk Timeout: all_reduce: rank 0 waited 2 s (SYNK_TIMEOUT) for ranks 1 and 2, "
               "which have not reached this call");
   EXPECT_EQ(q.waited_for(), 1);
+  FailureParser huge;  // a rank's own text: ignored, not thrown out of synkrun
+  huge.feed_line("synk Timeout: x (SYNK_TIMEOUT) for rank 99999999999");
+  EXPECT_FALSE(huge.waited_for());
   FailureParser none;
   none.feed_line("synk Timeout: rank 0: all_reduce(count 1, float32, sum) on the mpi backend has "
                  "waited 3 s inside MPI without progress");

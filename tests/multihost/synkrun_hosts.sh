@@ -98,7 +98,9 @@ echo "-np 3 -H hostA:2,hostB:2: each node's notes are of its own ranks"
 run_job share 60 "$SYNKRUN" -np 3 -H hostA:2,hostB:2 "$PROBE" layout
 expect_rc 0 "-np 3 over 4 slots"
 # Before, synkrun planned all 3 ranks on hostA's 2 cores and said they shared them.
-if grep -q "share" "$WORK/share.out"; then fail "a note of cores shared: $(grep share "$WORK/share.out")"; fi
+if grep -q "share" "$WORK/share.out"; then
+  fail "a note of cores shared: $(grep share "$WORK/share.out")"
+fi
 
 echo "an unreachable host (hostC's link down)"
 link_down hostC

@@ -135,6 +135,22 @@ TEST_F(CheckCalls, SynksOwnCallsAreNamedByTheirPart) {
               HasSubstr("rank 1 called all_reduce(count 100, float32, sum)"));
 }
 
+// A non-blocking call issued before a labelled one keeps its own label wherever it runs: on
+// rank 0 init_key's all_reduce runs the queued iall_reduce on rank 0's thread, under
+// init_key's label, while rank 1's progress thread ran it as the user's; compared, they were
+// "mismatched calls".
+TEST_F(CheckCalls, QueuedCallsKeepTheirOwnLabel) {
+  synk::KeyValue kv(comm);
+  synk::Request r =
+      comm.iall_reduce(a.data(), b.data(), 100, DataType::float32, ReduceOp::sum);
+  if (me != 0) r.wait();
+  const auto e = caught([&] { kv.init_key(6, 4, DataType::float32); });
+  EXPECT_FALSE(e.has_value()) << e->what();
+  const auto w = caught([&] { r.wait(); });
+  EXPECT_FALSE(w.has_value()) << w->what();
+  EXPECT_EQ(b[99], static_cast<float>(comm.size()));
+}
+
 TEST_F(CheckCalls, DifferentRoots) {
   const int root = me == 1 ? 1 : 0;
   const auto e = caught([&] { comm.broadcast(b.data(), 10, DataType::float32, root); });

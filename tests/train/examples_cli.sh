@@ -15,7 +15,8 @@ for example in "$@"; do
   rc=$?
   set -e
   [ "$rc" -eq 2 ] || { echo "$name --bogus: exit $rc, expected 2"; cat "$work/err"; exit 1; }
-  [ "$(cat "$work/err")" = "$name: The following argument was not expected: --bogus (see --help)" ] ||
+  want="$name: The following argument was not expected: --bogus (see --help)"
+  [ "$(cat "$work/err")" = "$want" ] ||
     { echo "$name --bogus:"; cat "$work/out" "$work/err"; exit 1; }
   echo "ok: $name"
 done

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/call_label.h"
 #include "synk/error.h"
 #include "synk/node_buffer.h"
 #include "synk/request.h"
@@ -88,6 +89,9 @@ struct CollArgs {
   // A non-blocking call that runs at issue, on the caller's thread (MPI below
   // MPI_THREAD_MULTIPLE): the watchdog's message says how ranks meet in such a wait.
   bool at_issue = false;
+  // What the call is part of when synk made it (call_label.h), taken when it is made: a call
+  // queued before it and run on this thread later keeps its own.
+  CallLabel label = CallLabel::user;
 };
 
 // The backends. Code outside them asks a backend what it can do (the capability queries of

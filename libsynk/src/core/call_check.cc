@@ -49,7 +49,7 @@ static_assert(sizeof(CallRecord) == 48, "one small record per rank, without padd
 
 // What this rank's error names: the collective, or the call of synk's it is part of.
 std::string call_title(const CollArgs& a) {
-  const std::string label = to_string(current_call_label());
+  const std::string label = to_string(a.label);
   return label.empty() ? to_string(a.coll) : label;
 }
 
@@ -335,7 +335,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   mine.count = a.count;
   mine.error_code = -1;
   mine.node = ctx.node;
-  mine.label = static_cast<std::int32_t>(current_call_label());
+  mine.label = static_cast<std::int32_t>(a.label);
   std::optional<Error> local_error;
   try {
     validate(a, ctx);

@@ -1,10 +1,15 @@
 // See call_label.h.
 #include "core/call_label.h"
 
+#include <atomic>
+
 namespace synk::detail {
 
 namespace {
 thread_local CallLabel current = CallLabel::user;
+// Labels alive in any thread: while none is, every call is the user's, known without the
+// thread_local's lookup (a shared library's costs a call on every collective).
+std::atomic<int> labels_alive{0};
 }  // namespace
 
 const char* to_string(CallLabel label) {
@@ -17,11 +22,19 @@ const char* to_string(CallLabel label) {
   return "";
 }
 
-CallLabel current_call_label() { return current; }
+CallLabel current_call_label() {
+  return labels_alive.load(std::memory_order_relaxed) == 0 ? CallLabel::user : current;
+}
 
-ScopedCallLabel::ScopedCallLabel(CallLabel label) : outer_(current) { current = label; }
+ScopedCallLabel::ScopedCallLabel(CallLabel label) : outer_(current) {
+  labels_alive.fetch_add(1, std::memory_order_relaxed);
+  current = label;
+}
 
-ScopedCallLabel::~ScopedCallLabel() { current = outer_; }
+ScopedCallLabel::~ScopedCallLabel() {
+  current = outer_;
+  labels_alive.fetch_sub(1, std::memory_order_relaxed);
+}
 
 std::string labeled_call(CallLabel label, const std::string& call) {
   const std::string name = to_string(label);

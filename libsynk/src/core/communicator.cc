@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -27,14 +28,23 @@ namespace detail {
 
 struct CommState;
 
+namespace {
+
 // The communicators alive, whose queued non-blocking calls MPI_Finalize finishes first (they
-// run on synk's threads; past MPI_Finalize their MPI calls crashed the process).
+// run on synk's threads; past MPI_Finalize their MPI calls crashed the process). One being
+// finished is not destroyed (by another thread) until it is done.
 std::mutex live_mu;
+std::condition_variable live_cv;
 std::vector<CommState*> live_states;
+const CommState* finishing = nullptr;
+
 void forget(CommState* st) {
-  std::lock_guard lk(live_mu);
+  std::unique_lock lk(live_mu);
+  live_cv.wait(lk, [st] { return finishing != st; });
   std::erase(live_states, st);
 }
+
+}  // namespace
 
 struct CommState {
   CommContext ctx;
@@ -92,18 +102,26 @@ struct CommState {
   }
 };
 
+namespace {
+
 // At MPI_Finalize: every rank finishes its queued calls, which the others' calls meet.
 // (Outside the lock: a call may make a communicator of its own.)
 void finish_queued_calls() {
-  std::vector<CommState*> states;
-  {
-    std::lock_guard lk(live_mu);
-    states = live_states;
-  }
-  for (CommState* st : states) {
-    if (CallQueue* q = st->queue.load(std::memory_order_acquire)) q->run_in_order([] {});
+  for (std::size_t i = 0;; ++i) {
+    CallQueue* q = nullptr;
+    {
+      std::lock_guard lk(live_mu);
+      finishing = nullptr;
+      live_cv.notify_all();
+      if (i >= live_states.size()) return;
+      finishing = live_states[i];
+      q = live_states[i]->queue.load(std::memory_order_acquire);
+    }
+    if (q != nullptr) q->run_in_order([] {});
   }
 }
+
+}  // namespace
 
 CommState::CommState() {
   static std::once_flag once;
@@ -408,6 +426,7 @@ void execute(detail::CommState& st, CollArgs&& a) {
 // A blocking call: after the non-blocking calls issued before it.
 void run(detail::CommState& st, CollArgs&& a) {
   detail::refuse_after_finalize(detail::to_string(a.coll));
+  a.label = detail::current_call_label();
   detail::refuse_if_master_alone(st, detail::to_string(a.coll));
   detail::CommState& to = route(st, a);
   detail::CallQueue* q = st.queue.load(std::memory_order_acquire);
@@ -453,6 +472,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
   } catch (...) {
     return detail::failed_request(std::current_exception());
   }
+  a.label = detail::current_call_label();
   if (st.routes_by_memory) {
     detail::CommState* to = &st;
     try {

@@ -26,7 +26,15 @@ int run_hooks(MPI_Comm, int, void*, void*) {
     std::lock_guard lk(hooks_mu);
     todo = hooks;
   }
-  for (auto h = todo.rbegin(); h != todo.rend(); ++h) (*h)();
+  for (auto h = todo.rbegin(); h != todo.rend(); ++h) {
+    try {  // nothing may leave MPI's callback
+      (*h)();
+    } catch (const std::exception& e) {
+      SYNK_LOG_AT(error, "synk's work at MPI_Finalize failed: " << e.what());
+    } catch (...) {
+      SYNK_LOG_AT(error, "synk's work at MPI_Finalize failed");
+    }
+  }
   finalize_started.store(true, std::memory_order_relaxed);
   return MPI_SUCCESS;
 }

@@ -84,7 +84,8 @@ void agree_on_settings(MPI_Comm comm, const std::string& backend) {
     const auto& [name, value] = shared[i];
     throw Error(ErrorCode::InvalidUsage,
                 std::string(name) + " differs across the ranks (this rank's: " +
-                    (value.empty() ? "unset, the default" : "'" + value + "'") + "); it must be the same on every rank: set it alike everywhere (synkrun "
+                    (value.empty() ? "unset, the default" : "'" + value + "'") +
+                    "); it must be the same on every rank: set it alike everywhere (synkrun "
                     "passes the SYNK_* variables set where it starts; mpirun needs -x)");
   }
 }
