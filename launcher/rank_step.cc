@@ -217,7 +217,11 @@ TopologySource rank_topology_source(const Options& o) {
       access(o.node_topology.c_str() + eq + 1, R_OK) == 0) {
     return {TopologySource::Kind::xml_file, o.node_topology.substr(eq + 1), true};
   }
-  return {};
+  // Started by synkrun on its one host (mpirun --bind-to none), the rank has synkrun's CPUs,
+  // which its plan kept to (taskset -c 1 synkrun ...): so does this one.
+  TopologySource fresh;
+  fresh.within_binding = o.plan_shown;
+  return fresh;
 }
 
 // Whether the launcher bound this rank to fewer CPUs than the node offers (srun --cpu-bind,
