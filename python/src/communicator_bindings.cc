@@ -374,8 +374,8 @@ std::size_t row_elems(const Buffer& b) {
 // its dtype.
 enum GathervField { gv_failed, gv_root, gv_rows, gv_row, gv_out_rows, gv_dtype, gv_fields };
 
-// Every rank's dtype (at field `f` of each rank's record) must be this rank's: else the values
-// of one would be read as the other's, silently where the call is not compared.
+// Every rank's dtype (dtype_of(r), from the ranks' agreement) must be this rank's: else the
+// values of one would be read as the other's, silently where the call is not compared.
 template <class At>
 void same_dtype_everywhere(Communicator& c, const char* op, DataType mine, const At& dtype_of) {
   for (int r = 0; r < c.size(); ++r) {
