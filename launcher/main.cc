@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cstring>
 #include <cstdio>
@@ -279,6 +280,15 @@ std::string waited_text(const Options& o, const FailureParser& failure) {
          " had not reached the call that timed out";
 }
 
+// A rank ended by SIGPIPE only wrote to what had closed: mpirun may name it first although a
+// rank, daemon or host that went before it is the cause (a host's daemon killed, seen so).
+void print_broken_pipe_note() {
+  std::fprintf(stderr,
+               "synkrun: note: a broken pipe: what the rank wrote to (a connection to another "
+               "rank, or mpirun's output) had closed; look for a rank, daemon or host that "
+               "went away before it\n");
+}
+
 // The job's directory for Open MPI's shared memory, after removing those of killed jobs.
 JobShmDir make_job_shm_dir() {
   for (const std::string& name : remove_stale_job_dirs()) {
@@ -329,6 +339,7 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
     } else {
       std::fprintf(stderr, "synkrun: %s failed first%s; exit code %d\n", who.c_str(),
                    waited_text(o, r.failure).c_str(), r.exit_code);
+      if (r.failure.signal() == SIGPIPE) print_broken_pipe_note();
     }
   }
   return r.exit_code;

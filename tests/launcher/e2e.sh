@@ -199,6 +199,13 @@ failing_rank)
   rc=$?
   [ "$rc" = 139 ] || fail "exit code $rc after a segfault, expected 139"
   tail -n 1 "$work/err" | grep -q '^synkrun: rank 0 on [^ ]* (signal 11' || fail "segfault of rank 0 not named"
+  # A broken pipe is named with a note that its cause went before it.
+  PROBE_FAIL_RANK=1 PROBE_FAIL_SIGNAL=PIPE PROBE_SLEEP=30 "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 141 ] || fail "exit code $rc after a SIGPIPE, expected 141"
+  grep -q '^synkrun: rank 1 .*(signal 13.*failed first; exit code 141$' "$work/err" &&
+    tail -n 1 "$work/err" | grep -q '^synkrun: note: a broken pipe: .* went away before it$' ||
+    fail "a rank's SIGPIPE without the note on its cause"
   "$SYNKRUN" -np 2 /nonexistent/program >"$work/out" 2>"$work/err"
   rc=$?
   [ "$rc" = 127 ] || fail "exit code $rc for a missing program, expected 127"

@@ -562,6 +562,21 @@ TEST(FailureParser, DaemonsThatFailed) {
   aborted.feed_line("a non-zero exit code. Per user-direction, the job has been aborted.");
   EXPECT_TRUE(aborted.job_failing());
   EXPECT_FALSE(aborted.daemons_failed());
+
+  // hostB's daemon killed, as a busy CI machine's mpirun reported it: a rank of hostA's SIGPIPE
+  // first, and no word of the daemon (synkrun then adds its broken-pipe note).
+  FailureParser piped;
+  for (const char* l : {kRule, "Primary job  terminated normally, but 1 process returned",
+                        "a non-zero exit code. Per user-direction, the job has been aborted.",
+                        kRule, "Killed", kRule,
+                        "mpirun noticed that process rank 0 with PID 0 on node hostA exited on "
+                        "signal 13 (Broken pipe).",
+                        kRule}) {
+    piped.feed_line(l);
+  }
+  EXPECT_EQ(piped.describe(), "rank 0 on hostA (signal 13, Broken pipe)");
+  EXPECT_EQ(piped.signal(), 13);
+  EXPECT_FALSE(piped.daemons_failed());
 }
 
 // A rank's synk Timeout names the rank it waited for: synkrun's line names it beside the rank

@@ -50,9 +50,13 @@ wait $JOB
 RC=$?
 echo "  synkrun: exit $RC in $(since "$start") s"
 [ "$RC" != 0 ] || fail "a killed daemon: synkrun exit 0"
-# mpirun names the host; synkrun's line did not.
+# mpirun names the host, and synkrun's line with it. On a busy machine (seen in CI) mpirun may
+# first report a rank of hostA ended by SIGPIPE as it takes the job down, and never the daemon:
+# synkrun then notes that the broken pipe's cause went before it.
 lost="^synkrun: error: mpirun could not start or lost its daemon on a host; it lost the one on"
-expect_in "$WORK/orted.out" "$lost hostB" "synkrun names the host whose daemon was lost"
+pipe="^synkrun: note: a broken pipe: .* went away before it$"
+expect_in "$WORK/orted.out" "$lost hostB|$pipe" \
+  "synkrun names the host whose daemon was lost (or a broken pipe's earlier cause)"
 awk -v t="$(since "$start")" 'BEGIN { exit !(t < 15) }' ||
   fail "a killed daemon: the job took $(since "$start") s"
 # Open MPI's own segments (vader_segment.hostB.*) stay on hostB: its daemon removed them.
