@@ -64,42 +64,35 @@ void check_mpi(int rc, const char* call) {
                            " failed: " + std::string(text, static_cast<std::size_t>(len)));
 }
 
-// MPI's in-place calls: MPI_IN_PLACE where the input is already in the output (MPI's
-// reduce_scatter takes the whole input in recv and leaves the result in its first block).
-void call_mpi_in_place(MPI_Comm comm, const CallArgs& a) {
+// The send and receive buffers MPI's call takes: an in-place call's input is already in its
+// output, so MPI_IN_PLACE stands for it (MPI's reduce_scatter takes the whole input in recv
+// and leaves the result in its first block).
+struct MpiBuffers {
+  const void* send;
+  void* recv;
+};
+
+MpiBuffers mpi_buffers(MPI_Comm comm, const CallArgs& a) {
+  if (!a.in_place) return {a.send, a.recv};
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  const int b = static_cast<int>(a.layout.block);
-  const MPI_Datatype t = mpi_type(a.dtype, uses_op(a.coll));
   const bool root = rank == a.root;
   switch (a.coll) {
     case Coll::allreduce:
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, a.recv, b, t, mpi_op(a.op), comm), "MPI_Allreduce");
-      break;
-    case Coll::broadcast:
-      check_mpi(MPI_Bcast(a.recv, b, t, a.root, comm), "MPI_Bcast");
-      break;
-    case Coll::reduce:
-      check_mpi(MPI_Reduce(root ? MPI_IN_PLACE : a.recv, a.recv, b, t, mpi_op(a.op), a.root, comm),
-                "MPI_Reduce");
-      break;
     case Coll::allgather:
-      check_mpi(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a.recv, b, t, comm),
-                "MPI_Allgather");
-      break;
+      return {MPI_IN_PLACE, a.recv};
+    case Coll::broadcast:
+      return {nullptr, a.recv};
+    case Coll::reduce:
+      return {root ? MPI_IN_PLACE : a.recv, a.recv};
     case Coll::reduce_scatter:
-      check_mpi(MPI_Reduce_scatter_block(MPI_IN_PLACE, a.send, b, t, mpi_op(a.op), comm),
-                "MPI_Reduce_scatter_block");
-      break;
+      return {MPI_IN_PLACE, a.send};
     case Coll::gather:
-      check_mpi(MPI_Gather(root ? MPI_IN_PLACE : a.send, b, t, a.recv, b, t, a.root, comm),
-                "MPI_Gather");
-      break;
+      return {root ? MPI_IN_PLACE : a.send, a.recv};
     case Coll::scatter:
-      check_mpi(MPI_Scatter(a.send, b, t, root ? MPI_IN_PLACE : a.recv, b, t, a.root, comm),
-                "MPI_Scatter");
-      break;
+      return {a.send, root ? MPI_IN_PLACE : a.recv};
   }
+  return {a.send, a.recv};
 }
 
 }  // namespace
@@ -298,34 +291,31 @@ bool mpi_has_baseline(const CallArgs& a) {
 }
 
 void call_mpi(MPI_Comm comm, const CallArgs& a) {
-  if (a.in_place) {
-    call_mpi_in_place(comm, a);
-    return;
-  }
+  const auto [send, recv] = mpi_buffers(comm, a);
   const int b = static_cast<int>(a.layout.block);
   const MPI_Datatype t = mpi_type(a.dtype, uses_op(a.coll));
   switch (a.coll) {
     case Coll::allreduce:
-      check_mpi(MPI_Allreduce(a.send, a.recv, b, t, mpi_op(a.op), comm), "MPI_Allreduce");
+      check_mpi(MPI_Allreduce(send, recv, b, t, mpi_op(a.op), comm), "MPI_Allreduce");
       break;
     case Coll::broadcast:
-      check_mpi(MPI_Bcast(a.recv, b, t, a.root, comm), "MPI_Bcast");
+      check_mpi(MPI_Bcast(recv, b, t, a.root, comm), "MPI_Bcast");
       break;
     case Coll::reduce:
-      check_mpi(MPI_Reduce(a.send, a.recv, b, t, mpi_op(a.op), a.root, comm), "MPI_Reduce");
+      check_mpi(MPI_Reduce(send, recv, b, t, mpi_op(a.op), a.root, comm), "MPI_Reduce");
       break;
     case Coll::allgather:
-      check_mpi(MPI_Allgather(a.send, b, t, a.recv, b, t, comm), "MPI_Allgather");
+      check_mpi(MPI_Allgather(send, b, t, recv, b, t, comm), "MPI_Allgather");
       break;
     case Coll::reduce_scatter:
-      check_mpi(MPI_Reduce_scatter_block(a.send, a.recv, b, t, mpi_op(a.op), comm),
+      check_mpi(MPI_Reduce_scatter_block(send, recv, b, t, mpi_op(a.op), comm),
                 "MPI_Reduce_scatter_block");
       break;
     case Coll::gather:
-      check_mpi(MPI_Gather(a.send, b, t, a.recv, b, t, a.root, comm), "MPI_Gather");
+      check_mpi(MPI_Gather(send, b, t, recv, b, t, a.root, comm), "MPI_Gather");
       break;
     case Coll::scatter:
-      check_mpi(MPI_Scatter(a.send, b, t, a.recv, b, t, a.root, comm), "MPI_Scatter");
+      check_mpi(MPI_Scatter(send, b, t, recv, b, t, a.root, comm), "MPI_Scatter");
       break;
   }
 }

@@ -376,7 +376,7 @@ Options parse_options(int argc, char** argv) {
     throw UsageError("--mpi-threads " + o.mpi_threads + ": expected single or multiple");
   }
   const bool bad_offset = o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0;
-  if (o.page_offset != -1 && bad_offset) {
+  if (app.count("-P") > 0 && bad_offset) {  // -1 is the default's mark, not a value
     throw UsageError("-P " + std::to_string(o.page_offset) +
                      ": BYTES must be a multiple of 8 from 0 to 4095");
   }

@@ -108,6 +108,7 @@ grep -q "synk-bench: no row measured" "$work/bad.txt" || { cat "$work/bad.txt"; 
 grep -q "^# allreduce (shm): no memory-bandwidth bound: the largest row (65536 B) is under" \
   "$work/offset.txt" || { echo "a bound for rows in the caches"; exit 1; }
 refused 1 all -P 4100 -- "-P 4100: BYTES must be a multiple of 8 from 0 to 4095"
+refused 1 all -P -1 -- "-P -1: BYTES must be a multiple of 8 from 0 to 4095"
 
 # nccl-tests' spelling names the same collective; an unknown one is refused with the list
 run -np 1 "$bench" all_gather -b 64 -e 64 -n 1 -w 0 --backend shm > "$work/one.txt"

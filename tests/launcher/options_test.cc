@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -266,6 +267,14 @@ TEST(MpirunCommand, BoundsSshToOtherHosts) {
   EXPECT_EQ(std::count(own.begin(), own.end(), "--mca"), 0);
 }
 
+// A getenv that reads `env`, which the test changes as it goes.
+std::function<const char*(const char*)> getenv_of(const std::map<std::string, std::string>& env) {
+  return [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
 // The user's own agent or ssh options, in the environment or an MCA parameter file, or no ssh
 // on PATH (Open MPI then uses rsh): synkrun adds nothing of its own.
 TEST(MpirunCommand, DefaultSshAgentOnlyWithoutTheUsersSettings) {
@@ -277,10 +286,7 @@ TEST(MpirunCommand, DefaultSshAgentOnlyWithoutTheUsersSettings) {
   std::ofstream(dir + "/plain.conf") << "# comment\nbtl = ^openib\n";
   std::ofstream(dir + "/agent.conf") << "btl = ^openib\n  plm_rsh_agent = /opt/my_ssh\n";
   std::map<std::string, std::string> env{{"PATH", "/nonexistent:" + dir + "/bin"}};
-  const auto getenv = [&](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
+  const auto getenv = getenv_of(env);
   EXPECT_TRUE(default_ssh_agent(getenv, {dir + "/plain.conf", dir + "/missing.conf"}));
   EXPECT_FALSE(default_ssh_agent(getenv, {dir + "/plain.conf", dir + "/agent.conf"}));
   env["OMPI_MCA_plm_rsh_args"] = "-p 2222";
@@ -305,10 +311,7 @@ TEST(MpirunCommand, JobShmDirectoryUnlessTheUserChoseOne) {
   std::ofstream(dir + "/plain.conf") << "btl = ^openib\n";
   std::ofstream(dir + "/chosen.conf") << "btl_vader_backing_directory = /tmp\n";
   std::map<std::string, std::string> env;
-  const auto getenv = [&](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
+  const auto getenv = getenv_of(env);
   EXPECT_FALSE(user_sets_shm_dir(getenv, {dir + "/plain.conf", dir + "/missing.conf"}));
   EXPECT_TRUE(user_sets_shm_dir(getenv, {dir + "/plain.conf", dir + "/chosen.conf"}));
   env["OMPI_MCA_btl_vader_backing_directory"] = "/tmp";
@@ -335,10 +338,7 @@ TEST(MpirunCommand, IsolatedLauncherFromTheEnvironmentOrAFile) {
   std::ofstream(dir + "/plain.conf") << "# plm = isolated\nbtl = ^openib\nplm_rsh_agent = x\n";
   std::ofstream(dir + "/isolated.conf") << "btl = ^openib\n  plm  =  isolated \n";
   std::map<std::string, std::string> env;
-  const auto getenv = [&](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
+  const auto getenv = getenv_of(env);
   EXPECT_EQ(isolated_launcher(getenv, {dir + "/plain.conf", dir + "/missing.conf"}), "");
   EXPECT_EQ(isolated_launcher(getenv, {dir + "/plain.conf", dir + "/isolated.conf"}),
             "plm = isolated in " + dir + "/isolated.conf");
