@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "arrays.h"
+#include "made_only.h"
 #include "errors.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
@@ -77,7 +78,7 @@ py::array array(PyObject* o, const char* name) {
 
 Communicator& communicator(PyObject* self) {
   auto vh = reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder();
-  if (!vh.holder_constructed()) throw py::type_error("all_reduce(): the Communicator was not made");
+  if (!vh.holder_constructed()) throw_never_made(self);
   return *static_cast<Communicator*>(vh.value_ptr());
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "arrays.h"
+#include "made_only.h"
 #include "synk/communicator.h"
 
 namespace synk::python {

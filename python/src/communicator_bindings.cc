@@ -14,6 +14,7 @@
 
 #include "all_reduce_fast.h"
 #include "arrays.h"
+#include "made_only.h"
 #include "synk/agreement.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
@@ -620,6 +621,11 @@ void bind_call(py::class_<Communicator>& cls, const std::string& name,
 }
 
 }  // namespace
+}  // namespace synk::python
+
+SYNK_PYTHON_MADE_ONLY(synk::python::PyRequest)
+
+namespace synk::python {
 
 void add_communicator(py::module_& m) {
   // Registered before the methods that return it, so that their signatures name synk.Request

@@ -14,6 +14,7 @@
 #include <pybind11/numpy.h>
 
 #include "arrays.h"
+#include "made_only.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
 #include "synk/key_value.h"
@@ -292,6 +293,11 @@ void close_live_key_values() {
 }
 
 }  // namespace
+}  // namespace synk::python
+
+SYNK_PYTHON_MADE_ONLY(synk::python::PyKeyValue)
+
+namespace synk::python {
 
 void add_key_value(py::module_& m) {
   py::class_<Updater, PyUpdater, std::shared_ptr<Updater>>(

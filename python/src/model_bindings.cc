@@ -13,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include "arrays.h"
+#include "made_only.h"
 #include "synk/communicator.h"
 #include "synk/data.h"
 #include "synk/distribute.h"

@@ -135,6 +135,25 @@ def test_a_key_value_updater_of_another_type_is_a_type_error(comm):
     comm.barrier()  # refused before the KeyValue's collective start, on every rank alike
 
 
+# An object made by __new__ alone holds no C++ object: a TypeError, not a call on garbage memory
+# (a segmentation fault, or a rank read from it).
+@pytest.mark.parametrize("use", [
+    lambda c, kv, r: c.rank,
+    lambda c, kv, r: c.barrier(),
+    lambda c, kv, r: c.split(0),
+    lambda c, kv, r: c.all_reduce(np.ones(3)),
+    lambda c, kv, r: c.reduce(np.ones(3)),
+    lambda c, kv, r: c.iall_reduce(np.ones(3)),
+    lambda c, kv, r: synk.KeyValue(c),
+    lambda c, kv, r: kv.push(1, np.ones(2)),
+    lambda c, kv, r: r.wait(),
+])
+def test_an_object_without_init_is_a_type_error(use):
+    made = [cls.__new__(cls) for cls in (synk.Communicator, synk.KeyValue, synk.Request)]
+    with pytest.raises(TypeError, match=r"was made by \w+\.__new__ alone, without __init__"):
+        use(*made)
+
+
 def test_started_calls_name_the_python_request_class():
     for name in ("iall_reduce", "ibroadcast", "igatherv", "iscatterv"):
         doc = getattr(synk.Communicator, name).__doc__
