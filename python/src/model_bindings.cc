@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,12 +62,26 @@ void set_value(DataStore& s, const std::optional<py::array>& values) {
 
 // loader(array) fills the node's copy, on each node's local rank 0; the GIL is taken back
 // only for the loader itself.
+// A loader that raises raises its own exception on its rank (the others get synk.Remote, as
+// from a Function's body).
 void load(DataStore& s, const py::function& loader, const py::dtype& dtype) {
-  NoGil released;
-  s.load([&](void*) {
-    py::gil_scoped_acquire hold;
-    loader(rows_view(s, dtype, true));
-  });
+  std::optional<py::error_already_set> raised;
+  try {
+    NoGil released;
+    s.load([&](void*) {
+      py::gil_scoped_acquire hold;
+      try {
+        loader(rows_view(s, dtype, true));
+      } catch (py::error_already_set& e) {
+        const std::string text = e.what();
+        raised.emplace(std::move(e));
+        throw std::runtime_error(text);  // for the agreement: the other ranks' Remote names it
+      }
+    });
+  } catch (const Error&) {
+    if (raised) throw *raised;
+    throw;
+  }
 }
 
 // One master's request as bytes (the Python side pickles it), sent to every worker; None

@@ -78,6 +78,13 @@ def dtype_code(dtype):
     return (ord(dtype.kind) * 1000 + dtype.itemsize) * 2 + (not dtype.isnative)
 
 
+def dtype_of_code(code):
+    """The dtype dtype_code gave `code`."""
+    kind_and_size, foreign = divmod(int(code), 2)
+    dtype = np.dtype("%s%d" % (chr(kind_and_size // 1000), kind_and_size % 1000))
+    return dtype.newbyteorder("S") if foreign else dtype
+
+
 def byte_order_problem(dtype, name="value"):
     """Why synk cannot take an array of `dtype` (named `name`): not in this machine's byte order,
     in which synk reads every array (a dtype of single bytes has none); None where it can."""

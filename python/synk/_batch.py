@@ -19,13 +19,19 @@ def select(batch, rows):
         return range(int(batch))
     if isinstance(batch, slice):
         return range(*batch.indices(rows))
-    if isinstance(batch, range):
-        return select(slice(batch.start, batch.stop, batch.step), rows)
+    if isinstance(batch, range):  # its numbers are rows, as an index array's (no negatives)
+        if batch and not (0 <= min(batch[0], batch[-1]) and max(batch[0], batch[-1]) < rows):
+            raise error(_synk.InvalidArgument, "batch: %r goes outside the rows, 0 to %d here"
+                        % (batch, rows - 1))
+        return batch if batch else range(0)
     indices = np.asarray(batch)
     if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
         raise error(_synk.InvalidArgument,
                     "batch: give None, an int, a slice or a 1-d array of row indices, not %r"
                     % (batch,))
+    if indices.dtype.kind == "u" and indices.size and indices.max() > np.uint64(2**63 - 1):
+        raise error(_synk.InvalidArgument, "batch: index %d is out of range for %d rows"
+                    % (indices.max(), rows))
     indices = indices.astype(np.int64, copy=False)
     bad = np.flatnonzero((indices < 0) | (indices >= rows))
     if bad.size:

@@ -74,6 +74,13 @@ class Registry:
                                                                     self.comm.rank))
         return obj
 
+    def label(self, number):
+        """"Function 'f'": the kind and name of object `number` on this rank."""
+        obj = self._objects[number]() if 0 <= number < len(self._objects) else None
+        if obj is None:
+            return "object %d (dropped)" % number
+        return "%s '%s'" % (type(obj).__name__, getattr(obj, "name", number))
+
     def describe(self):
         lines = []
         for ref in self._objects:

@@ -29,12 +29,13 @@ class Data:
     def _make(self, value, shape, dtype, oversize, name):
         comm = self._registry.comm
         layout = None
-        if comm.rank == 0:
+        if comm.rank == 0:  # the others take its oversize too
             layout = _layout(value, shape, dtype)
+            layout = layout if isinstance(layout, str) else layout + (oversize,)
         layout = bcast_object(comm, layout, 0, "Data()")
         if isinstance(layout, str):
             raise error(_synk.InvalidArgument, "Data: " + layout)
-        shape, dtype, filled = layout
+        shape, dtype, filled, oversize = layout
         self._dtype = np.dtype(dtype)
         self._store = _synk._DataStore(comm, list(shape), self._dtype.itemsize, oversize)
         self._id = self._registry.add(self)
@@ -59,7 +60,10 @@ class Data:
         return self._store.shape[0]
 
     def __array__(self, dtype=None, copy=None):
-        return np.array(self.value, dtype=dtype, copy=bool(copy))
+        # NumPy 2 passes copy=None (copy if needed) or False (never); NumPy 1.x neither.
+        if copy:
+            return np.array(self.value, dtype=dtype, copy=True)
+        return np.asarray(self.value, dtype=dtype)
 
     @property
     def shape(self):
@@ -115,12 +119,17 @@ class Data:
         """loader(array) fills the node's copy (a writable view of every row), once per node,
         on its local rank 0. After distribute() the workers get the loader by reference: a
         function defined at a module's top level."""
+        if not callable(loader):
+            raise error(_synk.InvalidArgument, "Data.load: the loader must be a function of the "
+                                               "array, not a %s" % type(loader).__name__)
         self._store.load(loader, self._dtype)
 
     @driven()
     def resize(self, rows, oversize=1.0):
         """rows rows, the contents kept up to the smaller count. Views taken before keep the
         rows they had."""
+        if not isinstance(rows, (int, np.integer)) or isinstance(rows, bool) or rows < 0:
+            raise error(_synk.InvalidArgument, "Data.resize: rows %r (an int, 0 or more)" % (rows,))
         self._store.resize(int(rows), float(oversize))
 
     @driven()

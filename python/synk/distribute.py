@@ -148,7 +148,7 @@ class Driver:
         deaths = self.channel.deaths()
         if not deaths:
             return
-        self.failure = "%s died" % deaths
+        self.failure = deaths  # "rank 1 (pid 7) died"
         raise error(_synk.Remote, "distribute: %s (rank %d then failed: %s)"
                     % (self.failure, self.reg.comm.rank, e)) from e
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _synk
 from . import _batch
-from ._agree import bcast_object, check_root, describe, dtype_code, error
+from ._agree import bcast_object, check_root, describe, dtype_code, dtype_of_code, error
 from ._model import driven, registry
 
 # avg: the mean over slices, then over ranks. weighted_avg: each slice's value weighed by its
@@ -58,24 +58,34 @@ class Function:
         root = check_root(comm, "Function '%s'" % self.name, root)
         acc, failure, batch_rows, my_rows = None, None, 0, 0
         try:
+            self._refuse_batch_without_data(args, batch)
             selection = _batch.select(batch, self._rows(args))
             mine = _batch.share(selection, comm.rank, comm.size)
             batch_rows, my_rows = len(selection), len(mine)
             acc = self._run_slices(args, mine, num_slices)
         except BaseException as e:  # noqa: BLE001 - every rank hears of it in _agree, even of a
             failure = e  # KeyboardInterrupt or SystemExit, which would leave them out of step
-        self._agree(failure, acc)
+        acc = self._agree(failure, acc, (self._id, batch_rows, root, bool(to_all)), my_rows == 0)
         collected = [self._collect_one(j, v, to_all, root) for j, v in enumerate(acc)]
         here = to_all or comm.rank == root
         return self._result(self._divide_weighted(collected, batch_rows if here else my_rows))
 
     def local(self, *args, batch=None, num_slices=1):
         """This rank alone, over the whole batch; no collective."""
+        self._refuse_batch_without_data(args, batch)
         selection = _batch.select(batch, self._rows(args))
         acc = self._run_slices(args, selection, num_slices)
         return self._result(self._divide_weighted(acc, len(selection)))
 
     # ---- running the slices ----
+
+    def _refuse_batch_without_data(self, args, batch):
+        # Synkhronos split every input; here a NumPy array reaches each rank whole.
+        if batch is not None and not any(_is_data(a) for a in args):
+            raise error(_synk.InvalidArgument,
+                        "Function '%s': batch %r picks rows of the synk.Data arguments, and "
+                        "none was given (a NumPy array reaches every rank whole: make it a "
+                        "synk.Data to split it)" % (self.name, batch))
 
     def _rows(self, args):
         counts = {len(a) for a in args if _is_data(a)}
@@ -89,14 +99,19 @@ class Function:
             raise error(_synk.InvalidArgument,
                         "Function '%s': num_slices %r (at least 1)" % (self.name, num_slices))
         n, acc = len(selection), None
-        for k in range(num_slices):
-            part = selection[n * k // num_slices:n * (k + 1) // num_slices]
+        # A slice of no rows adds nothing: the body runs on none only where the rank has no
+        # rows at all, once, for its outputs' shapes.
+        parts = [selection[n * k // num_slices:n * (k + 1) // num_slices]
+                 for k in range(num_slices)]
+        parts = [part for part in parts if len(part)] or parts[:1]
+        for part in parts:
             given = [_batch.rows_of(a.value, part) if _is_data(a) else a for a in args]
             outputs = self._outputs(self._fn(*given))
             outputs = [self._weigh(j, v, len(part)) for j, v in enumerate(outputs)]
             acc = outputs if acc is None else [self._accumulate(j, a, v)
                                                for j, (a, v) in enumerate(zip(acc, outputs))]
-        return [_array(a / num_slices) if mode == "avg" else a for mode, a in zip(self._collect, acc)]
+        return [_array(a / a.dtype.type(len(parts))) if mode == "avg" else a
+                for mode, a in zip(self._collect, acc)]
 
     def _outputs(self, returned):
         if returned is None and not self._collect:
@@ -130,11 +145,12 @@ class Function:
 
     def _weigh(self, j, v, rows):
         # A slice of no rows adds nothing, even where its value is the NaN of an empty mean. The
-        # weight is of v's dtype: NumPy 1.x turns a float32 0-d array times an int into float64,
-        # which the ranks with no rows (zeros of float32) would then differ from.
+        # weight is of the sum's dtype (NumPy 1.x turns a float32 0-d array times an int into
+        # float64), which is float32 at least: float16's sum of weighted values overflows.
         if self._collect[j] != "weighted_avg":
             return v
-        return _array(v * v.dtype.type(rows)) if rows else np.zeros_like(v)
+        dtype = np.promote_types(v.dtype, np.float32)
+        return _array(v.astype(dtype) * dtype.type(rows)) if rows else np.zeros(v.shape, dtype)
 
     def _accumulate(self, j, a, b):
         mode = self._collect[j]
@@ -156,17 +172,24 @@ class Function:
 
     # ---- collecting ----
 
-    def _agree(self, failure, acc):
-        """Every rank learns whether a body failed anywhere, and whether each output to collect
+    def _agree(self, failure, acc, call, no_rows):
+        """Every rank learns whether a body failed anywhere, whether every rank made the same
+        `call` (this Function, batch size, root and to_all), and whether each output to collect
         has one size and dtype on every rank (else each rank's collective would be another
-        call), in one all_reduce (min) of [failing rank, sizes and dtypes, negated]."""
-        comm, m = self._registry.comm, len(self._collect)
-        word = np.full(1 + 4 * m, np.iinfo(np.int64).max, np.int64)
+        call), in one all_reduce (min) of [failing rank, each value and its negation]. A rank
+        with `no_rows` takes the dtypes of those with rows: its body's outputs on no rows are
+        placeholders (a guard's 0.0). Returns acc, so converted."""
+        comm, m, unset = self._registry.comm, len(self._collect), np.iinfo(np.int64).max
+        word = np.full(1 + 2 * len(call) + 4 * m, unset, np.int64)
         word[0] = comm.rank if failure is not None else comm.size
+        word[1:1 + 2 * len(call)] = [x for value in call for x in (value, -value)]
+        outputs = 1 + 2 * len(call)
         for j, v in enumerate(acc if failure is None else []):
             size = int(np.prod(v.shape[1:])) if self._collect[j] in _JOINED else v.size
-            code = dtype_code(v.dtype)
-            word[1 + 4 * j:5 + 4 * j] = size, -size, code, -code
+            at = outputs + 4 * j
+            word[at:at + 2] = size, -size
+            if not no_rows:
+                word[at + 2:at + 4] = dtype_code(v.dtype), -dtype_code(v.dtype)
         comm.all_reduce(word, op="min")
         if word[0] != comm.size:
             first = int(word[0])
@@ -176,16 +199,46 @@ class Function:
                 failure._synk_agreed = True  # every rank knows: not a failure of this rank alone
                 raise failure
             raise error(_synk.Remote, "Function '%s': rank %d failed: %s" % (self.name, first, text))
-        for j, mode in enumerate(self._collect):
-            if word[1 + 4 * j] != -word[2 + 4 * j] and mode != "none":
+        self._check_same_call(word[1:outputs])
+        return [self._agreed_output(j, v, word[outputs + 4 * j:outputs + 4 * j + 4], no_rows)
+                for j, v in enumerate(acc)]
+
+    def _check_same_call(self, pairs):
+        """InvalidUsage on every rank where the ranks' calls differed: (min, -max) pairs of the
+        Function's number, the batch's rows, the root and to_all."""
+        lowest, highest = pairs[0::2], -pairs[1::2]
+        if lowest[0] != highest[0]:
+            raise error(_synk.InvalidUsage,
+                        "Function '%s': the ranks called different Functions (%s and %s): every "
+                        "rank calls the same Function, in the same order"
+                        % (self.name, self._registry.label(int(lowest[0])),
+                           self._registry.label(int(highest[0]))))
+        for what, at in (("batch sizes (rows)", 1), ("roots", 2), ("to_all", 3)):
+            if lowest[at] != highest[at]:
                 raise error(_synk.InvalidUsage,
-                            "Function '%s': output %d has from %d to %d elements%s across the "
-                            "ranks; it must have the same on every rank"
-                            % (self.name, j, word[1 + 4 * j], -word[2 + 4 * j],
-                               " per row" if mode == "gather" else ""))
-            if word[3 + 4 * j] != -word[4 + 4 * j] and mode != "none":
-                raise error(_synk.InvalidUsage, "Function '%s': output %d differs in dtype "
-                                                "across the ranks" % (self.name, j))
+                            "Function '%s': the ranks gave different %s, from %d to %d: every "
+                            "rank gives the same batch, root and to_all"
+                            % (self.name, what, lowest[at], highest[at]))
+
+    def _agreed_output(self, j, v, slots, no_rows):
+        """Output j checked against the (min size, -max size, min dtype, -max dtype) of the
+        ranks (a dtype unset where no rank has rows); a rank with no rows converts its own."""
+        mode = self._collect[j]
+        if mode == "none":
+            return v
+        if slots[0] != -slots[1]:
+            raise error(_synk.InvalidUsage,
+                        "Function '%s': output %d has from %d to %d elements%s across the "
+                        "ranks; it must have the same on every rank"
+                        % (self.name, j, slots[0], -slots[1],
+                           " per row" if mode == "gather" else ""))
+        if slots[2] == np.iinfo(np.int64).max:
+            return v  # no rank has rows: each has its body's outputs on none
+        if slots[2] != -slots[3]:
+            raise error(_synk.InvalidUsage, "Function '%s': output %d differs in dtype across the "
+                                            "ranks, from %s to %s"
+                        % (self.name, j, dtype_of_code(slots[2]), dtype_of_code(-slots[3])))
+        return v.astype(dtype_of_code(slots[2])) if no_rows else v
 
     def _collect_one(self, j, v, to_all, root):
         comm, mode = self._registry.comm, self._collect[j]
@@ -205,7 +258,7 @@ class Function:
         return v
 
     def _divide_weighted(self, acc, rows):
-        return [_array(a / rows) if mode == "weighted_avg" and rows else a
+        return [_array(a / a.dtype.type(rows)) if mode == "weighted_avg" and rows else a
                 for mode, a in zip(self._collect, acc)]
 
     def _result(self, acc):

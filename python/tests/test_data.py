@@ -278,14 +278,43 @@ def test_loader_that_raises_is_an_error_on_every_rank(comm):
     def loader(a):
         raise LoaderFailed("no such file: images.npy")
 
-    with pytest.raises(synk.Error, match="no such file: images.npy") as info:
+    # The loader's own exception where it raised, as a Function body's; synk.Remote elsewhere.
+    with pytest.raises((LoaderFailed, synk.Remote), match="no such file: images.npy") as info:
         x.load(loader)
-    if comm.local_rank == 0:
-        assert info.type is synk.System
-    else:
-        assert info.type is synk.Remote
+    assert info.type is (LoaderFailed if comm.local_rank == 0 else synk.Remote)
     x.load(lambda a: a.fill(2.5))  # the data is still usable
     assert_same_everywhere(comm, x.value, np.full(3, 2.5))
+
+
+def test_the_others_take_rank_0s_oversize(comm):
+    x = synk.Data(np.arange(4.0) if comm.rank == 0 else None, oversize=2.0 if comm.rank == 0
+                  else 1.0, comm=comm)
+    view = x.value
+    x.set_value(np.arange(8.0) + 1 if comm.rank == 0 else None)  # within the 2x room: in place
+    assert_same_everywhere(comm, view, np.arange(4.0) + 1)
+
+
+def test_resize_and_load_refuse_what_is_not_a_count_or_a_function(comm):
+    x = synk.Data(np.arange(4.0) if comm.rank == 0 else None, comm=comm)
+    for rows in (-1, 2.5, True):
+        with pytest.raises(synk.InvalidArgument, match=r"Data.resize: rows .* \(an int, 0 or "):
+            x.resize(rows)
+    with pytest.raises(synk.InvalidArgument, match="the loader must be a function of the array, "
+                                                   "not a int"):
+        x.load(5)
+    assert_same_everywhere(comm, x.value, np.arange(4.0))
+
+
+def test_array_copies_only_when_asked(comm):
+    x = synk.Data(np.arange(4, dtype=np.float32) if comm.rank == 0 else None, comm=comm)
+    as_is = x.__array__()
+    assert not as_is.flags.writeable  # the node's rows themselves
+    copied = x.__array__(copy=True)
+    copied[0] = 9  # a copy of its own
+    converted = x.__array__(np.float64, copy=None)  # NumPy 2's "copy if needed"
+    np.testing.assert_array_equal(converted, np.arange(4.0))
+    assert converted.dtype == np.float64
+    assert_same_everywhere(comm, x.value, np.arange(4, dtype=np.float32))
 
 
 # ---- errors ----

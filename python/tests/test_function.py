@@ -36,8 +36,11 @@ def accumulated(mode, rows_of_rank, num_slices, w):
     """One rank's output of `mode` over its slices, before any collective, as it arrives at
     the rank's collective: weighted_avg summed (rows times value), avg the slices' mean."""
     n, acc = len(rows_of_rank), None
-    for k in range(num_slices):
-        part = VALUE[rows_of_rank[n * k // num_slices:n * (k + 1) // num_slices]]
+    parts = [rows_of_rank[n * k // num_slices:n * (k + 1) // num_slices]
+             for k in range(num_slices)]
+    parts = [p for p in parts if len(p)] or parts[:1]  # a slice of no rows adds nothing
+    for p in parts:
+        part = VALUE[p]
         v = np.asarray(outputs(part, w)[mode], np.float64)
         if mode == "weighted_avg":
             v = v * len(part) if len(part) else np.zeros_like(v)
@@ -53,7 +56,7 @@ def accumulated(mode, rows_of_rank, num_slices, w):
             acc = np.maximum(acc, v)
         else:
             acc = acc + v
-    return acc / num_slices if mode == "avg" else acc
+    return acc / len(parts) if mode == "avg" else acc
 
 
 def expected(mode, batch, num_slices, w, rank, size, collected):
@@ -164,6 +167,46 @@ def test_weighted_avg_of_a_scalar_loss_with_ranks_left_without_rows(comm, dtype)
     for batch in (1, np.array([4])):
         want = value[batch if isinstance(batch, np.ndarray) else slice(0, batch)].mean()
         assert f(x, batch=batch, to_all=True) == pytest.approx(float(want), rel=1e-3)
+
+
+@pytest.mark.parametrize("batch, num_slices", [(1, 1), (2, 1), (None, 4), (3, 2)])
+def test_a_guard_for_no_rows_takes_the_dtype_of_the_ranks_with_rows(comm, batch, num_slices):
+    """The examples' guard (0.0, a float64, where a rank or slice has no rows) beside float32
+    means: the ranks or slices without rows add nothing, whatever the guard's dtype."""
+    value = np.arange(1, 8, dtype=np.float32)
+    x = synk.Data(value if comm.rank == 0 else None, comm=comm)
+    f = synk.Function(lambda rows: [rows.mean() if len(rows) else 0.0,
+                                    rows.sum() if len(rows) else 0.0],
+                      collect=["weighted_avg", "sum"], comm=comm)
+    mean, total = f(x, batch=batch, num_slices=num_slices, to_all=True)
+    rows = value[:batch]
+    assert mean == pytest.approx(float(rows.mean()), rel=1e-6) and total == rows.sum()
+    assert mean.dtype == np.float32 and total.dtype == np.float32
+
+
+def test_weighted_avg_of_float16_adds_in_float32(comm):
+    x = synk.Data(np.full((40000, 1), 4.0, np.float16) if comm.rank == 0 else None, comm=comm)
+    f = synk.Function(lambda rows: rows.mean(), collect="weighted_avg", comm=comm)
+    assert f(x, to_all=True) == 4.0  # 40000 x 4.0 overflowed float16's 65504
+    assert f.local(x) == 4.0
+
+
+def test_avg_keeps_the_dtype_of_a_scalar_output(comm):
+    x = synk.Data(np.arange(1, 8, dtype=np.float32) if comm.rank == 0 else None, comm=comm)
+    for mode in ("avg", "weighted_avg"):
+        f = synk.Function(lambda rows: rows.mean(), collect=mode, comm=comm)
+        assert f(x, to_all=True, num_slices=2).dtype == np.float32
+
+
+@pytest.mark.parametrize("batch, rows", [(range(2, -1, -1), [2, 1, 0]), (range(0, -1), []),
+                                         (range(1, 9, 3), [1, 4, 7]), (range(9, 0, -4), [9, 5, 1])])
+def test_a_range_batch_is_its_rows(comm, batch, rows):
+    x = synk.Data(VALUE if comm.rank == 0 else None, comm=comm)
+    g = synk.Function(lambda r: r, collect="gather", comm=comm)
+    np.testing.assert_array_equal(g(x, batch=batch, to_all=True), VALUE[rows].reshape(-1, 3))
+    with pytest.raises(synk.InvalidArgument, match=r"range\(3, -2, -1\) goes outside the rows, "
+                                                   "0 to %d" % (N - 1)):
+        g(x, batch=range(3, -2, -1))
 
 
 def test_broadcast_inputs_are_passed_through(comm):
@@ -391,4 +434,27 @@ def test_bad_batches_roots_and_inputs(comm):
         f(x, root=comm.size)
     with pytest.raises(synk.InvalidArgument, match="different row counts"):
         f(x, y)
+    with pytest.raises(synk.InvalidArgument, match="index %d .*out of range" % 2**63):
+        f(x, batch=np.array([2**63], np.uint64))
+    with pytest.raises(synk.InvalidArgument, match="Function 'g': batch 2 picks rows of the "
+                                                   "synk.Data arguments, and none was given"):
+        f(VALUE, batch=2)
     assert f(x, to_all=True) == comm.size
+
+
+def test_ranks_in_different_calls(comm):
+    if comm.size == 1:
+        pytest.skip("needs two ranks")
+    x = synk.Data(VALUE if comm.rank == 0 else None, comm=comm)
+    f = synk.Function(lambda r: r.sum(axis=0), collect="sum", comm=comm, name="f")
+    h = synk.Function(lambda r: r.max(axis=0), collect="max", comm=comm, name="h")
+    with pytest.raises(synk.InvalidUsage, match="the ranks called different Functions "
+                                                "\\(Function 'f' and Function 'h'\\)"):
+        (f if comm.rank == 0 else h)(x)
+    with pytest.raises(synk.InvalidUsage, match="different batch sizes \\(rows\\), from 4 to 6"):
+        f(x, batch=4 if comm.rank == 0 else 6)
+    with pytest.raises(synk.InvalidUsage, match="different roots, from 0 to 1"):
+        f(x, root=min(comm.rank, 1))
+    with pytest.raises(synk.InvalidUsage, match="different to_all, from 0 to 1"):
+        f(x, to_all=comm.rank == 0)
+    np.testing.assert_array_equal(f(x, to_all=True), VALUE.sum(axis=0))
