@@ -222,7 +222,8 @@ class Function:
 
     def _agreed_output(self, j, v, slots, no_rows):
         """Output j checked against the (min size, -max size, min dtype, -max dtype) of the
-        ranks (a dtype unset where no rank has rows); a rank with no rows converts its own."""
+        ranks (a dtype unset where no rank has rows); a rank with no rows gives nothing in the
+        ranks' dtype instead of its placeholder."""
         mode = self._collect[j]
         if mode == "none":
             return v
@@ -238,7 +239,7 @@ class Function:
             raise error(_synk.InvalidUsage, "Function '%s': output %d differs in dtype across the "
                                             "ranks, from %s to %s"
                         % (self.name, j, dtype_of_code(slots[2]), dtype_of_code(-slots[3])))
-        return v.astype(dtype_of_code(slots[2])) if no_rows else v
+        return _nothing(mode, v, dtype_of_code(slots[2])) if no_rows else v
 
     def _collect_one(self, j, v, to_all, root):
         comm, mode = self._registry.comm, self._collect[j]
@@ -264,6 +265,20 @@ class Function:
     def _result(self, acc):
         acc = [a[()] if a.ndim == 0 else a for a in acc]
         return acc[0] if self._single else acc
+
+
+def _nothing(mode, v, dtype):
+    """What a rank with no rows adds to `mode`, shaped as its placeholder `v`: no rows to
+    gather, the identity of a reduction; avg counts every rank, so v itself."""
+    if mode == "gather":
+        return v[:0].astype(dtype)
+    if mode == "avg":
+        return v.astype(dtype)
+    limits = np.finfo(dtype) if dtype.kind == "f" else np.iinfo(dtype)
+    identity = {"sum": 0, "weighted_avg": 0, "prod": 1,
+                "min": np.inf if dtype.kind == "f" else limits.max,
+                "max": -np.inf if dtype.kind == "f" else limits.min}[mode]
+    return np.full(v.shape, identity, dtype)
 
 
 def _array(v):

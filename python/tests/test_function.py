@@ -182,6 +182,13 @@ def test_a_guard_for_no_rows_takes_the_dtype_of_the_ranks_with_rows(comm, batch,
     rows = value[:batch]
     assert mean == pytest.approx(float(rows.mean()), rel=1e-6) and total == rows.sum()
     assert mean.dtype == np.float32 and total.dtype == np.float32
+    # A rank without rows adds nothing to the others' maximum, product or rows, guard or not.
+    g = synk.Function(lambda rows: [-rows.max() if len(rows) else 0.0,
+                                    rows.prod() if len(rows) else 0, rows if len(rows) else [0.0]],
+                      collect=["min", "prod", "gather"], comm=comm)
+    low, product, gathered = g(x, batch=batch, num_slices=num_slices, to_all=True)
+    assert low == -rows.max() and product == rows.prod()
+    np.testing.assert_array_equal(gathered, rows)
 
 
 def test_weighted_avg_of_float16_adds_in_float32(comm):
