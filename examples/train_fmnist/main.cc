@@ -110,6 +110,9 @@ int parse(int argc, char** argv, Options& o) {
       ->capture_default_str();
   app.add_option("--data", o.data,
                  "directory of the IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])")
+      ->check([](const std::string& dir) {
+        return dir.empty() ? std::string("give a directory, not an empty name") : "";
+      })
       ->capture_default_str();
   app.add_option("--limit", o.limit, "use only the first N training images (0: all)")
       ->check(whole_check("limit", "of images (0 for all)"))
@@ -246,6 +249,10 @@ int run(const Options& o) {
         trainer.steps_per_epoch(), o.optimizer.c_str(), static_cast<double>(o.lr),
         o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed),
         o.overlap ? "; gradients overlapped layer by layer" : "");
+    if (o.limit > n_train) {
+      std::fprintf(stderr, "train_fmnist: note: --limit %zu is more than the %zu training images: "
+                           "all are used\n", o.limit, n_train);
+    }
     if (config.batch < o.batch) {
       std::fprintf(stderr, "train_fmnist: note: --batch %zu is more than the %zu training images: "
                            "each step takes them all\n", o.batch, n_train);

@@ -53,6 +53,7 @@ for b in -1 0 2.5 1048577; do
   expect 2 "the batch must be a whole number from 1 to 1048576, not $b" --batch "$b"
 done
 expect 2 "$work/none/train-images-idx3-ubyte.gz: cannot open" --data "$work/none"
+expect 2 "^train_fmnist: --data: give a directory, not an empty name" --data ""
 
 # A data directory whose training images are cut short.
 mkdir "$work/bad"
@@ -70,6 +71,9 @@ if [ -d "$src" ]; then
   expect 0 "" --limit 256 --epochs 1 --momentum 0 --lr 10 --schedule constant
   expect 3 "the training loss is \(nan\|inf\) at epoch 1, step [0-9]* of 256" \
     --limit 1024 --batch 4 --lr 10 --schedule constant --seed 7 --epochs 1
+  # A --limit past the images is all of them, and a note says so.
+  expect 0 "note: --limit 70000 is more than the 60000 training images: all are used" \
+    --limit 70000 --epochs 1 --batch 60000 --lr 0.01
   # A --json file that cannot be written.
   expect 2 "cannot write --json file" --limit 256 --epochs 1 --json "$work/no/such/dir.json"
 fi
