@@ -95,12 +95,43 @@ class PyUpdater : public Updater {
 };
 
 class PyKeyValue;
+
+// A reference let go on the main thread (Python's pending calls), not where it is dropped.
+class HeldUntilMainThread {
+ public:
+  explicit HeldUntilMainThread(py::object held) : held_(std::move(held)) {}
+  HeldUntilMainThread(const HeldUntilMainThread&) = delete;
+  HeldUntilMainThread& operator=(const HeldUntilMainThread&) = delete;
+  ~HeldUntilMainThread() {  // with the GIL
+    PyObject* object = held_.release().ptr();
+    if (Py_AddPendingCall(&release, object) != 0) Py_DECREF(object);  // (its queue was full)
+  }
+
+ private:
+  static int release(void* object) {
+    Py_DECREF(static_cast<PyObject*>(object));
+    return 0;
+  }
+  py::object held_;
+};
 // The KeyValues alive, closed by a Python atexit hook: MPI_Finalize would close them too, but
 // mpi4py's runs it holding the GIL, which a callback or an Updater of theirs then waits for.
 std::vector<PyKeyValue*> live_key_values;
 void close_live_key_values();
 // Set by synk's sys.excepthook, which Python calls for an exception that ends the program.
 bool uncaught_exception = false;
+// The code of a SystemExit (sys.exit) that left a KeyValue's with block: it ends the program
+// without sys.excepthook.
+std::optional<int> exit_code_leaving;
+
+int exit_code_of(const py::handle& system_exit) {
+  const py::object code = system_exit.attr("code");
+  if (code.is_none()) return 0;
+  if (!py::isinstance<py::int_>(code)) return 1;  // a message, which Python prints
+  const long value = PyLong_AsLong(code.ptr());
+  if (PyErr_Occurred()) PyErr_Clear();  // past a long: the process exits with 255, say
+  return static_cast<int>(value & 0xff);
+}
 
 // The hooks, with the first KeyValue: the atexit one, and sys.excepthook wrapped.
 void hook_interpreter_exit() {
@@ -252,9 +283,12 @@ class PyKeyValue {
     }
     return b;
   }
-  // On synk's thread (or in pull): the key's callback, with the GIL.
+  // On synk's thread (or in pull): the key's callback, with the GIL. This KeyValue is held
+  // meanwhile and let go on the main thread: a callback that drops its last reference would
+  // otherwise destroy it inside the cycle that runs the callback.
   void call_back(int key) {
     py::gil_scoped_acquire hold;
+    const HeldUntilMainThread held(py::cast(this));
     try {
       callbacks_.at(key)();
     } catch (py::error_already_set& e) {
@@ -274,14 +308,14 @@ class PyKeyValue {
 // uncaught exception ends here, with Python's exit code for it: closing waits for every rank,
 // and one waiting for this rank (in pull_wait) would fail only at its SYNK_TIMEOUT.
 void close_live_key_values() {
-  if (!live_key_values.empty() && uncaught_exception) {
+  if (!live_key_values.empty() && (uncaught_exception || exit_code_leaving)) {
     for (const char* stream : {"stdout", "stderr"}) {
       try {
         py::module_::import("sys").attr(stream).attr("flush")();
       } catch (const py::error_already_set&) {  // (a stream closed, or None)
       }
     }
-    std::_Exit(1);
+    std::_Exit(uncaught_exception ? 1 : *exit_code_leaving);
   }
   const std::vector<PyKeyValue*> open = live_key_values;
   for (auto kv = open.rbegin(); kv != open.rend(); ++kv) {
@@ -324,11 +358,15 @@ void add_key_value(py::module_& m) {
       .def("pulling", &PyKeyValue::pulling, py::arg("key"),
            "Whether the key has a pull that no pull_wait has ended yet")
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PyKeyValue& kv, const py::object& type, const py::object&,
+      .def("__exit__", [](PyKeyValue& kv, const py::object& type, const py::object& value,
                           const py::object&) {
         // Not after an exception: close waits for every rank, and the others may be waiting
         // for this one (in pull_wait), which would raise only at their SYNK_TIMEOUT.
-        if (type.is_none()) kv.close();
+        if (type.is_none()) {
+          kv.close();
+        } else if (PyErr_GivenExceptionMatches(type.ptr(), PyExc_SystemExit)) {
+          exit_code_leaving = exit_code_of(value);
+        }
       });
 }
 

@@ -1,5 +1,6 @@
 """synk.KeyValue: push and pull by key on NumPy arrays, update on the owner, callbacks, and the
 errors of a bad array or a failing Updater, with exact values on every rank."""
+import re
 import sys
 import threading
 import time
@@ -259,3 +260,58 @@ def test_the_next_push_made_before_pull_wait_keeps_its_array(comm):
             push_when_taken(kv, 0, np.full(size, 3.0, np.float32))  # before pull_wait
             assert kv.pull_wait(0) is out
             assert_the_next_push_is_reduced(kv, out, n)
+
+
+def test_two_threads_waiting_for_one_pull(comm):
+    """Both wait before the result is in (rank 0 pushes late): one gets the array, the other
+    InvalidUsage. The second slept on until the key's next pull, and took its result."""
+    with synk.KeyValue(comm) as kv:
+        kv.init_key(1, np.zeros(4, np.float32))
+        x = np.ones(4, np.float32)
+        if comm.rank == 0:
+            time.sleep(0.5)  # the other ranks' waiters are both in pull_wait meanwhile
+        kv.push(1, x)
+        kv.pull(1, x)
+        outcomes = []
+
+        def wait():
+            try:
+                outcomes.append(kv.pull_wait(1) is x)
+            except synk.InvalidUsage as e:
+                outcomes.append(str(e))
+
+        waiters = [threading.Thread(target=wait) for _ in range(2)]
+        for w in waiters:
+            w.start()
+        for w in waiters:
+            w.join(20)
+        assert not any(w.is_alive() for w in waiters), "a pull_wait never returned"
+        assert outcomes.count(True) == 1, outcomes
+        assert re.search("another thread's pull_wait ended its pull|has no pull to wait for",
+                         next(o for o in outcomes if o is not True))
+        kv.push(1, x)
+        kv.pull(1, x)
+        assert kv.pull_wait(1) is x  # the next pull is its own
+        np.testing.assert_array_equal(x, np.full(4, comm.size ** 2, np.float32))
+
+
+def test_a_callback_that_drops_its_key_value(comm):
+    """The last reference goes in the callback, on synk's thread: the KeyValue is let go on
+    the main thread afterwards (it aborted every rank, waiting for its own thread)."""
+    holder = {"kv": synk.KeyValue(comm)}
+    kv = holder["kv"]
+    kv.init_key(1, np.zeros(4, np.float32))
+    x = np.ones(4, np.float32)
+    dropped = threading.Event()
+
+    def drop():
+        holder.clear()
+        dropped.set()
+
+    kv.pull(1, x, callback=drop)
+    del kv
+    holder["kv"].push(1, x)
+    assert dropped.wait(30)
+    time.sleep(0.2)  # the main thread runs the pending release here, closing the KeyValue
+    comm.barrier()
+    np.testing.assert_array_equal(x, np.full(4, comm.size, np.float32))

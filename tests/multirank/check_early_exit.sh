@@ -48,5 +48,15 @@ with synk.KeyValue(comm) as kv:
     if comm.rank == 0:
         raise RuntimeError("rank 0 gives up")
     kv.push(0, x); kv.pull(0, x); kv.pull_wait(0)'
+  # sys.exit leaves the with block without sys.excepthook: its own code, at once.
+  run "Python's sys.exit(3) with a KeyValue" 3 -x PYTHONPATH "$program" -c '
+import sys, numpy as np, synk
+comm = synk.Communicator()
+with synk.KeyValue(comm) as kv:
+    kv.init_key(0, np.zeros(2, np.float32))
+    x = np.ones(2, np.float32)
+    if comm.rank == 0:
+        sys.exit(3)
+    kv.push(0, x); kv.pull(0, x); kv.pull_wait(0)'
 fi
 echo "PASS: every job ended at once, naming rank 0"

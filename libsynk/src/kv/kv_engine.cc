@@ -135,6 +135,15 @@ KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
 }
 
 KvEngine::~KvEngine() {
+  // Destroyed by one of its own pull callbacks or its Updater, it would wait for the cycle that
+  // runs that very callback, which would then go on in freed memory: the process ends, saying so.
+  const bool own_thread = thread_.joinable() && thread_.get_id() == std::this_thread::get_id();
+  if (own_thread || std::find(delivering_here.begin(), delivering_here.end(), this) !=
+                        delivering_here.end()) {
+    SYNK_LOG_AT(error, "KeyValue destroyed by one of its own pull callbacks or its Updater: "
+                       "it cannot wait for the cycle that runs them; the process ends");
+    std::abort();
+  }
   {
     std::lock_guard lk(live_mu);
     std::erase(live_engines, this);
@@ -303,6 +312,7 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
   }
   k.pull_open = true;
   k.pull_done = false;
+  ++k.pull_serial;
   k.out = out;
   k.pull_priority = priority;
   k.callback = std::move(callback);
@@ -331,9 +341,11 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
 void KvEngine::pull_wait(int key) {
   refuse_in_callback(this, "pull_wait", key);
   KeySlot* k = nullptr;
+  std::uint64_t serial = 0;
   {
     std::lock_guard lk(m_);
     k = &slot_of(key, "pull_wait");
+    serial = k->pull_serial;
     if (!k->pull_open) {
       throw Error(ErrorCode::InvalidUsage, "KeyValue::pull_wait: " + key_text(key) +
                                                " has no pull to wait for (pull, then pull_wait)");
@@ -346,14 +358,21 @@ void KvEngine::pull_wait(int key) {
                       "pull_wait)");
     }
   }
-  if (!background_) run_cycles_until([k] { return k->pull_done; });
+  // Another thread's pull_wait may end this pull first (and a new pull begin): not ours then.
+  const auto taken = [k, serial] { return !k->pull_open || k->pull_serial != serial; };
+  if (!background_) run_cycles_until([&] { return k->pull_done || taken(); });
   std::unique_lock lk(m_);
   ++k->waiters;
-  done_.wait(lk, [&] { return k->pull_done || failed_ || finished_; });
+  done_.wait(lk, [&] { return k->pull_done || taken() || failed_ || finished_; });
   --k->waiters;
+  if (taken()) {
+    throw Error(ErrorCode::InvalidUsage, "KeyValue::pull_wait: " + key_text(key) +
+                                             ": another thread's pull_wait ended its pull");
+  }
   k->pull_open = false;
   if (k->pull_done) {
     k->pull_done = false;
+    if (k->waiters > 0) done_.notify_all();  // they see that the pull is over
     return;
   }
   throw_if_failed_locked();
@@ -373,6 +392,7 @@ void KvEngine::close_engine() {
   {
     std::lock_guard lk(m_);
     if (closed_) return;
+    if (!closing_) closing_since_ = KvClock::now();
     closing_ = true;
   }
   wake_.notify_all();
@@ -481,6 +501,7 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
   engine_comm_.all_reduce(header, header, 4, DataType::int64, ReduceOp::max);
   const auto n = static_cast<std::size_t>(header[0]);
   const bool all_closing = header[2] == 0;
+  refuse_endless_close(all_closing);
   CycleOutcome o;
   o.group_active = header[1] != 0;
   if (o.group_active) {
@@ -532,6 +553,19 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     done_.notify_all();
   }
   return o;
+}
+
+// A close that has waited SYNK_TIMEOUT for a rank that keeps this KeyValue open (it closes
+// others first, in another order, or never) fails, as every wait of synk's own does.
+void KvEngine::refuse_endless_close(bool all_closing) {
+  std::lock_guard lk(m_);
+  if (!closing_ || all_closing) return;
+  const double waited = std::chrono::duration<double>(KvClock::now() - closing_since_).count();
+  if (waited <= timeout_s_) return;
+  throw Error(ErrorCode::Timeout,
+              "KeyValue::close: some rank has not closed this KeyValue within " +
+                  seconds_text(timeout_s_) + " (SYNK_TIMEOUT): every rank closes its "
+                  "KeyValues, in the same order");
 }
 
 // Every rank's status of every slot; warns of (or fails) the keys that some ranks pushed long

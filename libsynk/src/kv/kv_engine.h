@@ -70,6 +70,7 @@ struct KeySlot {
   bool pull_done = false;
   bool delivering = false;  // the result is in out; its callback runs (pull_done comes next)
   int waiters = 0;          // threads in pull_wait for it: a delivery wakes them
+  std::uint64_t pull_serial = 0;  // counts the pulls: a waiter knows whether its pull is over
   void* out = nullptr;
   int pull_priority = 0;
   std::function<void()> callback;
@@ -109,6 +110,7 @@ class KvEngine {
   void run_cycles_until(const std::function<bool()>& done);
   bool try_cycle(CycleOutcome& o);
   CycleOutcome run_cycle();
+  void refuse_endless_close(bool all_closing);
   void inspect(std::size_t slots, bool closing_everywhere);
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
   void run_alone(KeySlot& k);
@@ -142,6 +144,7 @@ class KvEngine {
   std::size_t pending_ = 0;       // pushes not yet reduced
   std::uint64_t pushes_ = 0;      // every push counts, so a pause can end at the next
   bool closing_ = false;
+  KvClock::time_point closing_since_;  // close's wait for the other ranks ends at SYNK_TIMEOUT
   bool closed_ = false;
   bool finished_ = false;         // the cycles have ended
   std::exception_ptr failed_;
