@@ -38,25 +38,20 @@ comm.all_reduce(x)
 if comm.rank == 0:
     raise RuntimeError("rank 0 gives up")
 comm.all_reduce(x)'
-  # With a KeyValue open, whose close at exit would wait for rank 1, waiting in pull_wait.
-  run "Python with a KeyValue" 1 -x PYTHONPATH "$program" -c '
-import numpy as np, synk
-comm = synk.Communicator()
-with synk.KeyValue(comm) as kv:
-    kv.init_key(0, np.zeros(2, np.float32))
-    x = np.ones(2, np.float32)
-    if comm.rank == 0:
-        raise RuntimeError("rank 0 gives up")
-    kv.push(0, x); kv.pull(0, x); kv.pull_wait(0)'
-  # sys.exit leaves the with block without sys.excepthook: its own code, at once.
-  run "Python's sys.exit(3) with a KeyValue" 3 -x PYTHONPATH "$program" -c '
+  # With a KeyValue open, whose close at exit would wait for rank 1, waiting in pull_wait; and
+  # sys.exit, which leaves the with block without sys.excepthook: its own code, at once.
+  for leave in 'raise RuntimeError("rank 0 gives up")' 'sys.exit(3)'; do
+    code=1
+    [ "$leave" = 'sys.exit(3)' ] && code=3
+    run "Python's $leave with a KeyValue" "$code" -x PYTHONPATH "$program" -c "
 import sys, numpy as np, synk
 comm = synk.Communicator()
 with synk.KeyValue(comm) as kv:
     kv.init_key(0, np.zeros(2, np.float32))
     x = np.ones(2, np.float32)
     if comm.rank == 0:
-        sys.exit(3)
-    kv.push(0, x); kv.pull(0, x); kv.pull_wait(0)'
+        $leave
+    kv.push(0, x); kv.pull(0, x); kv.pull_wait(0)"
+  done
 fi
 echo "PASS: every job ended at once, naming rank 0"
