@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "arrays.h"
-#include "made_only.h"
 #include "errors.h"
+#include "made_only.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
 

@@ -114,6 +114,7 @@ class HeldUntilMainThread {
   }
   py::object held_;
 };
+
 // The KeyValues alive, closed by a Python atexit hook: MPI_Finalize would close them too, but
 // mpi4py's runs it holding the GIL, which a callback or an Updater of theirs then waits for.
 std::vector<PyKeyValue*> live_key_values;
@@ -129,7 +130,10 @@ int exit_code_of(const py::handle& system_exit) {
   if (code.is_none()) return 0;
   if (!py::isinstance<py::int_>(code)) return 1;  // a message, which Python prints
   const long value = PyLong_AsLong(code.ptr());
-  if (PyErr_Occurred()) PyErr_Clear();  // past a long: the process exits with 255, say
+  if (PyErr_Occurred()) {  // past a long
+    PyErr_Clear();
+    return 1;
+  }
   return static_cast<int>(value & 0xff);
 }
 

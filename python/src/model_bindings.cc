@@ -61,9 +61,8 @@ void set_value(DataStore& s, const std::optional<py::array>& values) {
 }
 
 // loader(array) fills the node's copy, on each node's local rank 0; the GIL is taken back
-// only for the loader itself.
-// A loader that raises raises its own exception on its rank (the others get synk.Remote, as
-// from a Function's body).
+// only for the loader itself. A loader that raises raises its own exception on its rank (the
+// others get synk.Remote, as from a Function's body).
 void load(DataStore& s, const py::function& loader, const py::dtype& dtype) {
   std::optional<py::error_already_set> raised;
   try {
