@@ -203,6 +203,40 @@ Hwloc::~Hwloc() {
   if (topo_ != nullptr) hwloc_topology_destroy(topo_);
 }
 
+std::vector<int> numa_of_cores(const NodeTopology& topo) {
+  std::vector<int> owner(topo.cores.size(), -1);
+  for (std::size_t i = 0; i < topo.cores.size(); ++i) {
+    if (topo.cores[i].pus.empty()) continue;
+    const unsigned pu = topo.cores[i].pus.front();
+    for (std::size_t j = 0; j < topo.numas.size(); ++j) {
+      const std::vector<unsigned>& pus = topo.numas[j].pus;
+      if (!std::binary_search(pus.begin(), pus.end(), pu)) continue;
+      if (owner[i] < 0 || pus.size() < topo.numas[static_cast<std::size_t>(owner[i])].pus.size()) {
+        owner[i] = static_cast<int>(j);
+      }
+    }
+  }
+  return owner;
+}
+
+namespace {
+
+// The NUMA node of a GPU's locality (`cpus`): the one nearest all its cores, where one is.
+std::optional<unsigned> numa_of_locality(const NodeTopology& topo, const std::vector<int>& owner,
+                                         const std::vector<unsigned>& cpus) {
+  std::optional<int> only;
+  for (std::size_t i = 0; i < topo.cores.size(); ++i) {
+    const std::vector<unsigned>& pus = topo.cores[i].pus;
+    if (pus.empty() || !std::binary_search(cpus.begin(), cpus.end(), pus.front())) continue;
+    if (owner[i] < 0 || (only && *only != owner[i])) return std::nullopt;
+    only = owner[i];
+  }
+  if (!only) return std::nullopt;
+  return topo.numas[static_cast<std::size_t>(*only)].os_index;
+}
+
+}  // namespace
+
 NodeTopology Hwloc::extract() const {
   hwloc_topology_t t = topo_;
   NodeTopology node;
@@ -237,11 +271,11 @@ NodeTopology Hwloc::extract() const {
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, pci);
     if (anc == nullptr) anc = hwloc_get_root_obj(t);
     g.cpus = bits(anc->cpuset);
-    if (anc->nodeset != nullptr && hwloc_bitmap_weight(anc->nodeset) == 1) {
-      g.numa = static_cast<unsigned>(hwloc_bitmap_first(anc->nodeset));
-    }
     node.gpus.push_back(std::move(g));
   }
+  // A memory-only node counts in an ancestor's nodeset too: the cores decide.
+  const std::vector<int> owner = numa_of_cores(node);
+  for (Gpu& g : node.gpus) g.numa = numa_of_locality(node, owner, g.cpus);
   return node;
 }
 

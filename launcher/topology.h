@@ -23,7 +23,9 @@ struct Core {
 
 struct NumaNode {
   unsigned os_index = 0;
-  std::vector<unsigned> pus;  // OS PU indexes, sorted (may be empty: memory-only node)
+  // OS PU indexes, sorted. hwloc 2 gives a node with memory only (CXL, HBM in flat mode beside
+  // DRAM) the PUs of the object it hangs off: the whole machine, or a package shared with DRAM.
+  std::vector<unsigned> pus;
 };
 
 struct NodeTopology {
@@ -31,6 +33,11 @@ struct NodeTopology {
   std::vector<Core> cores;      // in hwloc's logical order
   std::vector<NumaNode> numas;  // in hwloc's logical order
 };
+
+// Per core (topo.cores' order), the index into topo.numas of the NUMA node nearest it: of the
+// nodes whose PUs hold the core, the one with the fewest PUs, the first of equals (Linux
+// numbers DRAM before HBM and CXL); -1 for none. A node nearest no core has memory only.
+std::vector<int> numa_of_cores(const NodeTopology& topo);
 
 // Where a topology comes from: this machine, an hwloc XML file, or an hwloc synthetic
 // description such as "pack:2 core:4 pu:2".

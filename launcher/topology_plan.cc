@@ -63,10 +63,12 @@ void split_cores(const std::vector<const Core*>& cores, const std::vector<int>& 
     return;
   }
   std::vector<unsigned> all_pus;
+  std::vector<int> ranks_on(c, 0);
+  for (std::size_t i = 0; i < m; ++i) ++ranks_on[i * c / m];
   for (std::size_t i = 0; i < m; ++i) {
     RankPlan& r = plan.ranks[static_cast<std::size_t>(ranks[i])];
     r.cpus = cores[i * c / m]->pus;
-    r.shared = true;
+    r.shared = ranks_on[i * c / m] > 1;  // (3 ranks on 2 cores: the third has its own)
   }
   for (const Core* core : cores) all_pus.insert(all_pus.end(), core->pus.begin(), core->pus.end());
   std::sort(all_pus.begin(), all_pus.end());
@@ -97,7 +99,8 @@ std::vector<int> usable_gpus(const NodeTopology& topo, const PlanOptions& option
   return *options.gpus;
 }
 
-// NUMA nodes that have cores, each with its cores; a single unnamed group when there is none.
+// NUMA nodes that have cores, each with the cores nearest it (numa_of_cores: a node with memory
+// only gets none); a single unnamed group when there is none.
 struct NumaGroup {
   std::optional<unsigned> os_index;
   std::vector<unsigned> pus;
@@ -106,12 +109,11 @@ struct NumaGroup {
 
 std::vector<NumaGroup> numa_groups(const NodeTopology& topo) {
   std::vector<NumaGroup> groups;
-  for (const NumaNode& n : topo.numas) {
-    NumaGroup g{n.os_index, n.pus, {}};
-    for (const Core& c : topo.cores) {
-      if (!c.pus.empty() && std::binary_search(n.pus.begin(), n.pus.end(), c.pus.front())) {
-        g.cores.push_back(&c);
-      }
+  const std::vector<int> owner = numa_of_cores(topo);
+  for (std::size_t j = 0; j < topo.numas.size(); ++j) {
+    NumaGroup g{topo.numas[j].os_index, topo.numas[j].pus, {}};
+    for (std::size_t i = 0; i < topo.cores.size(); ++i) {
+      if (owner[i] == static_cast<int>(j)) g.cores.push_back(&topo.cores[i]);
     }
     if (!g.cores.empty()) groups.push_back(std::move(g));
   }

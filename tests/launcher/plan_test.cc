@@ -437,6 +437,49 @@ TEST(PlanSynthetic, MoreThanSixtyFourRanksPerCoreAreRefused) {
   }
 }
 
+// hwloc 2 gives a NUMA node with memory only the PUs of what it hangs off: a CXL expander under
+// the machine (every PU), HBM in flat mode beside each package's DRAM (the package's). Such a
+// node was a group of its own: ranks counted its cores twice and overlapped, with no note.
+TEST(PlanSynthetic, MemoryOnlyNumaNodesGetNoRanks) {
+  const NodeTopology cxl = synthetic("[numa] pack:2 [numa] core:4 pu:2");
+  ASSERT_EQ(cxl.numas.size(), 3u);
+  const Plan p = make_plan(cxl, 4, {});
+  expect_whole_cores_and_disjoint(cxl, p);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_FALSE(p.ranks[i].shared) << i;
+    EXPECT_EQ(p.ranks[i].numa, std::optional<unsigned>(i < 2 ? 0 : 1)) << i;
+  }
+  const NodeTopology hbm = synthetic("pack:2 [numa] [numa] core:4 pu:2");
+  ASSERT_EQ(hbm.numas.size(), 4u);
+  const Plan two = make_plan(hbm, 2, {});
+  EXPECT_EQ(two.ranks[0].cpus, range(0, 7));
+  EXPECT_EQ(two.ranks[1].cpus, range(8, 15));
+  EXPECT_EQ(two.ranks[0].numa, std::optional<unsigned>(0));  // each package's DRAM, first
+  EXPECT_EQ(two.ranks[1].numa, std::optional<unsigned>(2));
+}
+
+// A GPU's NUMA node where a memory-only node is local to its package too (the 2numa fixture
+// with a CXL node under the machine, re-exported by hwloc 2.9): it had none, so no memory
+// binding.
+TEST(Plan2Numa, TheGpusNumaNodeBesideAMemoryOnlyNode) {
+  const NodeTopology t = xml("2numa-32pu-1gpu-cxl.xml");
+  ASSERT_EQ(t.gpus.size(), 1u);
+  EXPECT_EQ(t.gpus[0].numa, std::optional<unsigned>(1));
+  const Plan p = make_plan(t, 1, {});
+  EXPECT_EQ(p.ranks[0].numa, std::optional<unsigned>(1));
+  EXPECT_EQ(p.ranks[0].cpus, xml("2numa-32pu-1gpu.xml").gpus[0].cpus);
+}
+
+// Three ranks on two cores: the first two share one, the third has its own (it was marked
+// shared too).
+TEST(PlanSynthetic, OnlyRanksOnACommonCoreAreShared) {
+  const Plan p = make_plan(synthetic("pack:1 core:2 pu:1"), 3, {});
+  EXPECT_TRUE(p.ranks[0].shared);
+  EXPECT_TRUE(p.ranks[1].shared);
+  EXPECT_FALSE(p.ranks[2].shared);
+  EXPECT_EQ(p.ranks[0].cpus, p.ranks[1].cpus);
+}
+
 TEST(PlanSynthetic, NumaNodesFromSyntheticDescription) {
   const NodeTopology t = synthetic("pack:2 [numa] core:3 pu:1");
   ASSERT_EQ(t.numas.size(), 2u);
