@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <pybind11/numpy.h>
@@ -103,6 +104,7 @@ class HeldUntilMainThread {
   HeldUntilMainThread(const HeldUntilMainThread&) = delete;
   HeldUntilMainThread& operator=(const HeldUntilMainThread&) = delete;
   ~HeldUntilMainThread() {  // with the GIL
+    if (!held_) return;
     PyObject* object = held_.release().ptr();
     if (Py_AddPendingCall(&release, object) != 0) Py_DECREF(object);  // (its queue was full)
   }
@@ -223,6 +225,17 @@ class PyKeyValue {
     }
   }
   py::object pull_wait(int key) {
+    // One thread waits for a pull: a second one's bookkeeping below would race the first's
+    // (and take its array). Refused here, under the GIL.
+    if (!waiting_.insert(key).second) {
+      throw Error(ErrorCode::InvalidUsage, "KeyValue.pull_wait: key " + std::to_string(key) +
+                                               ": another thread is waiting for its pull");
+    }
+    struct NotWaiting {
+      std::set<int>& keys;
+      int key;
+      ~NotWaiting() { keys.erase(key); }
+    } not_waiting{waiting_, key};
     std::exception_ptr failed;
     {
       NoGil released;
@@ -292,7 +305,11 @@ class PyKeyValue {
   // otherwise destroy it inside the cycle that runs the callback.
   void call_back(int key) {
     py::gil_scoped_acquire hold;
-    const HeldUntilMainThread held(py::cast(this));
+    // (Not inside ~PyKeyValue, whose close delivers the last results: pybind11 knows no Python
+    // object for it any more, and py::cast would make one that owns it.)
+    const py::handle self = py::detail::get_object_handle(
+        this, py::detail::get_type_info(typeid(PyKeyValue)));
+    const HeldUntilMainThread held(py::reinterpret_borrow<py::object>(self));
     try {
       callbacks_.at(key)();
     } catch (py::error_already_set& e) {
@@ -304,6 +321,7 @@ class PyKeyValue {
   std::unique_ptr<KeyValue> kv_;
   std::map<int, std::deque<py::object>> pushed_;
   std::map<int, py::object> pulled_, callbacks_;
+  std::set<int> waiting_;  // keys a thread waits for in pull_wait
 };
 
 // At interpreter exit, before mpi4py's MPI_Finalize (atexit runs the last registered first, and

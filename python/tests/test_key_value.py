@@ -287,7 +287,7 @@ def test_two_threads_waiting_for_one_pull(comm):
             w.join(20)
         assert not any(w.is_alive() for w in waiters), "a pull_wait never returned"
         assert outcomes.count(True) == 1, outcomes
-        assert re.search("another thread's pull_wait ended its pull|has no pull to wait for",
+        assert re.search("another thread is waiting for its pull|has no pull to wait for",
                          next(o for o in outcomes if o is not True))
         kv.push(1, x)
         kv.pull(1, x)

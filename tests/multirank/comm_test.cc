@@ -250,6 +250,40 @@ TEST(Comm, MpiBackendOnRequest) {
   EXPECT_TRUE(synk_test::still_usable(m));
 }
 
+// On mpi, gatherv and scatterv go point to point, and MPI takes a message shorter than its
+// receive without a word: the root's recv_counts said 5, rank 1 sent 3, and the root kept two
+// stale elements. The receiving side now names the disagreement (the sender's call succeeds).
+TEST(Comm, MpiGathervAndScattervCountsThatDisagree) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  if (std::getenv("SYNK_CHECK_CALLS") != nullptr) GTEST_SKIP() << "SYNK_CHECK_CALLS checks first";
+  synk::Communicator m(synk::CommOptions{"mpi"});
+  const int me = m.rank();
+  std::vector<std::size_t> counts(static_cast<std::size_t>(m.size()), 5);
+  std::vector<int> send(10, me + 1), recv(10 * counts.size(), -1);
+  const std::size_t mine = me == 1 ? 3 : 5;
+  const auto gathered = synk_test::caught(
+      [&] { m.gatherv(send.data(), mine, recv.data(), counts, DataType::int32, 0); });
+  if (me == 0) {
+    ASSERT_TRUE(gathered.has_value());
+    EXPECT_EQ(gathered->code(), synk::ErrorCode::InvalidUsage);
+    EXPECT_THAT(synk_test::message(gathered),
+                HasSubstr("gatherv: rank 1 sent 3 elements where this rank's counts say 5"));
+  } else {
+    EXPECT_FALSE(gathered.has_value()) << synk_test::message(gathered);
+  }
+  const std::size_t wanted = me == 1 ? 7 : 5;
+  const auto scattered = synk_test::caught(
+      [&] { m.scatterv(send.data(), counts, recv.data(), wanted, DataType::int32, 0); });
+  if (me == 1) {
+    ASSERT_TRUE(scattered.has_value());
+    EXPECT_THAT(synk_test::message(scattered),
+                HasSubstr("scatterv: rank 0 sent 5 elements where this rank's counts say 7"));
+  } else {
+    EXPECT_FALSE(scattered.has_value()) << synk_test::message(scattered);
+  }
+  EXPECT_TRUE(synk_test::still_usable(m));
+}
+
 // docs/architecture.md (The seam): auto is shm on one node and hierarchical across nodes (no GPU
 // buffers here).
 // shm asked for by name (what SYNK_BACKEND=shm does; the variable is read once per process, so

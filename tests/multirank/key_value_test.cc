@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -532,6 +533,35 @@ TEST(KeyValueLate, APushAfterTheTimeout) {
   EXPECT_NE(e.find("key 0 was pushed by rank"), std::string::npos) << e;
   EXPECT_NE(e.find("but not by rank 1 within 3 s (SYNK_TIMEOUT)"), std::string::npos) << e;
   std::printf("rank %d error: %s\n", world().rank(), e.c_str());
+}
+
+// Two threads in pull_wait for one pull, before its result is in (rank 0 pushes late): one
+// returns, the other throws InvalidUsage. The second slept on to the key's next pull and took
+// its result, or hung.
+TEST(KeyValue, TwoThreadsWaitingForOnePull) {
+  KeyValue kv(world());
+  kv.init_key(0, 4, DataType::float32);
+  std::vector<float> a = pushed(0, 4);
+  if (world().rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kv.push(0, a.data());
+  kv.pull(0, a.data());
+  std::string errors[2];
+  std::thread waiters[2];
+  for (int t = 0; t < 2; ++t) {
+    waiters[t] = std::thread([&, t] { errors[t] = error_of([&] { kv.pull_wait(0); }); });
+  }
+  for (std::thread& w : waiters) w.join();
+  EXPECT_EQ(errors[0].empty() + errors[1].empty(), 1) << errors[0] << " / " << errors[1];
+  const std::string& refused = errors[0].empty() ? errors[1] : errors[0];
+  EXPECT_TRUE(refused.find("another thread's pull_wait ended its pull") != std::string::npos ||
+              refused.find("has no pull to wait for") != std::string::npos)
+      << refused;
+  expect_sums(0, a);
+  a = pushed(0, 4);
+  kv.push(0, a.data());  // the next pull is its own
+  kv.pull(0, a.data());
+  kv.pull_wait(0);
+  expect_sums(0, a);
 }
 
 // Two KeyValues closed in another order on each rank (run by check_kv_close_order.sh, with

@@ -183,6 +183,21 @@ TEST(Nonblocking, WaitAnyReturnsACompletedCall) {
   EXPECT_EQ(synk::wait_any(std::span<Request>()), 0u);
 }
 
+// An MPI_Waitany loop: each completed Request is retired, so the next wait_any returns another;
+// size() once none is left. (It returned the first completed one again and again.)
+TEST(Nonblocking, WaitAnyRetiresLikeMpiWaitany) {
+  synk::Communicator& comm = world();
+  std::vector<std::vector<int>> bufs(5, std::vector<int>(100, 1));
+  std::vector<Request> reqs;
+  for (auto& b : bufs) reqs.push_back(comm.iall_reduce(b));
+  reqs.insert(reqs.begin() + 2, Request());  // a default one is skipped, as MPI_REQUEST_NULL
+  std::vector<int> seen(reqs.size(), 0);
+  for (std::size_t k = 0; k < bufs.size(); ++k) ++seen[synk::wait_any(reqs)];
+  EXPECT_EQ(seen, (std::vector<int>{1, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(synk::wait_any(reqs), reqs.size());
+  for (const auto& b : bufs) EXPECT_EQ(b[99], comm.size());
+}
+
 TEST(Nonblocking, CallsRunInTheOrderIssuedWithBlockingOnes) {
   // Same buffer: the broadcast must land before the all_reduce reads it, and the all_reduce
   // (blocking) must wait for the broadcast issued before it.

@@ -29,6 +29,9 @@ class Request {
   void wait() {
     if (pending_) pending_->wait();
   }
+  // Whether it stands for a call (issued, maybe complete); a default Request, or one that
+  // wait_any retired, does not.
+  bool active() const noexcept { return pending_ != nullptr; }
 
  private:
   std::shared_ptr<Pending> pending_;
@@ -36,8 +39,9 @@ class Request {
 
 // Waits for every request; then rethrows the first error among them, if any.
 void wait_all(std::span<Request> requests);
-// Waits until one of the requests has completed and returns its index (rethrowing its error);
-// requests.size() when there are none.
+// As MPI_Waitany: waits until one of the active requests has completed, retires it (it becomes
+// a default Request, which later calls skip) and returns its index, or rethrows its error;
+// requests.size() when none is active.
 std::size_t wait_any(std::span<Request> requests);
 
 }  // namespace synk

@@ -94,5 +94,8 @@ class CallQueue {
 // A Request that has completed with `error` (a call that ran before its Request was made):
 // wait() and test() rethrow it, as for a call that failed on the progress thread.
 Request failed_request(std::exception_ptr error);
+// A Request of a call that ran before its Request was made, and succeeded: active (wait_any
+// returns it), unlike a default one.
+Request completed_request();
 
 }  // namespace synk::detail

@@ -497,7 +497,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
       }
       a.at_issue = true;
       run(st, std::move(a));  // the call needs MPI on this thread: it runs now
-      return {};
+      return detail::completed_request();
     } catch (...) {
       return detail::failed_request(std::current_exception());
     }

@@ -501,9 +501,10 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
   engine_comm_.all_reduce(header, header, 4, DataType::int64, ReduceOp::max);
   const auto n = static_cast<std::size_t>(header[0]);
   const bool all_closing = header[2] == 0;
-  refuse_endless_close(all_closing);
   CycleOutcome o;
   o.group_active = header[1] != 0;
+  // With a push waiting somewhere, the stall inspector names the keys and ranks instead.
+  if (!o.group_active) refuse_endless_close(all_closing);
   if (o.group_active) {
     // Per slot: 1 where this rank has not pushed it (max: 0 means every rank has), then the
     // priority (max over the ranks that pushed it).

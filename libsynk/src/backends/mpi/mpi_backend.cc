@@ -5,6 +5,8 @@
 #include <climits>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include "backends/mpi/mpi_settings.h"
 #include "backends/mpi/mpi_types.h"
@@ -20,6 +22,19 @@ namespace {
 
 
 bool is_16bit_float(DataType t) { return t == DataType::float16 || t == DataType::bfloat16; }
+
+// MPI takes a message shorter than its receive silently: there, the ranks' counts (gatherv's
+// recv_counts, scatterv's send_counts) disagree with what `from` sent.
+void check_received(const MPI_Status& status, MPI_Datatype t, std::size_t due, const char* call,
+                    int from) {
+  int got = 0;
+  SYNK_CHECK_MPI(MPI_Get_count(&status, t, &got));
+  if (got >= 0 && static_cast<std::size_t>(got) == due) return;
+  throw Error(ErrorCode::InvalidUsage,
+              std::string(call) + ": rank " + std::to_string(from) + " sent " +
+                  std::to_string(got) + " elements where this rank's counts say " +
+                  std::to_string(due) + ": the ranks' counts disagree");
+}
 
 int as_int(std::size_t n) { return static_cast<int>(n); }  // callers chunk to <= INT_MAX first
 
@@ -241,14 +256,17 @@ void MpiBackend::gather_like_chunked(const CollArgs& a) {
 // Off the root, `move` (MPI_Send or MPI_Recv) moves this rank's block in chunks. At the root,
 // `start` (MPI_Irecv or MPI_Isend) starts one message per chunk of every other rank's block, at
 // its displacement in the root's buffer, and `own` copies the root's own block (displacement,
-// count); then it waits for them all.
+// count); then it waits for them all, checking what came where the root receives
+// (`receiving_root` names the call; null where it sends).
 template <class Move, class Start, class Own>
-void MpiBackend::by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& own) {
+void MpiBackend::by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& own,
+                           const char* receiving_root) {
   if (ctx_.rank != a.root) {
     for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) { move(off, n); });
     return;
   }
   std::vector<MPI_Request> reqs;
+  std::vector<std::pair<int, std::size_t>> from_and_due;  // per request
   std::size_t displ = 0;
   for (int r = 0; r < ctx_.size; ++r) {
     const std::size_t c = a.counts[static_cast<std::size_t>(r)];
@@ -257,12 +275,19 @@ void MpiBackend::by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& 
     } else {
       for_chunks(c, max_chunk_, [&](std::size_t off, std::size_t n) {
         reqs.emplace_back();
+        from_and_due.emplace_back(r, n);
         start(r, displ + off, n, &reqs.back());
       });
     }
     displ += c;
   }
-  SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+  std::vector<MPI_Status> statuses(reqs.size());
+  SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), statuses.data()));
+  if (receiving_root == nullptr) return;
+  for (std::size_t i = 0; i < statuses.size(); ++i) {
+    check_received(statuses[i], mpi_datatype(a.dtype), from_and_due[i].second, receiving_root,
+                   from_and_due[i].first);
+  }
 }
 
 // The root receives every rank's chunks straight into place, the others send theirs.
@@ -279,7 +304,8 @@ Request MpiBackend::gatherv(const CollArgs& a) {
       },
       [&](std::size_t displ, std::size_t c) {
         if (a.send != at(a.recv, displ * es)) std::memcpy(at(a.recv, displ * es), a.send, c * es);
-      });
+      },
+      "gatherv");
   return {};
 }
 
@@ -290,15 +316,18 @@ Request MpiBackend::scatterv(const CollArgs& a) {
   by_blocks(
       a,
       [&](std::size_t off, std::size_t n) {
+        MPI_Status status;
         SYNK_CHECK_MPI(MPI_Recv(at(a.recv, off * es), as_int(n), t, a.root, kScattervTag,
-                                ctx_.comm, MPI_STATUS_IGNORE));
+                                ctx_.comm, &status));
+        check_received(status, t, n, "scatterv", a.root);
       },
       [&](int r, std::size_t at_elem, std::size_t n, MPI_Request* req) {
         SYNK_CHECK_MPI(MPI_Isend(at(a.send, at_elem * es), as_int(n), t, r, kScattervTag, ctx_.comm, req));
       },
       [&](std::size_t displ, std::size_t c) {
         if (a.recv != at(a.send, displ * es)) std::memcpy(a.recv, at(a.send, displ * es), c * es);
-      });
+      },
+      nullptr);
   return {};
 }
 

@@ -33,7 +33,8 @@ class MpiBackend final : public Backend {
   // Gather-like calls (all_gather, gather, scatter) whose per-rank count exceeds one MPI call.
   void gather_like_chunked(const CollArgs& a);
   template <class Move, class Start, class Own>
-  void by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& own);
+  void by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& own,
+                 const char* receiving_root);
   float* stage(std::vector<float>& v, std::size_t n);
 
   CommContext ctx_;
