@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -97,7 +98,8 @@ class PyUpdater : public Updater {
 
 class PyKeyValue;
 
-// A reference let go on the main thread (Python's pending calls), not where it is dropped.
+// A reference let go on the main thread, not where it is dropped: the references wait in a
+// list, which one of Python's pending calls (a queue of 32) empties, whatever their number.
 class HeldUntilMainThread {
  public:
   explicit HeldUntilMainThread(py::object held) : held_(std::move(held)) {}
@@ -105,13 +107,31 @@ class HeldUntilMainThread {
   HeldUntilMainThread& operator=(const HeldUntilMainThread&) = delete;
   ~HeldUntilMainThread() {  // with the GIL
     if (!held_) return;
-    PyObject* object = held_.release().ptr();
-    if (Py_AddPendingCall(&release, object) != 0) Py_DECREF(object);  // (its queue was full)
+    bool first = false;
+    {
+      std::lock_guard lk(mu());
+      first = waiting().empty();
+      waiting().push_back(held_.release().ptr());
+    }
+    if (first && Py_AddPendingCall(&release_waiting, nullptr) != 0) release_waiting(nullptr);
   }
 
  private:
-  static int release(void* object) {
-    Py_DECREF(static_cast<PyObject*>(object));
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<PyObject*>& waiting() {
+    static std::vector<PyObject*> v;
+    return v;
+  }
+  static int release_waiting(void*) {
+    std::vector<PyObject*> released;
+    {
+      std::lock_guard lk(mu());
+      released.swap(waiting());
+    }
+    for (PyObject* object : released) Py_DECREF(object);
     return 0;
   }
   py::object held_;
@@ -123,8 +143,8 @@ std::vector<PyKeyValue*> live_key_values;
 void close_live_key_values();
 // Set by synk's sys.excepthook, which Python calls for an exception that ends the program.
 bool uncaught_exception = false;
-// The code of a SystemExit (sys.exit) that left a KeyValue's with block: it ends the program
-// without sys.excepthook.
+// The code of a SystemExit (sys.exit) that left a KeyValue's with block, not 0: it ends the
+// program without sys.excepthook.
 std::optional<int> exit_code_leaving;
 
 int exit_code_of(const py::handle& system_exit) {
@@ -387,7 +407,8 @@ void add_key_value(py::module_& m) {
         if (type.is_none()) {
           kv.close();
         } else if (PyErr_GivenExceptionMatches(type.ptr(), PyExc_SystemExit)) {
-          exit_code_leaving = exit_code_of(value);
+          // sys.exit(0) on every rank still closes collectively and finalizes MPI.
+          if (const int code = exit_code_of(value); code != 0) exit_code_leaving = code;
         }
       });
 }

@@ -60,9 +60,13 @@ class Data:
         return self._store.shape[0]
 
     def __array__(self, dtype=None, copy=None):
-        # NumPy 2 passes copy=None (copy if needed) or False (never); NumPy 1.x neither.
+        # NumPy 2 passes copy=None (copy if needed) or False (never: a conversion is refused);
+        # NumPy 1.x neither.
         if copy:
             return np.array(self.value, dtype=dtype, copy=True)
+        if copy is False and dtype is not None and np.dtype(dtype) != self._dtype:
+            raise ValueError("Data.__array__: copy=False, but %s to %s needs a copy"
+                             % (self._dtype, np.dtype(dtype)))
         return np.asarray(self.value, dtype=dtype)
 
     @property

@@ -314,6 +314,8 @@ def test_array_copies_only_when_asked(comm):
     converted = x.__array__(np.float64, copy=None)  # NumPy 2's "copy if needed"
     np.testing.assert_array_equal(converted, np.arange(4.0))
     assert converted.dtype == np.float64
+    with pytest.raises(ValueError, match="copy=False, but float32 to float64 needs a copy"):
+        x.__array__(np.float64, copy=False)  # NumPy 2's "never copy"
     assert_same_everywhere(comm, x.value, np.arange(4, dtype=np.float32))
 
 

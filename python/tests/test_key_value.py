@@ -4,6 +4,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -308,10 +309,14 @@ def test_a_callback_that_drops_its_key_value(comm):
         holder.clear()
         dropped.set()
 
+    released = threading.Event()
+    weakref.finalize(kv, released.set)
     kv.pull(1, x, callback=drop)
     del kv
     holder["kv"].push(1, x)
-    assert dropped.wait(30)
-    time.sleep(0.2)  # the main thread runs the pending release here, closing the KeyValue
+    deadline = time.monotonic() + 30
+    while not released.is_set() and time.monotonic() < deadline:
+        time.sleep(0.01)  # Python code, where the main thread lets it go (closing it)
+    assert released.is_set(), "the KeyValue was never let go"
     comm.barrier()
     np.testing.assert_array_equal(x, np.full(4, comm.size, np.float32))

@@ -178,7 +178,6 @@ TEST(Nonblocking, WaitAnyReturnsACompletedCall) {
     ASSERT_LT(i, reqs.size());
     seen[i] = true;
     EXPECT_EQ(bufs[i][999], comm.size());
-    reqs[i] = Request();  // complete: wait_any may return it again, as MPI returns a null one
   }
   EXPECT_EQ(synk::wait_any(std::span<Request>()), 0u);
 }

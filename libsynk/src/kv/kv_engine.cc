@@ -31,10 +31,12 @@ thread_local std::vector<const KvEngine*> delivering_here;
 
 // InvalidUsage for a wait on `engine` made from one of its own pull callbacks (the message is
 // made only then: pull_wait passes here on every call).
+bool delivering_on_this_thread(const KvEngine* engine) {
+  return std::find(delivering_here.begin(), delivering_here.end(), engine) != delivering_here.end();
+}
+
 void refuse_in_callback(const KvEngine* engine, const char* call, std::optional<int> key = {}) {
-  if (std::find(delivering_here.begin(), delivering_here.end(), engine) == delivering_here.end()) {
-    return;
-  }
+  if (!delivering_on_this_thread(engine)) return;
   const std::string what = key ? std::string(call) + "(" + key_text(*key) + ")" : call;
   throw Error(ErrorCode::InvalidUsage,
               "KeyValue::" + what + ": called from a pull callback, which runs where the "
@@ -138,8 +140,7 @@ KvEngine::~KvEngine() {
   // Destroyed by one of its own pull callbacks or its Updater, it would wait for the cycle that
   // runs that very callback, which would then go on in freed memory: the process ends, saying so.
   const bool own_thread = thread_.joinable() && thread_.get_id() == std::this_thread::get_id();
-  if (own_thread || std::find(delivering_here.begin(), delivering_here.end(), this) !=
-                        delivering_here.end()) {
+  if (own_thread || delivering_on_this_thread(this)) {
     SYNK_LOG_AT(error, "KeyValue destroyed by one of its own pull callbacks or its Updater: "
                        "it cannot wait for the cycle that runs them; the process ends");
     std::abort();
@@ -366,6 +367,7 @@ void KvEngine::pull_wait(int key) {
   done_.wait(lk, [&] { return k->pull_done || taken() || failed_ || finished_; });
   --k->waiters;
   if (taken()) {
+    if (failed_) throw_if_failed_locked();  // the engine's failure, not the other waiter
     throw Error(ErrorCode::InvalidUsage, "KeyValue::pull_wait: " + key_text(key) +
                                              ": another thread's pull_wait ended its pull");
   }
