@@ -129,6 +129,28 @@ std::vector<NumaGroup> numa_groups(const NodeTopology& topo) {
   return groups;
 }
 
+bool locality_has_a_core(const NodeTopology& topo, const std::vector<unsigned>& cpus) {
+  return std::any_of(topo.cores.begin(), topo.cores.end(),
+                     [&](const Core& c) { return contains_any(cpus, c.pus); });
+}
+
+// The cores near a GPU may all be outside the job's (a cpuset on the other socket): its ranks
+// run on the cores the job has, across the machine from their GPU.
+void note_gpus_without_near_cores(const NodeTopology& topo, const std::vector<int>& ranks,
+                                  Plan& plan) {
+  std::string gpus;
+  for (int r : ranks) {
+    const Gpu& g = topo.gpus[static_cast<std::size_t>(plan.ranks[static_cast<std::size_t>(r)]
+                                                          .gpus.front())];
+    gpus += (gpus.empty() ? "" : ", ") + std::to_string(g.index) + " (" + g.pci + ")";
+  }
+  plan.notes.push_back((ranks.size() == 1 ? "local rank " : "local ranks ") + rank_range(ranks) +
+                       ": none of the cores this job may use is near " +
+                       (ranks.size() == 1 ? "its GPU " : "their GPUs ") + gpus +
+                       "; bound to the cores it may use, across the machine from the GPU (see what "
+                       "keeps the job off them: taskset, a cgroup cpuset, the batch system)");
+}
+
 void plan_gpu_locality(const NodeTopology& topo, Plan& plan) {
   // Ranks whose first GPUs share a locality form a group, which splits that locality's cores.
   // (By the union of all a rank's GPUs' localities, a rank whose GPUs spanned two sockets made
@@ -152,6 +174,7 @@ void plan_gpu_locality(const NodeTopology& topo, Plan& plan) {
   for (const std::vector<unsigned>* key : keys) {
     const std::vector<int>& ranks = by_locality[*key];
     const std::vector<const Core*> near = cores_within(topo, *key);
+    if (!locality_has_a_core(topo, *key)) note_gpus_without_near_cores(topo, ranks, plan);
     std::vector<const Core*> free;
     for (const Core* c : near) {
       if (!taken.count(c)) free.push_back(c);
@@ -422,6 +445,7 @@ std::string plan_to_json(const Plan& plan, const NodeTopology& topo) {
     j["cpus"] = r.cpus;
     j["numa"] = r.numa ? nlohmann::ordered_json(*r.numa) : nlohmann::ordered_json(nullptr);
     j["shared"] = r.shared;
+    j["bind"] = to_string(plan.mode);
     out.push_back(std::move(j));
   }
   // One rank per line: readable, and still one JSON document.

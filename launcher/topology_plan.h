@@ -63,8 +63,9 @@ const char* to_string(BindMode mode);
 std::optional<BindMode> parse_bind_mode(const std::string& text);
 
 // The plan as JSON: a list with one object per local rank, keys local_rank, gpu (index or
-// null), pci (bus id or null), cpus (list of OS cpu indexes), numa (OS index or null); with
-// several GPUs per rank, "gpu" and "pci" hold the first and "gpus" lists them all.
+// null), pci (bus id or null), gpus, cpus (list of OS cpu indexes), numa (OS index or null),
+// shared, bind (the mode: gpu, numa, core or none); with several GPUs per rank, "gpu" and "pci"
+// hold the first and "gpus" lists them all.
 std::string plan_to_json(const Plan& plan, const NodeTopology& topo);
 
 // Human-readable plan, one line per rank.

@@ -287,7 +287,30 @@ TEST(Plan2Numa, OnlyTheCudaDeviceIsAGpu) {
   EXPECT_EQ(plan_to_json(one, t),
             "[\n  {\"local_rank\":0,\"gpu\":0,\"pci\":\"0000:84:00.0\",\"gpus\":[0],"
             "\"cpus\":[8,9,10,11,12,13,14,15,24,25,26,27,28,29,30,31],\"numa\":1,"
-            "\"shared\":false}\n]");
+            "\"shared\":false,\"bind\":\"gpu\"}\n]");
+}
+
+// A cpuset on the other socket from the GPU (hwloc then gives the GPU no CPUs, or CPUs the job
+// may not use): the rank runs on the cores it has, and a note says it is far from its GPU.
+TEST(Plan2Numa, NoAllowedCoreNearTheGpuIsNoted) {
+  const NodeTopology full = xml("2numa-32pu-1gpu.xml");
+  NodeTopology t = full;
+  t.cores.clear();
+  for (const Core& c : full.cores) {
+    if (c.pus.front() < 8) t.cores.push_back(c);
+  }
+  const std::vector<unsigned> package0 = cat(range(0, 7), range(16, 23));
+  for (const std::vector<unsigned>& gpu_cpus : {full.gpus[0].cpus, std::vector<unsigned>{}}) {
+    t.gpus[0].cpus = gpu_cpus;
+    const Plan p = make_plan(t, 1, {});
+    EXPECT_EQ(p.ranks[0].cpus, package0);
+    ASSERT_EQ(p.notes.size(), 1u);
+    EXPECT_NE(p.notes[0].find("local rank 0: none of the cores this job may use is near its GPU "
+                              "0 (0000:84:00.0)"),
+              std::string::npos)
+        << p.notes[0];
+  }
+  EXPECT_TRUE(make_plan(full, 1, {}).notes.empty());
 }
 
 TEST(Plan2Numa, TwoRanksOnOneGpu) {
