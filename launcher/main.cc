@@ -38,12 +38,6 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
-
 std::string self_path(const char* argv0) {
   std::error_code ec;
   const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -132,7 +126,7 @@ std::string discover_topology(Options& o, NodeTopology& topo, TopologyExport& ex
   if (o.topology.empty() && !o.dry_run) {
     try {
       exported = TopologyExport::create(hw->xml());
-      o.node_topology = host_name() + "=" + exported.path();
+      o.node_topology = TopologyExport::machine() + "=" + exported.path();
     } catch (const std::exception&) {
       // Not fatal: every rank then discovers the machine itself.
     }

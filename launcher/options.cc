@@ -89,7 +89,7 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
                "be the step synkrun runs on each rank, under another launcher (srun --mpi=pmix "
                "synkrun --rank-step PROGRAM): bind the rank from its node's plan, export SYNK_*, "
                "exec PROGRAM");
-  app.add_option("--node-topology", o.node_topology, "internal: HOST=FILE.xml")->group("");
+  app.add_option("--node-topology", o.node_topology, "internal: MACHINE=FILE.xml")->group("");
   app.add_option("--node-slots", o.node_slots, "internal: host:slots,... as mpirun maps them")
       ->group("");
   app.add_flag("--plan-shown", o.plan_shown, "internal: the node's plan notes were shown")

@@ -23,7 +23,7 @@ struct Options {
   std::vector<std::string> exports;  // -x VAR[=VALUE], in order
   double timeout_s = 0;              // --timeout; 0: none
   bool rank_step = false;            // internal: run as the rank step on each rank
-  std::string node_topology;         // internal: "HOST=FILE.xml", this machine's topology
+  std::string node_topology;         // internal: "MACHINE=FILE.xml", the launcher's topology
                                      // as the launching synkrun saw it, for ranks on HOST
   std::string node_slots;            // internal: "host:slots,..." in mpirun's mapping order,
                                      // for each rank's SYNK_NODE_RANK (hosts.h)

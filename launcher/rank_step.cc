@@ -16,6 +16,7 @@
 
 #include "hosts.h"
 #include "topology.h"
+#include "topology_export.h"
 #include "topology_plan.h"
 
 namespace synk::launch {
@@ -213,8 +214,8 @@ void number_node(const Options& o, RankEnv& env) {
 TopologySource rank_topology_source(const Options& o) {
   if (!o.topology.empty()) return {TopologySource::Kind::xml_file, o.topology, false};
   const auto eq = o.node_topology.find('=');
-  if (eq != std::string::npos && o.node_topology.substr(0, eq) == host_name() &&
-      access(o.node_topology.c_str() + eq + 1, R_OK) == 0) {
+  if (eq != std::string::npos && o.node_topology.substr(0, eq) == TopologyExport::machine() &&
+      TopologyExport::is_export(o.node_topology.substr(eq + 1))) {
     return {TopologySource::Kind::xml_file, o.node_topology.substr(eq + 1), true};
   }
   // Started by synkrun on its one host (mpirun --bind-to none), the rank has synkrun's CPUs,

@@ -23,6 +23,13 @@ class TopologyExport {
   // Where another process of this user finds the text while this object lives ("" if none).
   const std::string& path() const { return path_; }
 
+  // This machine as the ranks tell it from another: its host name and the kernel's boot id
+  // (hosts cloned from one image may share a name; a boot id is the kernel's own).
+  static std::string machine();
+  // Whether `path` is an export that this machine's process table still holds: a /proc path
+  // of another process's fd is valid only on its machine, and only while that process lives.
+  static bool is_export(const std::string& path);
+
  private:
   int fd_ = -1;
   std::string path_;

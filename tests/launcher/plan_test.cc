@@ -580,6 +580,20 @@ TEST(PlanThisMachine, ExportedXmlGivesTheSameTopologyAndCanBind) {
   EXPECT_THROW(fixture_topo.bind_process({0}, std::nullopt), std::runtime_error);
 }
 
+// The ranks take the export only from their own machine, and only the export itself: on a host
+// of the same name, synkrun's /proc/PID/fd/N may be any other process's file.
+TEST(PlanThisMachine, AnExportIsKnownByItsMachineAndItsFile) {
+  const TopologyExport exported = TopologyExport::create("<topology/>");
+  EXPECT_TRUE(TopologyExport::is_export(exported.path()));
+  EXPECT_FALSE(TopologyExport::is_export("/proc/self/exe"));
+  EXPECT_FALSE(TopologyExport::is_export("/no/such/file"));
+  const std::string machine = TopologyExport::machine();
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  ASSERT_FALSE(boot_id.empty());
+  EXPECT_EQ(machine.substr(machine.size() - boot_id.size() - 1), "/" + boot_id);
+}
+
 // ---- lists and modes ----
 
 TEST(PlanLists, FormatAndParse) {
