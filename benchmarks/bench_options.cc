@@ -263,9 +263,9 @@ Options parse_options(int argc, char** argv) {
       ->type_name("BYTES");
   app.add_option("-R,--node-buffers", node_buffers,
                  "1: every send and recv buffer comes from synk's Communicator::alloc (a node "
-                 "buffer, README), which the shm backend's all_gather and large all_reduce (and "
-                 "reduce on 3+ ranks) let the other ranks read in place; the MPI column uses the "
-                 "same buffers. 0: ordinary memory")
+                 "buffer, docs/library.md), which the shm backend's all_gather and large "
+                 "all_reduce (and reduce on 3+ ranks) let the other ranks read in place; the MPI "
+                 "column uses the same buffers. 0: ordinary memory")
       ->type_name("0|1")
       ->capture_default_str();
   app.add_option("-N,--nonblocking", nonblocking,

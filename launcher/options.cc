@@ -71,7 +71,8 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
                "each rank prints its host, rank, GPU, cpus and NUMA node on stderr");
   app.add_flag("--dry-run", o.dry_run, "print the plan and the mpirun command; start nothing");
   app.add_flag("--json", o.json, "with --dry-run: print the plan as JSON");
-  app.add_option("--topology", o.topology, "plan for this hwloc XML topology, not this machine")
+  app.add_option("--topology", o.topology,
+                 "with --dry-run: plan for this hwloc XML topology, not this machine")
       ->type_name("FILE.xml")
       ->check(kNotEmpty);
   app.add_option("-x", raw.exports,

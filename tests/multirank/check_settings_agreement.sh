@@ -55,8 +55,16 @@ expect_refused SYNK_SHM_SPIN_US - abc "SYNK_SHM_SPIN_US='abc' is not valid" \
 expect_refused SYNK_TIMELINE "$work/t.json" - "SYNK_TIMELINE (set or not) $differs 'set')" \
   "SYNK_TIMELINE (set or not) $differs 'unset')" "$@"
 
-# Settings that may differ: a timeout, and the timeline's file (each rank's own here).
-for spec in "SYNK_TIMEOUT 5 7" "SYNK_TIMELINE $work/t0.json $work/t1.json"; do
+expect_refused SYNK_SHM_ALGO broadcast=cma - "SYNK_SHM_ALGO $differs 'broadcast=cma')" \
+  "SYNK_SHM_ALGO $differs unset, the default)" "$@"
+
+# Settings that may differ: a timeout, and the timeline's file (each rank's own here). And
+# settings the same in effect: a default set on one rank only (it was refused as differing),
+# forced ways in another order.
+for spec in "SYNK_TIMEOUT 5 7" "SYNK_TIMELINE $work/t0.json $work/t1.json" \
+  "SYNK_MPI_MAX_CHUNK 2147483647 -" "SYNK_SHM_CMA_BYTES - 1048576" \
+  "SYNK_SHM_SLOT_BYTES 1048576 -" \
+  "SYNK_SHM_ALGO all_gather=slots,broadcast=cma broadcast=cma,all_gather=slots"; do
   set -- $spec "${@}"
   run_split "$@"
   rc=$?

@@ -148,6 +148,9 @@ TEST(AlgoChooser, ForcedWaysParse) {
   EXPECT_EQ(f[static_cast<std::size_t>(chosen_index(Collective::broadcast))], ShmAlgo::slots);
   EXPECT_FALSE(f[static_cast<std::size_t>(chosen_index(Collective::gather))].has_value());
   EXPECT_FALSE(parse_forced_algos("")[0].has_value());
+  // One text however the spec ordered and spaced the ways: what the ranks compare.
+  EXPECT_EQ(to_string(f), "broadcast=slots,all_gather=cma");
+  EXPECT_EQ(to_string(parse_forced_algos("")), "");
   EXPECT_EQ(parse_forced_algos("all_reduce=cma,reduce=slots")[static_cast<std::size_t>(
                 chosen_index(Collective::all_reduce))],
             ShmAlgo::cma);

@@ -144,6 +144,13 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_SHM_SEGMENTS", "anonymous");
   expect_rejected("SYNK_MPI_THREADS", "single");
   expect_rejected("SYNK_MPI_THREADS", "MULTIPLE");
+  // Refused when read, whatever the backend (SYNK_GPU=abc ran on shm; a bad SYNK_SHM_ALGO too).
+  expect_rejected("SYNK_GPU", "abc");
+  expect_rejected("SYNK_GPU", "1,x");
+  expect_rejected("SYNK_GPU", "-1");
+  expect_rejected("SYNK_GPU", "1,,2");
+  expect_rejected("SYNK_SHM_ALGO", "all_gather=fast");
+  EXPECT_EQ(parse({{"SYNK_GPU", "1, 2"}}).device.gpu, "1, 2");
 }
 
 // One rule for every variable: spaces and tabs around a value are ignored (a value pasted with a

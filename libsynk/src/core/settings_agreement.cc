@@ -1,6 +1,7 @@
 // See settings_agreement.h.
 #include "core/settings_agreement.h"
 
+#include <climits>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -35,9 +36,15 @@ std::exception_ptr read_every_setting(std::string& text) {
   return nullptr;
 }
 
-// A byte setting as the ranks compare it: "" where it is unset (its default).
+// A byte setting whose default depends on the ranks of a node, as the ranks compare it: ""
+// where it is unset (nodes of different sizes may take different defaults).
 std::string bytes_setting(long long bytes, long long unset) {
   return bytes == unset ? "" : std::to_string(bytes);
+}
+
+std::size_t max_chunk_in_effect() {
+  const std::size_t chunk = mpi_settings().max_chunk;
+  return chunk ? chunk : static_cast<std::size_t>(INT_MAX);
 }
 
 // The settings that must be the same on every rank, by name, as this rank has them ("": unset).
@@ -51,12 +58,12 @@ std::vector<std::pair<const char*, std::string>> shared_settings(const std::stri
       // On or off (its start is collective); the file may differ, as each writes FILE.<rank>.
       {"SYNK_TIMELINE (set or not)", s.timeline.empty() ? "unset" : "set"},
       {"SYNK_FUSION_BYTES", std::to_string(kv_settings().fusion_bytes)},
-      {"SYNK_MPI_MAX_CHUNK", std::to_string(mpi_settings().max_chunk)},
-      {"SYNK_SHM_SLOT_BYTES", bytes_setting(static_cast<long long>(shm.slot_bytes), 0)},
-      {"SYNK_SHM_CMA_BYTES", bytes_setting(shm.cma_bytes, -1)},
+      {"SYNK_MPI_MAX_CHUNK", std::to_string(max_chunk_in_effect())},
+      {"SYNK_SHM_SLOT_BYTES", std::to_string(shm.slot_bytes_in_effect())},
+      {"SYNK_SHM_CMA_BYTES", std::to_string(shm.cma_bytes_in_effect())},
       {"SYNK_SHM_ONE_STEP_BYTES", bytes_setting(shm.one_step_bytes, -1)},
       {"SYNK_SHM_ROOT_REDUCES_BYTES", bytes_setting(shm.root_reduces_bytes, -1)},
-      {"SYNK_SHM_ALGO", shm.forced_algos},
+      {"SYNK_SHM_ALGO", shm::to_string(shm.forced_algos)},
   };
 }
 

@@ -1,9 +1,35 @@
 // See device_settings.h.
 #include "device/device_settings.h"
 
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+
 #include "core/contexts.h"
 
 namespace synk::detail {
+
+namespace {
+
+// SYNK_GPU: "2" or "2,3", each item a GPU index (spaces around an item are ignored).
+void check_gpu_list(const env::Value& v) {
+  std::string_view rest = v.text;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    item.remove_prefix(std::min(item.find_first_not_of(" \t"), item.size()));
+    item.remove_suffix(item.size() - std::min(item.find_last_not_of(" \t") + 1, item.size()));
+    int index = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), index);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || index < 0) {
+      env::bad(v, "a GPU index or a comma-separated list of them");
+    }
+    if (comma == std::string_view::npos) return;
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace
 
 DeviceSettings DeviceSettings::parse(const EnvGetter& get) {
   DeviceSettings s;
@@ -11,7 +37,10 @@ DeviceSettings DeviceSettings::parse(const EnvGetter& get) {
     parse_contexts(v->text);  // the syntax now; the device numbers once a backend knows them
     s.contexts = v->text;
   }
-  if (const auto v = env::read(get, "SYNK_GPU")) s.gpu = v->text;
+  if (const auto v = env::read(get, "SYNK_GPU")) {
+    check_gpu_list(*v);
+    s.gpu = v->text;
+  }
   return s;
 }
 

@@ -71,6 +71,17 @@ ForcedAlgos parse_forced_algos(std::string_view spec) {
   return forced;
 }
 
+std::string to_string(const ForcedAlgos& forced) {
+  std::string text;
+  for (int i = 0; i < kChosenCollectives; ++i) {
+    const std::optional<ShmAlgo>& algo = forced[static_cast<std::size_t>(i)];
+    if (!algo) continue;
+    if (!text.empty()) text += ',';
+    text.append(detail::to_string(kChosenCollectiveList[i])).append("=").append(to_string(*algo));
+  }
+  return text;
+}
+
 std::uint32_t AlgoChooser::run_calls(std::size_t bytes) {
   const std::size_t n = bytes == 0 ? kMaxRun : kRunBytes / bytes;
   return static_cast<std::uint32_t>(std::clamp<std::size_t>(n, kMinRun, kMaxRun));

@@ -54,6 +54,9 @@ int chosen_index(detail::Collective c);  // -1 for the others
 // synk::Error(InvalidArgument) naming the bad part and the valid names.
 using ForcedAlgos = std::array<std::optional<ShmAlgo>, kChosenCollectives>;
 ForcedAlgos parse_forced_algos(std::string_view spec);
+// The forced ways as parse_forced_algos reads them, in kChosenCollectiveList's order: one text
+// for each set of ways, however the spec ordered and spaced them.
+std::string to_string(const ForcedAlgos& forced);
 
 class AlgoChooser {
  public:

@@ -60,11 +60,11 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   shm::GroupConfig cfg;
   cfg.rank = rank;
   cfg.size = size;
-  if (s.slot_bytes) cfg.slot_bytes = s.slot_bytes;
+  cfg.slot_bytes = s.slot_bytes_in_effect();
   cfg.timeout_s = core.timeout_s;
   cfg.stall_warn_s = core.stall_warn_s;
-  if (s.cma_bytes >= 0) cfg.cma_min_bytes = static_cast<std::size_t>(s.cma_bytes);
-  cfg.forced_algos = shm::parse_forced_algos(s.forced_algos);
+  cfg.cma_min_bytes = s.cma_bytes_in_effect();
+  cfg.forced_algos = s.forced_algos;
   cfg.small_bytes = s.one_step_bytes >= 0 ? static_cast<std::size_t>(s.one_step_bytes)
                                            : shm::default_one_step_bytes(size);
   cfg.root_reduces_bytes = s.root_reduces_bytes >= 0

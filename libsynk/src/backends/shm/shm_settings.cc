@@ -28,7 +28,7 @@ ShmSettings ShmSettings::parse(const EnvGetter& get) {
   if (const auto v = var("SYNK_SHM_SEGMENTS")) {
     s.named_segments_only = one_of(*v, {"auto", "named"}, "auto or named") == "named";
   }
-  if (const auto v = var("SYNK_SHM_ALGO")) s.forced_algos = v->text;
+  if (const auto v = var("SYNK_SHM_ALGO")) s.forced_algos = shm::parse_forced_algos(v->text);
   return s;
 }
 

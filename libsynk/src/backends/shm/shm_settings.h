@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 
+#include "backends/shm/algo_chooser.h"
+#include "backends/shm/group_config.h"
 #include "backends/shm/store_tuner.h"
 #include "core/env.h"
 
@@ -31,8 +33,16 @@ struct ShmSettings {
   // named; or named (POSIX segments in /dev/shm) only (segment_share.h).
   bool named_segments_only = false;
   // SYNK_SHM_ALGO: "broadcast=cma,all_gather=slots" forces those collectives' way instead of
-  // measuring (parsed by shm::parse_forced_algos when a backend is made).
-  std::string forced_algos;
+  // measuring.
+  shm::ForcedAlgos forced_algos{};
+
+  // The values in effect, defaults included (a default set explicitly is the same setting).
+  std::size_t slot_bytes_in_effect() const {
+    return slot_bytes ? slot_bytes : shm::GroupConfig{}.slot_bytes;
+  }
+  std::size_t cma_bytes_in_effect() const {
+    return cma_bytes >= 0 ? static_cast<std::size_t>(cma_bytes) : shm::GroupConfig{}.cma_min_bytes;
+  }
 
   static ShmSettings parse(const EnvGetter& get);
 };
