@@ -158,17 +158,24 @@ TEST_F(ShmFaults, AllReduceAgainstBroadcastFailsOnEveryRank) {
   }
 }
 
+// Every rank names both counts (the others said only "says otherwise"), and the group stays in
+// step for the next call.
 TEST_F(ShmFaults, GathervCountsDisagreeingWithTheRootFailEverywhere) {
-  const auto out = run_ranks(2, {}, [](Group& g, auto report) {
-    std::vector<std::uint8_t> send(10, 1), recv(20);
-    const std::vector<std::size_t> counts = {10, 5};  // rank 1 really sends 10
-    return expect_error(ErrorCode::InvalidUsage, report, [&] {
-      gatherv(g, send.data(), 10, recv.data(), counts, DataType::uint8, 0);
+  const auto out = run_ranks(3, {}, [](Group& g, auto report) {
+    std::vector<std::uint8_t> send(10, 1), recv(30);
+    const std::vector<std::size_t> counts = {10, 5, 10};  // rank 1 really sends 10
+    int rc = expect_error(ErrorCode::InvalidUsage, report, [&] {
+      gatherv(g, send.data(), 10, recv.data(), counts, DataType::uint8, 2);
     });
+    std::vector<int> v(4, g.rank());
+    all_reduce(g, v.data(), v.data(), v.size(), DataType::int32, ReduceOp::sum);
+    if (v != std::vector<int>(4, 3)) rc = 2;
+    return rc;
   });
-  for (int r : {0, 1}) {
+  for (int r : {0, 1, 2}) {
     EXPECT_EQ(out[r].exit_code, 0) << out[r].message;
-    EXPECT_THAT(out[r].message, HasSubstr("gatherv: rank 1 sends 10 elements"));
+    EXPECT_THAT(out[r].message,
+                HasSubstr("gatherv: rank 1 sends 10 elements but the root's recv_counts[1] is 5"));
   }
 }
 

@@ -87,12 +87,20 @@ struct CollArgs {
   // all_reduce says "all_reduce"); null: its own collective's name.
   const char* name = nullptr;
   // A non-blocking call that runs at issue, on the caller's thread (MPI below
-  // MPI_THREAD_MULTIPLE): the watchdog's message says how ranks meet in such a wait.
+  // MPI_THREAD_MULTIPLE): a Timeout's message says how ranks meet in such a wait
+  // (kAtIssueHint).
   bool at_issue = false;
   // What the call is part of when synk made it (call_label.h), taken when it is made: a call
   // queued before it and run on this thread later keeps its own.
   CallLabel label = CallLabel::user;
 };
+
+// What a Timeout in a call run at issue adds: the rank it waited for may have issued the call
+// and be stuck in another.
+inline constexpr char kAtIssueHint[] =
+    ". MPI runs below MPI_THREAD_MULTIPLE, so synk's non-blocking calls run when issued: ranks "
+    "that issue them in different orders (on two communicators), or that wait in an MPI call of "
+    "their own between issue and wait, meet here; start MPI with MPI_THREAD_MULTIPLE";
 
 // The backends. Code outside them asks a backend what it can do (the capability queries of
 // Backend) or which kind it is, never compares names.

@@ -173,7 +173,8 @@ std::string with_node(const Arrivals& st, int r) {
 
 // The Timeout of a comparison that has not completed, naming the ranks that never said they
 // reached it (at most 8 of them, then how many more).
-Error missing_ranks_error(const Arrivals& st, const CommContext& ctx, const CallRecord& mine) {
+Error missing_ranks_error(const Arrivals& st, const CommContext& ctx, const CallRecord& mine,
+                          bool at_issue) {
   std::vector<int> missing;
   for (int r = 0; r < ctx.size; ++r) {
     if (r != ctx.rank && st.reached[static_cast<std::size_t>(r)] < st.seq) missing.push_back(r);
@@ -193,7 +194,8 @@ Error missing_ranks_error(const Arrivals& st, const CommContext& ctx, const Call
   }
   if (shown < missing.size()) text += " and " + std::to_string(missing.size() - shown) + " more";
   text += missing.size() == 1 ? ", which has" : ", which have";
-  return Error(ErrorCode::Timeout, text + " not reached this call (the calls are compared first)");
+  return Error(ErrorCode::Timeout, text + " not reached this call (the calls are compared first)" +
+                                       (at_issue ? kAtIssueHint : ""));
 }
 
 // Waits for the all-gather `req` of the records. Polled rather than blocking: a rank that never
@@ -201,7 +203,7 @@ Error missing_ranks_error(const Arrivals& st, const CommContext& ctx, const Call
 // backend's waits, not a hang. (With the hier backend this exchange comes first in every call,
 // so it is where such a rank is met.)
 void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
-                      const CallRecord& mine, std::unique_ptr<CallRecord>& sent,
+                      const CallRecord& mine, bool at_issue, std::unique_ptr<CallRecord>& sent,
                       std::unique_ptr<std::vector<CallRecord>>& all) {
   const double timeout_s = settings().timeout_s;
   const auto start = Clock::now();
@@ -226,7 +228,7 @@ void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
         if (announced) take_notices(st, ctx);
         if (now < give_up) return;
         note_peer_lost();
-        throw missing_ranks_error(st, ctx, mine);
+        throw missing_ranks_error(st, ctx, mine, at_issue);
       },
       [&] {
         // The exchange is still pending: MPI may write to these later, so they are never freed.
@@ -358,7 +360,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   MPI_Request req = MPI_REQUEST_NULL;
   SYNK_CHECK_MPI(MPI_Iallgather(sent.get(), sizeof mine, MPI_BYTE, all->data(), sizeof mine,
                                 MPI_BYTE, ctx.comm, &req));
-  wait_for_records(req, st, ctx, mine, sent, all);
+  wait_for_records(req, st, ctx, mine, a.at_issue, sent, all);
   // The notices the others say they sent this rank are taken in (those still on their way, at a
   // later comparison), so none piles up in MPI's queue; when none was sent, nothing is asked.
   std::uint64_t owed = 0;

@@ -63,12 +63,7 @@ void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
   text += s.calls_checked ? ""
                : ", or it rejected its own arguments (SYNK_CHECK_CALLS=1 makes that an error on "
                  "every rank)";
-  if (s.at_issue) {
-    text += ". MPI runs below MPI_THREAD_MULTIPLE, so synk's non-blocking calls run when issued: "
-            "ranks that issue them in different orders (on two communicators), or that wait in "
-            "an MPI call of their own between issue and wait, meet here; start MPI with "
-            "MPI_THREAD_MULTIPLE";
-  }
+  if (s.at_issue) text += kAtIssueHint;
   text += ".\n";
   // The call may have ended while the text was made: then it is not stuck.
   if (s.calls.load(std::memory_order_acquire) != calls) return;
