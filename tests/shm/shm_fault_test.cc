@@ -266,6 +266,39 @@ TEST_F(ShmFaults, ARejectedMeasuredCallKeepsTheTrialsInStep) {
   for (int r : {0, 1}) EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
 }
 
+// A rank that closed the group (destroyed its communicator, or finalized MPI) after some calls,
+// while the others wait for it in one more: they fail at once, saying so, where they waited
+// SYNK_TIMEOUT for it and were told it had "not reached this call". The calls before (many
+// slot steps each), which the others may still be finishing as it closes, end well.
+TEST_F(ShmFaults, ARankThatClosedTheGroupFailsTheOthersAtOnce) {
+  HarnessOptions opt;
+  opt.timeout_s = 30;
+  const auto out = run_ranks(3, opt, [](Group& g, auto report) {
+    std::vector<double> v(100000, 1.0);
+    for (int i = 0; i < 3; ++i) {
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+    }
+    if (v.front() != 27.0 || v.back() != 27.0) return 2;
+    if (g.rank() == 1) {
+      g.close();
+      std::this_thread::sleep_for(std::chrono::seconds(4));  // alive, but makes no more calls
+      return 0;
+    }
+    return expect_error(ErrorCode::InvalidUsage, report, [&] {
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+    });
+  });
+  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
+  for (int r : {0, 2}) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+    EXPECT_THAT(out[r].message,
+                HasSubstr("all_reduce: rank 1 closed this communicator (destroyed it, or called "
+                          "MPI_Finalize) before it reached this call; rank " +
+                          std::to_string(r) + " was waiting for it"));
+    EXPECT_LT(out[r].seconds, 3.0) << "rank " << r;
+  }
+}
+
 // Rank 0 waits for rank 1, alive but elsewhere, while rank 2 has died: the call can never end,
 // and the error names rank 2 at once, not rank 1 after SYNK_TIMEOUT.
 TEST_F(ShmFaults, ARankThatDiedIsNamedWhileAnotherIsWaitedFor) {

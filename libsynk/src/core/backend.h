@@ -137,6 +137,9 @@ class Backend {
   // says (hier: between nodes a rank that rejected its arguments cannot tell the others inside
   // the call, and the next calls would pair up wrongly).
   virtual bool checks_every_call() const { return false; }
+  // This rank makes no more calls here (MPI_Finalize has finished synk's work): a backend whose
+  // peers wait in shared memory lets them fail at once instead of after SYNK_TIMEOUT.
+  virtual void leave() {}
   // Communicator::alloc, on arguments every rank agreed on. The default: private page-aligned
   // memory (no other rank can read it; nothing changes for the collectives).
   virtual NodeBuffer alloc(std::size_t bytes);

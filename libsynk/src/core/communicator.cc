@@ -104,8 +104,9 @@ struct CommState {
 
 namespace {
 
-// At MPI_Finalize: every rank finishes its queued calls, which the others' calls meet.
-// (Outside the lock: a call may make a communicator of its own.)
+// At MPI_Finalize: every rank finishes its queued calls, which the others' calls meet, and
+// then leaves its communicators (Backend::leave). (Outside the lock: a call may make a
+// communicator of its own.)
 void finish_queued_calls() {
   for (std::size_t i = 0;; ++i) {
     CallQueue* q = nullptr;
@@ -113,7 +114,12 @@ void finish_queued_calls() {
       std::lock_guard lk(live_mu);
       finishing = nullptr;
       live_cv.notify_all();
-      if (i >= live_states.size()) return;
+      if (i >= live_states.size()) {
+        for (CommState* st : live_states) {
+          if (st->backend) st->backend->leave();
+        }
+        return;
+      }
       finishing = live_states[i];
       q = live_states[i]->queue.load(std::memory_order_acquire);
     }

@@ -124,6 +124,8 @@ HierBackend::~HierBackend() {
   if (slice_comm_ != MPI_COMM_NULL && !mpi_is_finalized()) MPI_Comm_free(&slice_comm_);
 }
 
+void HierBackend::leave() { node_.group->close(); }
+
 Request HierBackend::all_reduce(const CollArgs& a) {
   if (a.dtype == DataType::float16 || a.dtype == DataType::bfloat16) return mpi_.all_reduce(a);
   if (slice_comm_ != MPI_COMM_NULL && a.count * size_of(a.dtype) >= kSlicedBytes) {

@@ -26,6 +26,7 @@ class HierBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::hier; }
   bool checks_every_call() const override { return true; }
   bool waits_in_mpi() const override { return true; }  // between the nodes
+  void leave() override;
   Request all_reduce(const CollArgs& a) override;
   Request reduce(const CollArgs& a) override { return mpi_.reduce(a); }
   Request broadcast(const CollArgs& a) override;

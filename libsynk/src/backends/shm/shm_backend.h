@@ -42,6 +42,7 @@ class ShmBackend final : public Backend {
   Request reduce_scatter(const CollArgs& a) override;
   Request barrier() override;
   void reject(const CollArgs& a, const Error& e) override;
+  void leave() override { group_->close(); }
   // This rank's part of a new segment of size() parts, registered with the group.
   NodeBuffer alloc(std::size_t bytes) override;
 

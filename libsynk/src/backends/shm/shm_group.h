@@ -67,6 +67,8 @@ class Group {
   // This rank's work outside the group moved on: the ranks waiting for it wait on past
   // SYNK_TIMEOUT while it does (StepChannel::note_progress).
   void note_progress() { steps_.note_progress(); }
+  // This rank makes no more calls in the group (StepChannel::close).
+  void close() { steps_.close(); }
 
   // Node buffers (NodeBuffers::add_region).
   int add_region(unsigned char* base, std::size_t stride, std::size_t bytes,

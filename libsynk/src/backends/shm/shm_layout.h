@@ -84,6 +84,9 @@ struct alignas(kLine) RankBlock {
   // Bumped by the owner as work outside the group moves on (a hier leader's chunks between the
   // nodes): a peer that waits for it past SYNK_TIMEOUT sees it alive and busy, and waits on.
   std::atomic<std::uint64_t> progress;
+  // 1 once the owner makes no more calls in this group (it closed it, or finalized MPI): a
+  // peer waiting for a step the owner never posted fails at once, not after SYNK_TIMEOUT.
+  std::atomic<std::uint32_t> closed;
   alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
   // This call's send buffer in the owner's address space, for cross-memory attach (cma_pull.cc),
   // and the owner's verdict on it (the probe, then each call's copy result).

@@ -112,6 +112,15 @@ StepChannel::~StepChannel() {
     std::fprintf(stderr, "synk: rank %d: %s (found when the group closed)\n", cfg_.rank,
                  deferred_error_.message.c_str());
   }
+  close();
+}
+
+void StepChannel::close() {
+  // Nothing here is read by this rank any more: every step it posted is done with.
+  RankBlock& mine = block_at(blocks_, cfg_.rank);
+  if (seq_ > published_done_) mine.done.store(seq_, std::memory_order_release);
+  published_done_ = std::max(published_done_, seq_);
+  mine.closed.store(1, std::memory_order_release);
 }
 
 void StepChannel::begin_call(detail::Collective c, std::size_t count, DataType t, ReduceOp op,

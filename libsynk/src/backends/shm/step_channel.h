@@ -113,6 +113,9 @@ class StepChannel {
   pid_t peer_pid(int peer) const;
   // A peer died while this rank depended on it: the group cannot be trusted any more.
   void mark_broken();
+  // This rank makes no more calls here (the group goes, or MPI is finalized): its reads are
+  // done, and a peer waiting for a step it never posts fails at once, saying so.
+  void close();
 
   // Whether a waiting rank polls for GroupConfig::spin_us before it yields (every rank has a CPU
   // of its own) or yields after a few polls: false until every peer has published its CPUs,
@@ -141,11 +144,11 @@ class StepChannel {
   bool posted(int peer, std::uint64_t step) const;  // peer's entry and StepCall of `step` are out
   // Waits until `word` (of `peer`'s block) reaches target, spinning then yielding; throws if
   // the peer dies or SYNK_TIMEOUT passes; keeps this rank's checks going meanwhile.
-  void wait_until(int peer, const std::atomic<std::uint64_t>& word, std::uint64_t target,
-                  const char* what);
+  void wait_until(int peer, const std::atomic<std::uint64_t>& word, std::uint64_t target);
   void decide_spin();  // once every peer has published its CPUs; until then the short spin
   bool peer_alive(int peer) const;
   [[noreturn]] void throw_died(int peer);
+  [[noreturn]] void throw_closed(int peer);
   bool peer_moved_on(int peer, std::uint64_t& seen) const;
   // A peer other than `waited` that died before posting the step this rank has posted: the
   // call can never end, and the rank waited for may be waiting for it.

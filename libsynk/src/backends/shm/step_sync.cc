@@ -132,7 +132,7 @@ const std::atomic<std::uint64_t>& StepChannel::posted_word(int peer) const {
 
 void StepChannel::arrive() {
   for (int q = 0; q < cfg_.size; ++q) {
-    if (q != cfg_.rank) wait_until(q, posted_word(q), seq_, "arrive");
+    if (q != cfg_.rank) wait_until(q, posted_word(q), seq_);
   }
   // A mismatch in this step throws; one in an earlier call waits for end().
   catch_up(seq_, tiny_ ? 0 : seq_);
@@ -141,7 +141,7 @@ void StepChannel::arrive() {
 void StepChannel::sync_with(int peer) {
   post();
   if (peer != cfg_.rank) {
-    wait_until(peer, posted_word(peer), seq_, "arrive");
+    wait_until(peer, posted_word(peer), seq_);
     Mismatch m;
     const bool agree =
         tiny_ && same_call(call_of(blocks_, cfg_.rank, seq_), call_of(blocks_, peer, seq_));
@@ -176,7 +176,7 @@ void StepChannel::wait_peers(std::uint64_t done_target, std::uint64_t check_targ
   if (checked_ < check_target) {
     for (int q = 0; q < cfg_.size; ++q) {
       if (q != cfg_.rank)
-        wait_until(q, call_of(blocks_, q, check_target).step, check_target, "arrive");
+        wait_until(q, call_of(blocks_, q, check_target).step, check_target);
     }
     catch_up(seq_);  // as far as the peers have posted: checks come in batches
   }
@@ -186,7 +186,7 @@ void StepChannel::wait_peers(std::uint64_t done_target, std::uint64_t check_targ
     if (q == cfg_.rank) continue;
     const auto& done = block_at(blocks_, q).done;
     if (done.load(std::memory_order_acquire) < done_target)
-      wait_until(q, done, done_target, "finish");
+      wait_until(q, done, done_target);
     least = std::min(least, done.load(std::memory_order_acquire));
   }
   peers_done_ = least;
@@ -281,8 +281,8 @@ bool StepChannel::entries_match(std::uint64_t step, int peer, Mismatch* m) const
   return true;
 }
 
-void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, std::uint64_t target,
-                       const char* what) {
+void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word,
+                             std::uint64_t target) {
   for (int i = 0; i < spin_iterations_; ++i) {
     if (word.load(std::memory_order_acquire) >= target) return;
     cpu_relax();
@@ -318,6 +318,10 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, s
     if (now >= next_liveness_check) {
       next_liveness_check = now + std::chrono::milliseconds(10);
       if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) throw_died(peer);
+      if (block_at(blocks_, peer).closed.load(std::memory_order_acquire) != 0 &&
+          word.load(std::memory_order_acquire) < target) {
+        throw_closed(peer);
+      }
       throw_if_a_lagging_peer_died(peer);
     }
     if (warn_pending && now >= warn_at) {
@@ -337,8 +341,7 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word, s
                   std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
                       " waited " + detail::seconds_text(cfg_.timeout_s) +
                       " (SYNK_TIMEOUT) for rank " + std::to_string(cfg_.job_rank(peer)) +
-                      ", which has not reached this call (" + what + " " +
-                      std::to_string(target) + ")");
+                      ", which has not reached this call");
     }
   }
 }
@@ -362,6 +365,15 @@ void StepChannel::throw_died(int peer) {
               std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) + " (pid " +
                   std::to_string(block_at(blocks_, peer).pid.load()) + ") died; rank " +
                   std::to_string(cfg_.job_rank(cfg_.rank)) + " was waiting for it");
+}
+
+void StepChannel::throw_closed(int peer) {
+  mark_broken();
+  throw Error(ErrorCode::InvalidUsage,
+              std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
+                  " closed this communicator (destroyed it, or called MPI_Finalize) before it "
+                  "reached this call; rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
+                  " was waiting for it. Every rank makes the same calls before it closes one");
 }
 
 void StepChannel::throw_if_a_lagging_peer_died(int waited) {
