@@ -8,6 +8,9 @@
 //                   in an MPI all-reduce of its own (where built with NCCL).
 //   progress BACKEND: no rank stalls, but one all_reduce (run with SYNK_MPI_MAX_CHUNK=1: one MPI
 //                   call per element) takes longer than SYNK_TIMEOUT and its grace in all.
+//   create BACKEND: the last rank sleeps while the others make a Communicator;
+//   split BACKEND:  the last rank sleeps while the others split theirs (steps of synk's own that
+//                   are no call: the watchdog ends them after SYNK_TIMEOUT, at least 10 s).
 //   compare BACKEND RANKS: the calls are compared first (SYNK_CHECK_CALLS=1, or hier): after one
 //                   call on every rank, RANKS (say "1,3") sleep while the others all_reduce;
 //                   each of those prints its Timeout, which must name exactly those ranks
@@ -77,15 +80,30 @@ int main(int argc, char** argv) {
   }
   if (argc != (mode == "compare" ? 4 : 3)) {
     std::fprintf(stderr,
-                 "usage: mpi_stall_test stall|vstall|istall|iorder|reject|progress BACKEND\n"
+                 "usage: mpi_stall_test stall|vstall|istall|iorder|reject|progress|create|split "
+                 "BACKEND\n"
                  "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
+  }
+  if (mode == "create") {
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank == size - 1) sleep(120);
+    synk::Communicator comm(MPI_COMM_WORLD, synk::CommOptions{argv[2]});
+    std::fprintf(stderr, "rank %d: the communicator was made\n", rank);
+    MPI_Finalize();
+    return 0;
   }
   synk::Communicator comm(MPI_COMM_WORLD, synk::CommOptions{argv[2]});
   const bool odd = comm.rank() == comm.size() - 1;
   float x = 1.0f;
   if (mode == "compare") {
     compare_mode(comm, argv[3]);
+  } else if (mode == "split") {
+    if (odd) sleep(120);
+    synk::Communicator part = comm.split(0, 0);
+    std::fprintf(stderr, "rank %d: the split returned\n", comm.rank());
   } else if (mode == "stall") {
     if (odd) {
       sleep(120);

@@ -37,6 +37,7 @@ struct WatchSlot {
   const char* backend = "";
   bool calls_checked = false;  // compared across the ranks before it ran
   bool at_issue = false;       // a non-blocking call run at issue (CollArgs::at_issue)
+  const char* step = nullptr;  // a step that is no call (MpiWatch's second form), or null
 };
 
 namespace {
@@ -44,6 +45,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kSlots = 64;  // threads that call; past that a thread's calls go unwatched
+// Ranks reach a communicator's start when their own start-up is done (a data set loaded, a
+// module imported), seconds apart: a step waits at least this long, whatever SYNK_TIMEOUT.
+constexpr double kStepTimeoutFloor = 10.0;
 
 // Never destroyed: the watchdog thread may look at them while the process exits.
 WatchSlot* const slots = new WatchSlot[kSlots];
@@ -51,7 +55,27 @@ std::atomic<int> slots_used{0};  // the highest slot ever taken + 1
 std::atomic<std::int64_t> shortest_timeout_ns{0};  // sets how often the watchdog looks
 std::once_flag started;
 
+// What a stuck step that is no call says (making a communicator, split, alloc).
+std::string step_expired_text(const WatchSlot& s, double waited_s) {
+  return "synk Timeout: rank " + std::to_string(s.rank) + ": " + s.step + " has waited " +
+         std::to_string(static_cast<long long>(waited_s)) +
+         " s inside MPI without progress, past its deadline (" +
+         std::to_string(static_cast<long long>(s.timeout_s)) + " s: SYNK_TIMEOUT, at least " +
+         std::to_string(static_cast<long long>(kStepTimeoutFloor)) +
+         " s for such a step). MPI cannot be interrupted, so this process ends (exit code " +
+         std::to_string(kWatchdogExitCode) +
+         ") and mpirun ends the job. Every rank of the communicator takes this step together "
+         "(as MPI_Comm_dup and MPI_Comm_split): some rank has not, stopped or busy elsewhere.\n";
+}
+
 void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
+  if (s.step != nullptr) {
+    const std::string text = step_expired_text(s, waited_s);
+    if (s.calls.load(std::memory_order_acquire) != calls) return;
+    const ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+    (void)ignored;
+    std::_Exit(kWatchdogExitCode);
+  }
   std::string text =
       "synk Timeout: rank " + std::to_string(s.rank) + ": " +
       describe_call(s.coll, s.count, s.dtype, s.op, s.root) + " on the " + s.backend +
@@ -74,6 +98,14 @@ void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
 
 // SYNK_STALL_WARN: one line, the call going on (it may still end well).
 void warn_stalled(const WatchSlot& s, double waited_s) {
+  if (s.step != nullptr) {
+    SYNK_LOG_AT(warn, "rank " << s.rank << ": " << s.step << " has waited "
+                              << static_cast<long long>(waited_s)
+                              << " s inside MPI (SYNK_STALL_WARN): some rank has not taken "
+                                 "this step; this process ends after "
+                              << seconds_text(s.timeout_s));
+    return;
+  }
   SYNK_LOG_AT(warn, "rank " << s.rank << ": " << describe_call(s.coll, s.count, s.dtype, s.op, s.root)
                             << " on the " << s.backend << " backend has waited "
                             << static_cast<long long>(waited_s)
@@ -173,10 +205,11 @@ void mpi_watch_progress() noexcept {
 
 MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_checked,
                    double timeout_s)
-    : slot_(my_slot(timeout_s).index) {
+    : slot_(armed != nullptr ? -1 : my_slot(timeout_s).index) {
   if (slot_ < 0) return;
   WatchSlot& s = slots[slot_];
   s.timeout_s = timeout_s;
+  s.step = nullptr;
   s.coll = a.coll;
   s.count = a.count;
   s.dtype = a.dtype;
@@ -187,6 +220,19 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
   s.calls_checked = calls_checked;
   s.at_issue = a.at_issue;
   advance(s, 1);  // odd: inside a call
+  armed_cell_ = &armed;
+  *armed_cell_ = &s;
+}
+
+MpiWatch::MpiWatch(const char* step, int rank, double timeout_s)
+    : slot_(armed != nullptr ? -1 : my_slot(std::max(timeout_s, kStepTimeoutFloor)).index) {
+  if (slot_ < 0) return;
+  WatchSlot& s = slots[slot_];
+  s.timeout_s = std::max(timeout_s, kStepTimeoutFloor);
+  s.step = step;
+  s.rank = rank;
+  s.at_issue = false;
+  advance(s, 1);  // odd: inside a step
   armed_cell_ = &armed;
   *armed_cell_ = &s;
 }
