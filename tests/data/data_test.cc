@@ -318,6 +318,12 @@ TEST(Data, ResizeKeepsContentsWithinAndBeyondTheOversize) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(d.data()[i], i + 1);
   d.resize(24);  // and it still grows
   for (int i = 0; i < 8; ++i) EXPECT_EQ(d.data()[i], i + 1);
+  // Rows that come back within the capacity are zeros, as new rows past it are (they showed
+  // the rows from before the shrink).
+  d.resize(1);
+  d.resize(4);
+  EXPECT_EQ(d.data()[1], 2);
+  for (int i = 2; i < 8; ++i) EXPECT_EQ(d.data()[i], 0) << "element " << i;
   d.free();
   EXPECT_EQ(d.rows(), 0u);
 }

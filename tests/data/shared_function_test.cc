@@ -192,6 +192,26 @@ TEST(Shared, AGatherOfAValueResizedByHandIsAnErrorOnEveryRank) {
   EXPECT_EQ(s.gather().size(), comm.rank() == 0 ? 4u * comm.size() : 0u);
 }
 
+// So can it not be broadcast, or read with get_value: they padded it with zeros (the root's
+// [20] of shape {2, 2} came back as [20, 0, 0, 0] on every rank). Nothing changes.
+TEST(Shared, ABroadcastOfAValueResizedByHandIsAnErrorOnEveryRank) {
+  Communicator& comm = world();
+  const int last = comm.size() - 1;
+  Shared<float> s(comm, "s", {1, 2, 3, 4}, {2, 2});
+  if (comm.rank() == last) s.value().resize(1);
+  const auto bcast = caught([&] { s.broadcast(last); });
+  EXPECT_SYNK_ERROR(bcast, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(bcast), HasSubstr("broadcast: rank " + std::to_string(last) +
+                                        "'s 1 values do not fill its shape of 4"));
+  const auto get = caught([&] { s.get_value(last); });
+  EXPECT_SYNK_ERROR(get, ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(get), HasSubstr("get_value: rank " + std::to_string(last) + "'s 1 values"));
+  EXPECT_EQ(s.value().size(), comm.rank() == last ? 1u : 4u);
+  if (comm.rank() == last) s.value() = {5, 6, 7, 8};
+  s.broadcast(last);
+  EXPECT_EQ(s.value(), (std::vector<float>{5, 6, 7, 8}));
+}
+
 // A value that does not fill its shape, given on rank 0 to broadcast or set_value: rank 0 threw
 // alone and the others waited in the broadcast (on shm until SYNK_TIMEOUT, or they paired it
 // with rank 0's next call). Now an error on every rank, nothing changed, and the next call works.

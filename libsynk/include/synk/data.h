@@ -170,7 +170,7 @@ class Data {
     link_.run(detail::DrivenOp::data_load, {},
               [&] { store_.load([&](void* p) { loader(static_cast<T*>(p)); }); });
   }
-  // New row count, contents kept up to the smaller one.
+  // New row count, contents kept up to the smaller one; new rows are zeros.
   void resize(std::size_t rows, double oversize = 1.0) {
     link_.run(detail::DrivenOp::data_resize, {static_cast<std::int64_t>(rows), 0, oversize},
               [&] { store_.resize(rows, oversize); });

@@ -235,7 +235,7 @@ class Shared {
     detail::check_rank_in_range("Shared '" + name_ + "'", "get_value", rank, comm_->size());
     std::vector<T> keep = value_;
     Shape keep_shape = shape_;
-    broadcast_checked(rank, {});
+    broadcast_checked(rank, {}, "get_value");
     std::vector<T> out = std::move(value_);
     if (out_shape) *out_shape = shape_;
     value_ = std::move(keep);
@@ -309,8 +309,14 @@ class Shared {
     return decode(dims);
   }
   // broadcast(root), where the root's value was rejected if `root_error` is not empty (on the
-  // root): then every rank throws, and no value changes.
-  void broadcast_checked(int root, const std::string& root_error) {
+  // root), or does not fill its shape (value() resized by hand; `what` names the call): then
+  // every rank throws, and no value changes.
+  void broadcast_checked(int root, std::string root_error, const char* what = "broadcast") {
+    if (root_error.empty() && comm_->rank() == root && value_.size() != elems(shape_)) {
+      root_error = "Shared '" + name_ + "': " + what + ": rank " + std::to_string(root) + "'s " +
+                   std::to_string(value_.size()) + " values do not fill its shape of " +
+                   std::to_string(elems(shape_)) + " (was value() resized by hand?)";
+    }
     Shape s = root_shape(root, root_error);
     value_.resize(elems(s));
     shape_ = std::move(s);

@@ -227,6 +227,17 @@ void DataStore::resize(std::size_t rows, double oversize) {
   check_same(*impl_->ctx, "Data::resize", std::to_string(rows) + " rows, oversize " + exact(oversize));
   check_oversize(oversize);
   if (rows <= capacity_rows_) {
+    // Rows that come back within the capacity are zeros, as in a new segment (they showed the
+    // rows from before a shrink): local rank 0 clears them while no rank of the node reads.
+    if (rows > shape_[0]) {
+      const CommContext& c = *impl_->ctx;
+      const std::size_t row_bytes = row_elems_ * elem_size_;
+      SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));
+      if (c.local_rank == 0) {
+        std::memset(writable_bytes() + shape_[0] * row_bytes, 0, (rows - shape_[0]) * row_bytes);
+      }
+      SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));
+    }
     shape_[0] = rows;
     return;
   }
