@@ -48,8 +48,26 @@ void check_byte_order(const py::dtype& dt, const char* what) {
           what + ".astype(" + what + ".dtype.newbyteorder('=')) and use what it returns");
 }
 
+// A masked array's mask would be dropped: synk reduces, sends and writes its data, masked
+// values included (they were summed, and the mask kept). Looked for only past a plain ndarray.
+void refuse_masked(const py::array& a, const char* what) {
+  // Kept for the process's life (released: no destructor after the interpreter is gone).
+  static PyObject* const ndarray =
+      py::object(py::module_::import("numpy").attr("ndarray")).release().ptr();
+  if (reinterpret_cast<PyObject*>(Py_TYPE(a.ptr())) == ndarray) return;
+  static PyObject* const masked =
+      py::object(py::module_::import("numpy.ma").attr("MaskedArray")).release().ptr();
+  const int is_masked = PyObject_IsInstance(a.ptr(), masked);
+  if (is_masked < 0) throw py::error_already_set();
+  if (is_masked == 0) return;
+  invalid(std::string(what) + " is a masked array: synk would use its data, masked values "
+                              "included, and drop the mask; pass " +
+          what + ".filled(value) (or " + what + ".data) and use what it returns");
+}
+
 Buffer as_buffer(const py::array& a, const char* what, bool writable,
                  const std::string& dtype_name) {
+  refuse_masked(a, what);
   if (!(a.flags() & py::array::c_style)) {
     invalid(std::string(what) + " is not C-contiguous (a strided view?): synk reads and writes "
                                 "the array's own memory; pass numpy.ascontiguousarray(" +
@@ -79,8 +97,21 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
 }
 
 void check_same_shape(const Buffer& a, const Buffer& out, const char* op) {
-  if (!std::ranges::equal(a.shape, out.shape) || a.dtype != out.dtype) {
-    invalid(std::string(op) + ": out must have the input's shape and dtype");
+  const auto text = [](std::span<const py::ssize_t> shape) {
+    std::string t = "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (i > 0) t += ", ";
+      t += std::to_string(shape[i]);
+    }
+    return t + (shape.size() == 1 ? ",)" : ")");
+  };
+  if (a.dtype != out.dtype) {
+    invalid(std::string(op) + ": out has dtype " + to_string(out.dtype) + " but the input has " +
+            to_string(a.dtype));
+  }
+  if (!std::ranges::equal(a.shape, out.shape)) {
+    invalid(std::string(op) + ": out has shape " + text(out.shape) +
+            " but the input has shape " + text(a.shape));
   }
 }
 

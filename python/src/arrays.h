@@ -36,7 +36,8 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
 // reads every array (as_buffer checks it; a single-byte type has none).
 void check_byte_order(const py::dtype& dt, const char* what);
 
-// InvalidArgument "<op>: out must have the input's shape and dtype" unless they match.
+// InvalidArgument "<op>: out has shape (4,) but the input has shape (3,)" (or dtype) unless
+// they match.
 void check_same_shape(const Buffer& a, const Buffer& out, const char* op);
 
 std::vector<py::ssize_t> shape_of(const py::array& a);

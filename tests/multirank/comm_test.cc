@@ -5,12 +5,15 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -346,3 +349,33 @@ TEST(Agreement, TextFromTheRootWholeAndEmpty) {
 
 }  // namespace
 
+
+// A second thread's blocking call while one is under way on the same communicator is refused on
+// that rank (the ranks may take two threads' calls in different orders and mix them: wrong
+// sums, silently); the first call, which the others joined, completes. Another communicator
+// over the same ranks is the way to call from a second thread.
+TEST(Comm, ASecondThreadsBlockingCallOnOneCommunicatorIsRefused) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  synk::Communicator& comm = world();
+  std::vector<float> v(4, 1.0f);
+  if (comm.rank() != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // rank 0's first call waits
+    comm.all_reduce(std::span<float>(v));
+  } else {
+    std::atomic<bool> started{false};
+    std::thread first([&] {
+      started = true;
+      comm.all_reduce(std::span<float>(v));
+    });
+    while (!started) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::vector<float> w(4, 1.0f);
+    const auto e = synk_test::caught([&] { comm.all_reduce(std::span<float>(w)); });
+    first.join();
+    ASSERT_TRUE(e.has_value()) << "the second thread's call was taken";
+    EXPECT_EQ(e->code(), synk::ErrorCode::InvalidUsage);
+    EXPECT_THAT(e->what(), HasSubstr("another thread is in a blocking call"));
+  }
+  EXPECT_EQ(v, std::vector<float>(4, static_cast<float>(comm.size())));
+  comm.barrier();
+}

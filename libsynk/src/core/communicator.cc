@@ -76,6 +76,7 @@ struct CommState {
   // before they return, on the caller's thread.
   bool background = false;
   std::atomic<const char*> master_alone{nullptr};  // see detail::set_master_alone
+  std::atomic<int> blocking_calls{0};  // threads in a blocking call on it (OneBlockingCall)
   // The non-blocking calls, from the first one on; read without the mutex by blocking calls.
   std::atomic<CallQueue*> queue{nullptr};
   std::unique_ptr<CallQueue> queue_owner;
@@ -446,8 +447,32 @@ void execute(detail::CommState& st, CollArgs&& a) {
 }
 
 // A blocking call: after the non-blocking calls issued before it.
+// A blocking call, while no other thread is in one on the same communicator: two threads' calls
+// are taken in any order on each rank, so the ranks mixed them silently (wrong sums, as in MPI,
+// where it is erroneous). Refused on the rank that sees it.
+class OneBlockingCall {
+ public:
+  OneBlockingCall(std::atomic<int>& calls, Collective c) : calls_(calls) {
+    if (calls_.fetch_add(1, std::memory_order_acquire) == 0) return;
+    calls_.fetch_sub(1, std::memory_order_release);
+    throw Error(ErrorCode::InvalidUsage,
+                std::string(detail::to_string(c)) +
+                    ": another thread is in a blocking call on this communicator; the ranks may "
+                    "take two threads' calls in different orders, and mix them. Give each "
+                    "thread a communicator of its own (split, or another Communicator over the "
+                    "same MPI communicator)");
+  }
+  ~OneBlockingCall() { calls_.fetch_sub(1, std::memory_order_release); }
+  OneBlockingCall(const OneBlockingCall&) = delete;
+  OneBlockingCall& operator=(const OneBlockingCall&) = delete;
+
+ private:
+  std::atomic<int>& calls_;
+};
+
 void run(detail::CommState& st, CollArgs&& a) {
   detail::refuse_after_finalize(detail::to_string(a.coll));
+  const OneBlockingCall only(st.blocking_calls, a.coll);
   a.label = detail::current_call_label();
   detail::refuse_if_master_alone(st, detail::to_string(a.coll));
   detail::CommState& to = route(st, a);

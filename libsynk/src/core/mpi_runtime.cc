@@ -1,6 +1,8 @@
 // See mpi_runtime.h.
 #include "core/mpi_runtime.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -13,13 +15,16 @@ namespace synk::detail {
 namespace {
 
 std::atomic<bool> peer_lost{false};
+pid_t mpi_started_in = 0;  // the process in which synk started MPI
 
 // Where synk started MPI. Open MPI's MPI_Finalize waits for every rank: a process that exits
 // with a failure, or after a peer was lost, skips it, so that it ends and mpirun ends the job
 // naming it. (A rank leaving early with an error waited there for the others, stuck in a call
 // it had left, until their SYNK_TIMEOUT, and then they were named as failing first.)
 void finalize_at_exit(int status, void*) {
-  if (status != 0 || peer_lost.load()) return;
+  // A child forked after MPI started inherits this handler, but is no rank: MPI_Finalize there
+  // waited for the others for ever.
+  if (status != 0 || peer_lost.load() || getpid() != mpi_started_in) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -40,6 +45,7 @@ void ensure_mpi_initialized() {
   const int level =
       settings().mpi_threads == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
   SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, level, &provided));
+  mpi_started_in = getpid();
 #ifdef __GLIBC__
   on_exit(finalize_at_exit, nullptr);  // (it is told the exit status)
 #else

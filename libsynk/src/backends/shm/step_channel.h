@@ -174,7 +174,7 @@ class StepChannel {
   const char* op_name_ = "";
   bool deferred_ = false;       // a mismatch of an earlier call, for end_call()
   Mismatch deferred_error_{ErrorCode::InvalidUsage, {}};
-  bool broken_ = false;  // a peer died or timed out: the group cannot be trusted any more
+  bool broken_ = false;  // a peer died, timed out or left: the group cannot be trusted any more
   // How a waiting rank waits: spin_iterations_ polls, then (where every rank has a CPU of its
   // own) more polls for spin_before_yield_, then polls with a sched_yield before each.
   // decide_spin() settles them once every rank's CPUs are known.
