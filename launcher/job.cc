@@ -474,17 +474,25 @@ class JobSupervisor {
                    "synkrun: mpirun has not ended %g s after it reported the failure (waiting for "
                    "a host it cannot reach?): killing the job (SIGKILL)\n",
                    kFailureGraceSeconds);
-      kill(-child_, SIGKILL);
+      kill_job();
     }
     if (kill_pending_ && !child_done_ && now >= kill_at_) {
       if (!kill_reason_.empty()) {
         std::fprintf(stderr, "synkrun: mpirun still running %s: killing the job (SIGKILL)\n",
                      kill_reason_.c_str());
       }
-      kill(-child_, SIGKILL);
+      kill_job();
       kill_pending_ = false;
     }
     return true;
+  }
+
+  // SIGKILL to the ranks mpirun started here, each with its process group (a rank's own
+  // children: data loaders, a fork), and to mpirun's group: killed first, mpirun left them to
+  // run on as orphans.
+  void kill_job() {
+    signal_local_ranks(child_, SIGKILL);
+    kill(-child_, SIGKILL);
   }
 
   void kill_later(Clock::duration after, std::string reason) {

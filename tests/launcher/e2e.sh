@@ -446,6 +446,25 @@ FAKE
     if alive "$(cat "$work/mpirun.pid")"; then fail "the fake mpirun is still alive"; fi
   done
   ;;
+stubborn_rank)
+  # A rank that ignores SIGTERM, with a child of its own (a data loader) that does too: a
+  # second SIGINT makes synkrun kill the job at once, mpirun before it could kill its ranks.
+  # The rank and its child must go with it (they ran on as orphans).
+  mkdir "$work/pids"
+  PROBE_PIDDIR="$work/pids" "$SYNKRUN" -np 1 bash -c \
+    'trap "" TERM; (trap "" TERM; echo $BASHPID > "$PROBE_PIDDIR/child"; sleep 60) &
+     echo $$ > "$PROBE_PIDDIR/rank"; sleep 60' >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 100); do [ -s "$work/pids/rank" ] && [ -s "$work/pids/child" ] && break; sleep 0.1; done
+  [ -s "$work/pids/child" ] || fail "the rank and its child did not start"
+  kill -INT "$pid"
+  sleep 0.3
+  kill -INT "$pid"
+  wait_for_exit "$pid" 10 "synkrun after a second SIGINT"
+  rc=$?
+  [ "$rc" = 130 ] || fail "exit code $rc, expected 130"
+  expect_gone 3 "synkrun's SIGKILL" "$(cat "$work/pids/rank")" "$(cat "$work/pids/child")"
+  ;;
 oversubscribe)
   n=$(( $(nproc --all) + 1 ))
   "$SYNKRUN" -np "$n" --report-bindings "$PROBE" >"$work/out" 2>"$work/err" || fail "exit $?"
