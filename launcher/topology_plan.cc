@@ -147,8 +147,9 @@ void note_gpus_without_near_cores(const NodeTopology& topo, const std::vector<in
   plan.notes.push_back((ranks.size() == 1 ? "local rank " : "local ranks ") + rank_range(ranks) +
                        ": none of the cores this job may use is near " +
                        (ranks.size() == 1 ? "its GPU " : "their GPUs ") + gpus +
-                       "; bound to the cores it may use, across the machine from the GPU (see what "
-                       "keeps the job off them: taskset, a cgroup cpuset, the batch system)");
+                       "; bound to (a share of) the cores the job may use, across the machine "
+                       "from the GPU (see what keeps the job off them: taskset, a cgroup cpuset, "
+                       "the batch system)");
 }
 
 void plan_gpu_locality(const NodeTopology& topo, Plan& plan) {

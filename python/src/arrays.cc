@@ -48,16 +48,28 @@ void check_byte_order(const py::dtype& dt, const char* what) {
           what + ".astype(" + what + ".dtype.newbyteorder('=')) and use what it returns");
 }
 
+namespace {
+
+// numpy.ndarray and numpy.ma.MaskedArray, found when the module is imported (an import inside a
+// call could hand the GIL to another thread while a static's guard is held), and kept for the
+// process's life (released: no destructor after the interpreter is gone).
+PyObject* ndarray_type = nullptr;
+PyObject* masked_array_type = nullptr;
+
+}  // namespace
+
+void find_array_types() {
+  ndarray_type = py::object(py::module_::import("numpy").attr("ndarray")).release().ptr();
+  masked_array_type =
+      py::object(py::module_::import("numpy.ma").attr("MaskedArray")).release().ptr();
+}
+
 // A masked array's mask would be dropped: synk reduces, sends and writes its data, masked
 // values included (they were summed, and the mask kept). Looked for only past a plain ndarray.
 void refuse_masked(const py::array& a, const char* what) {
-  // Kept for the process's life (released: no destructor after the interpreter is gone).
-  static PyObject* const ndarray =
-      py::object(py::module_::import("numpy").attr("ndarray")).release().ptr();
-  if (reinterpret_cast<PyObject*>(Py_TYPE(a.ptr())) == ndarray) return;
-  static PyObject* const masked =
-      py::object(py::module_::import("numpy.ma").attr("MaskedArray")).release().ptr();
-  const int is_masked = PyObject_IsInstance(a.ptr(), masked);
+  if (reinterpret_cast<PyObject*>(Py_TYPE(a.ptr())) == ndarray_type) return;
+  if (masked_array_type == nullptr) return;
+  const int is_masked = PyObject_IsInstance(a.ptr(), masked_array_type);
   if (is_masked < 0) throw py::error_already_set();
   if (is_masked == 0) return;
   invalid(std::string(what) + " is a masked array: synk would use its data, masked values "

@@ -35,6 +35,8 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
 // InvalidArgument naming `what` where `dt` is not in this machine's byte order, in which synk
 // reads every array (as_buffer checks it; a single-byte type has none).
 void check_byte_order(const py::dtype& dt, const char* what);
+// Finds NumPy's array types, for as_buffer's refusal of a masked array: once, at import.
+void find_array_types();
 
 // InvalidArgument "<op>: out has shape (4,) but the input has shape (3,)" (or dtype) unless
 // they match.

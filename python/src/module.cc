@@ -1,6 +1,7 @@
 // The extension module synk._synk, which the package synk (python/synk/__init__.py) re-exports.
 #include <pybind11/pybind11.h>
 
+#include "arrays.h"
 #include "bench_bindings.h"
 #include "communicator_bindings.h"
 #include "errors.h"
@@ -10,6 +11,7 @@
 PYBIND11_MODULE(_synk, m) {
   m.doc() = "synk's collectives on NumPy arrays (the C++ library libsynk, bound with pybind11)";
   m.attr("__version__") = SYNK_VERSION_TEXT;
+  synk::python::find_array_types();
   synk::python::add_errors(m);
   synk::python::add_communicator(m);
   synk::python::add_model(m);

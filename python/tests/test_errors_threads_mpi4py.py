@@ -117,20 +117,37 @@ def test_gil_is_released_while_a_call_waits(comm):
 def test_a_second_threads_blocking_call_on_one_communicator(comm):
     """Two threads' calls on one communicator may be taken in different orders on each rank and
     mixed (silently wrong sums): a blocking call while another thread is in one is refused on
-    that rank. Rank 0's first call waits for a rank 1 that comes 1.5 s late; the first call ends
-    well, and a communicator of its own serves the second thread."""
+    that rank. The others join rank 0's first call only once rank 0 has seen the refusal (an
+    mpi4py message); the first call ends well, and a communicator of its own serves a thread."""
+    from mpi4py import MPI
     if comm.size < 2:
         pytest.skip("needs 2 ranks")
     a = np.ones(4, dtype=np.float32)
     if comm.rank == 0:
-        t = threading.Thread(target=comm.all_reduce, args=(a,))
+        first_error = []
+
+        def first():
+            try:
+                comm.all_reduce(a)
+            except synk.Error as e:
+                first_error.append(e)
+
+        t = threading.Thread(target=first)
         t.start()
-        time.sleep(0.3)
-        with pytest.raises(synk.InvalidUsage, match="another thread is in a blocking call"):
+        time.sleep(1.0)  # the first thread is in its call
+        try:
             comm.all_reduce(np.ones(4, dtype=np.float32))
+            second = None
+        except synk.Error as e:
+            second = e
+        for r in range(1, comm.size):
+            MPI.COMM_WORLD.send(True, dest=r, tag=4711)
         t.join()
+        assert not first_error, first_error
+        assert isinstance(second, synk.InvalidUsage), second
+        assert "another thread is in a blocking call" in str(second)
     else:
-        time.sleep(1.5)
+        MPI.COMM_WORLD.recv(source=0, tag=4711)
         comm.all_reduce(a)
     np.testing.assert_array_equal(a, np.full(4, comm.size, dtype=np.float32))
     own = comm.split(0, comm.rank)

@@ -15,7 +15,9 @@ int main() {
   synk::Function<float> total(comm, "total", {synk::Collect::sum},
                               [](const synk::SliceInputs<float>& in) {
                                 float sum = 0;
-                                for (std::size_t r = 0; r < in.rows; ++r) sum += in.data[0].values[r];
+                                for (std::size_t r = 0; r < in.rows; ++r) {
+                                  sum += in.data[0].values[r];
+                                }
                                 return synk::Function<float>::Outputs{{sum}};
                               });
   synk::Distributed dist(comm);

@@ -455,7 +455,10 @@ stubborn_rank)
     'trap "" TERM; (trap "" TERM; echo $BASHPID > "$PROBE_PIDDIR/child"; sleep 60) &
      echo $$ > "$PROBE_PIDDIR/rank"; sleep 60' >"$work/out" 2>"$work/err" &
   pid=$!
-  for _ in $(seq 100); do [ -s "$work/pids/rank" ] && [ -s "$work/pids/child" ] && break; sleep 0.1; done
+  for _ in $(seq 100); do
+    [ -s "$work/pids/rank" ] && [ -s "$work/pids/child" ] && break
+    sleep 0.1
+  done
   [ -s "$work/pids/child" ] || fail "the rank and its child did not start"
   kill -INT "$pid"
   sleep 0.3

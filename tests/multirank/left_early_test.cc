@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
     comm->all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
     std::fprintf(stderr, "rank %d: the call returned\n", rank);
   } catch (const synk::Error& e) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto waited = std::chrono::steady_clock::now() - start;
+    const double s = std::chrono::duration<double>(waited).count();
     const std::string what = e.what();
     std::fprintf(stderr, "rank %d after %.1f s: %s\n", rank, s, what.c_str());
     const bool said = e.code() == synk::ErrorCode::InvalidUsage &&

@@ -149,8 +149,10 @@ TEST(Env, BadValuesAreClearErrors) {
   expect_rejected("SYNK_GPU", "1,x");
   expect_rejected("SYNK_GPU", "-1");
   expect_rejected("SYNK_GPU", "1,,2");
+  expect_rejected("SYNK_GPU", "2 ,3");  // as the nccl backend reads it
+  expect_rejected("SYNK_GPU", "-0");
   expect_rejected("SYNK_SHM_ALGO", "all_gather=fast");
-  EXPECT_EQ(parse({{"SYNK_GPU", "1, 2"}}).device.gpu, "1, 2");
+  EXPECT_EQ(parse({{"SYNK_GPU", "1,2"}}).device.gpu, "1,2");
 }
 
 // One rule for every variable: spaces and tabs around a value are ignored (a value pasted with a

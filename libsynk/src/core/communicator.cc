@@ -1,6 +1,8 @@
 // synk::Communicator: bootstrap, then validate-once-and-dispatch for every collective.
 #include "synk/communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -37,6 +39,7 @@ std::mutex live_mu;
 std::condition_variable live_cv;
 std::vector<CommState*> live_states;
 const CommState* finishing = nullptr;
+pid_t states_owner = 0;  // the process of live_states (a forked child has copies, not calls)
 
 void forget(CommState* st) {
   std::unique_lock lk(live_mu);
@@ -109,6 +112,7 @@ namespace {
 // then leaves its communicators (Backend::leave). (Outside the lock: a call may make a
 // communicator of its own.)
 void finish_queued_calls() {
+  if (getpid() != states_owner) return;  // a forked child's MPI_Finalize (mpi4py's at exit)
   for (std::size_t i = 0;; ++i) {
     CallQueue* q = nullptr;
     {
@@ -132,7 +136,10 @@ void finish_queued_calls() {
 
 CommState::CommState() {
   static std::once_flag once;
-  std::call_once(once, [] { at_mpi_finalize(finish_queued_calls); });
+  std::call_once(once, [] {
+    states_owner = getpid();
+    at_mpi_finalize(finish_queued_calls);
+  });
   std::lock_guard lk(live_mu);
   live_states.push_back(this);
 }
@@ -446,10 +453,10 @@ void execute(detail::CommState& st, CollArgs&& a) {
   detail::timeline::end(track);
 }
 
-// A blocking call: after the non-blocking calls issued before it.
 // A blocking call, while no other thread is in one on the same communicator: two threads' calls
 // are taken in any order on each rank, so the ranks mixed them silently (wrong sums, as in MPI,
-// where it is erroneous). Refused on the rank that sees it.
+// where it is erroneous). Refused on the rank that sees two at once (calls that do not overlap
+// in time are the program's to order).
 class OneBlockingCall {
  public:
   OneBlockingCall(std::atomic<int>& calls, Collective c) : calls_(calls) {
@@ -470,6 +477,7 @@ class OneBlockingCall {
   std::atomic<int>& calls_;
 };
 
+// A blocking call: after the non-blocking calls issued before it.
 void run(detail::CommState& st, CollArgs&& a) {
   detail::refuse_after_finalize(detail::to_string(a.coll));
   const OneBlockingCall only(st.blocking_calls, a.coll);

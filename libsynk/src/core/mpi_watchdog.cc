@@ -37,7 +37,9 @@ struct WatchSlot {
   const char* backend = "";
   bool calls_checked = false;  // compared across the ranks before it ran
   bool at_issue = false;       // a non-blocking call run at issue (CollArgs::at_issue)
-  const char* step = nullptr;  // a step that is no call (MpiWatch's second form), or null
+  // A step that is no call (MpiWatch's second form), or null; read once by the watchdog, which
+  // may look while the owner moves on to a call.
+  std::atomic<const char*> step{nullptr};
 };
 
 namespace {
@@ -56,8 +58,8 @@ std::atomic<std::int64_t> shortest_timeout_ns{0};  // sets how often the watchdo
 std::once_flag started;
 
 // What a stuck step that is no call says (making a communicator, split, alloc).
-std::string step_expired_text(const WatchSlot& s, double waited_s) {
-  return "synk Timeout: rank " + std::to_string(s.rank) + ": " + s.step + " has waited " +
+std::string step_expired_text(const WatchSlot& s, const char* step, double waited_s) {
+  return "synk Timeout: rank " + std::to_string(s.rank) + ": " + step + " has waited " +
          std::to_string(static_cast<long long>(waited_s)) +
          " s inside MPI without progress, past its deadline (" +
          std::to_string(static_cast<long long>(s.timeout_s)) + " s: SYNK_TIMEOUT, at least " +
@@ -69,8 +71,8 @@ std::string step_expired_text(const WatchSlot& s, double waited_s) {
 }
 
 void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
-  if (s.step != nullptr) {
-    const std::string text = step_expired_text(s, waited_s);
+  if (const char* step = s.step.load(std::memory_order_relaxed); step != nullptr) {
+    const std::string text = step_expired_text(s, step, waited_s);
     if (s.calls.load(std::memory_order_acquire) != calls) return;
     const ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
     (void)ignored;
@@ -98,8 +100,8 @@ void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
 
 // SYNK_STALL_WARN: one line, the call going on (it may still end well).
 void warn_stalled(const WatchSlot& s, double waited_s) {
-  if (s.step != nullptr) {
-    SYNK_LOG_AT(warn, "rank " << s.rank << ": " << s.step << " has waited "
+  if (const char* step = s.step.load(std::memory_order_relaxed); step != nullptr) {
+    SYNK_LOG_AT(warn, "rank " << s.rank << ": " << step << " has waited "
                               << static_cast<long long>(waited_s)
                               << " s inside MPI (SYNK_STALL_WARN): some rank has not taken "
                                  "this step; this process ends after "
@@ -153,14 +155,19 @@ void watch() {
 
 // A thread's slot, taken by its first watched call and given back when the thread ends (its
 // count only grows, so the next owner's calls never look like this one's).
+// The watchdog looks ten times per the shortest deadline of the watches armed so far (a
+// thread's first, a step's, may be longer than its calls').
+void note_timeout(double timeout_s) {
+  const auto ns = static_cast<std::int64_t>(timeout_s * 1e9);
+  std::int64_t shortest = shortest_timeout_ns.load(std::memory_order_relaxed);
+  while ((shortest == 0 || ns < shortest) &&
+         !shortest_timeout_ns.compare_exchange_weak(shortest, ns)) {
+  }
+}
+
 struct ThreadSlot {
   int index = -1;
-  explicit ThreadSlot(double timeout_s) {
-    const auto ns = static_cast<std::int64_t>(timeout_s * 1e9);
-    std::int64_t shortest = shortest_timeout_ns.load();
-    while ((shortest == 0 || ns < shortest) &&
-           !shortest_timeout_ns.compare_exchange_weak(shortest, ns)) {
-    }
+  ThreadSlot() {
     for (int i = 0; i < kSlots && index < 0; ++i) {
       bool free = false;
       if (slots[i].taken.compare_exchange_strong(free, true)) index = i;
@@ -186,7 +193,8 @@ struct ThreadSlot {
 };
 
 ThreadSlot& my_slot(double timeout_s) {
-  thread_local ThreadSlot slot(timeout_s);
+  note_timeout(timeout_s);
+  thread_local ThreadSlot slot;
   return slot;
 }
 
@@ -209,7 +217,7 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
   if (slot_ < 0) return;
   WatchSlot& s = slots[slot_];
   s.timeout_s = timeout_s;
-  s.step = nullptr;
+  s.step.store(nullptr, std::memory_order_relaxed);
   s.coll = a.coll;
   s.count = a.count;
   s.dtype = a.dtype;
@@ -229,7 +237,7 @@ MpiWatch::MpiWatch(const char* step, int rank, double timeout_s)
   if (slot_ < 0) return;
   WatchSlot& s = slots[slot_];
   s.timeout_s = std::max(timeout_s, kStepTimeoutFloor);
-  s.step = step;
+  s.step.store(step, std::memory_order_relaxed);
   s.rank = rank;
   s.at_issue = false;
   advance(s, 1);  // odd: inside a step

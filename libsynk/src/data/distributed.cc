@@ -115,8 +115,8 @@ void note_serving(Distributed* d, bool serving_now) {
 }  // namespace
 
 Distributed::~Distributed() {
-  if (is_master()) note_serving(this, false);
   if (!is_master() || state_ != State::serving) return;
+  note_serving(this, false);
   link_objects(nullptr);
   detail::set_master_alone(*comm_, nullptr);
   if (!failure_.empty()) return;

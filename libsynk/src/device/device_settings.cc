@@ -1,7 +1,6 @@
 // See device_settings.h.
 #include "device/device_settings.h"
 
-#include <algorithm>
 #include <charconv>
 #include <string_view>
 
@@ -11,17 +10,17 @@ namespace synk::detail {
 
 namespace {
 
-// SYNK_GPU: "2" or "2,3", each item a GPU index (spaces around an item are ignored).
+// SYNK_GPU: "2" or "2,3", each item a GPU index in digits (as synkrun writes it, and as the
+// nccl backend reads it: device_choice.cc).
 void check_gpu_list(const env::Value& v) {
   std::string_view rest = v.text;
   while (true) {
     const std::size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    item.remove_prefix(std::min(item.find_first_not_of(" \t"), item.size()));
-    item.remove_suffix(item.size() - std::min(item.find_last_not_of(" \t") + 1, item.size()));
+    const std::string_view item = rest.substr(0, comma);
     int index = -1;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), index);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || index < 0) {
+    if (item.empty() || item[0] == '-' || ec != std::errc() ||
+        end != item.data() + item.size()) {
       env::bad(v, "a GPU index or a comma-separated list of them");
     }
     if (comma == std::string_view::npos) return;

@@ -101,6 +101,7 @@ bool StepChannel::polls_before_yielding() {
 // What a rank that ran ahead has not checked yet is checked here if the peers have posted it
 // already (never waits): a mismatch in the last calls still gets said.
 StepChannel::~StepChannel() {
+  if (!owned_here()) return;  // a forked child's copy: the block is its parent's
   if (!broken_) {
     try {
       catch_up(seq_);
@@ -115,7 +116,12 @@ StepChannel::~StepChannel() {
   close();
 }
 
+bool StepChannel::owned_here() const {
+  return block_at(blocks_, cfg_.rank).pid.load(std::memory_order_relaxed) == getpid();
+}
+
 void StepChannel::close() {
+  if (!owned_here()) return;
   // Nothing here is read by this rank any more: every step it posted is done with.
   RankBlock& mine = block_at(blocks_, cfg_.rank);
   if (seq_ > published_done_) mine.done.store(seq_, std::memory_order_release);

@@ -114,7 +114,8 @@ class StepChannel {
   // A peer died while this rank depended on it: the group cannot be trusted any more.
   void mark_broken();
   // This rank makes no more calls here (the group goes, or MPI is finalized): its reads are
-  // done, and a peer waiting for a step it never posts fails at once, saying so.
+  // done, and a peer waiting for a step it never posts fails at once, saying so. Nothing in a
+  // child forked after the group was made, which shares the parent's block.
   void close();
 
   // Whether a waiting rank polls for GroupConfig::spin_us before it yields (every rank has a CPU
@@ -147,6 +148,7 @@ class StepChannel {
   void wait_until(int peer, const std::atomic<std::uint64_t>& word, std::uint64_t target);
   void decide_spin();  // once every peer has published its CPUs; until then the short spin
   bool peer_alive(int peer) const;
+  bool owned_here() const;  // this process made the group (not a child forked since)
   [[noreturn]] void throw_died(int peer);
   [[noreturn]] void throw_closed(int peer);
   bool peer_moved_on(int peer, std::uint64_t& seen) const;

@@ -369,7 +369,6 @@ void StepChannel::throw_died(int peer) {
 
 void StepChannel::throw_closed(int peer) {
   broken_ = true;  // but no peer is lost: the one that left is still up, or in MPI_Finalize
-
   throw Error(ErrorCode::InvalidUsage,
               std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
                   " closed this communicator (destroyed it, or called MPI_Finalize) before it "
