@@ -153,8 +153,6 @@ void watch() {
   }
 }
 
-// A thread's slot, taken by its first watched call and given back when the thread ends (its
-// count only grows, so the next owner's calls never look like this one's).
 // The watchdog looks ten times per the shortest deadline of the watches armed so far (a
 // thread's first, a step's, may be longer than its calls').
 void note_timeout(double timeout_s) {
@@ -165,6 +163,8 @@ void note_timeout(double timeout_s) {
   }
 }
 
+// A thread's slot, taken by its first watched call and given back when the thread ends (its
+// count only grows, so the next owner's calls never look like this one's).
 struct ThreadSlot {
   int index = -1;
   ThreadSlot() {
