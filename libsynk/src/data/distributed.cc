@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,37 +85,14 @@ namespace {
 // The masters between serve() and close(). MPI_Finalize closes them, so that the workers leave
 // serve(): a master that ended by std::exit, or held its Distributed past main (Synkhronos
 // closed at exit too), left them waiting for a request, and itself in MPI_Finalize, for ever.
-std::mutex serving_mu;
-std::vector<Distributed*> serving;
-
-void close_serving_masters() {
-  std::vector<Distributed*> open;
-  {
-    std::lock_guard lk(serving_mu);
-    open = serving;
-  }
-  for (Distributed* d : open) {
-    try {
-      d->close();
-    } catch (const std::exception& e) {
-      SYNK_LOG_AT(error, "distribute: closing at MPI_Finalize failed: " << e.what());
-    }
-  }
-}
-
-void note_serving(Distributed* d, bool serving_now) {
-  static std::once_flag hooked;
-  std::call_once(hooked, [] { detail::at_mpi_finalize(close_serving_masters); });
-  std::lock_guard lk(serving_mu);
-  std::erase(serving, d);
-  if (serving_now) serving.push_back(d);
-}
+detail::ClosedAtFinalize<Distributed> serving_masters([](Distributed& d) { d.close(); },
+                                                      "distribute: a serving master");
 
 }  // namespace
 
 Distributed::~Distributed() {
   if (!is_master() || state_ != State::serving) return;
-  note_serving(this, false);
+  serving_masters.remove(this);
   link_objects(nullptr);
   detail::set_master_alone(*comm_, nullptr);
   if (!failure_.empty()) return;
@@ -136,7 +112,7 @@ bool Distributed::serve() {
   if (is_master()) {
     link_objects(this);
     detail::set_master_alone(*comm_, "serve()");
-    note_serving(this, true);
+    serving_masters.add(this);
     return true;
   }
   for (;;) {
@@ -167,7 +143,7 @@ void Distributed::close() {
   Message m;
   m.kind = Kind::close;
   state_ = State::closed;
-  note_serving(this, false);
+  serving_masters.remove(this);
   link_objects(nullptr);
   send(m);
 }

@@ -50,35 +50,10 @@ constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
 // push waiting: short, since a late rank's push waits for the others' next cycle.
 constexpr auto kPause = std::chrono::microseconds(500);
 
-// The engines alive in this process, in the order they were made. MPI_Finalize closes them
-// first (close_at_finalize): one alive past the program's MPI_Finalize, as objects in main's
-// scope are, made MPI calls after it (its cycles, its close), and MPI ended the job.
-std::mutex live_mu;
-std::vector<KvEngine*> live_engines;
-
-// At MPI_Finalize, while MPI still works (finalize_hooks.h). Every rank finalizes, so the
-// engines' collective closes meet; last made, first closed, as scopes end.
-void close_live_engines() {
-  std::vector<KvEngine*> engines;
-  {
-    std::lock_guard lk(live_mu);
-    engines = live_engines;
-  }
-  for (auto e = engines.rbegin(); e != engines.rend(); ++e) {
-    try {
-      (*e)->close_engine();
-    } catch (const std::exception& ex) {
-      SYNK_LOG_AT(error, "KeyValue closed by MPI_Finalize after a failure: " << ex.what());
-    } catch (...) {  // an Updater's own exception: nothing may leave MPI's callback
-      SYNK_LOG_AT(error, "KeyValue closed by MPI_Finalize after a failure");
-    }
-  }
-}
-
-void close_engines_at_finalize() {
-  static std::once_flag once;
-  std::call_once(once, [] { at_mpi_finalize(close_live_engines); });
-}
+// The engines alive in this process. MPI_Finalize closes them first: one alive past the
+// program's MPI_Finalize, as objects in main's scope are, made MPI calls after it (its cycles,
+// its close), and MPI ended the job. Every rank finalizes, so the collective closes meet.
+ClosedAtFinalize<KvEngine> live_engines([](KvEngine& e) { e.close_engine(); }, "KeyValue");
 
 KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, double timeout_s) {
   if (!k.push_pending) return kNotPushed;
@@ -131,9 +106,7 @@ KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
     if (fusion_bytes_ > 0) fusion_ = engine_comm_.alloc(fusion_bytes_);
     thread_ = std::thread([this] { engine_loop(); });
   }
-  close_engines_at_finalize();
-  std::lock_guard lk(live_mu);
-  live_engines.push_back(this);
+  live_engines.add(this);
 }
 
 KvEngine::~KvEngine() {
@@ -145,10 +118,7 @@ KvEngine::~KvEngine() {
                        "it cannot wait for the cycle that runs them; the process ends");
     std::abort();
   }
-  {
-    std::lock_guard lk(live_mu);
-    std::erase(live_engines, this);
-  }
+  live_engines.remove(this);
   try {
     close_engine();
   } catch (const std::exception& e) {
