@@ -1,6 +1,7 @@
 // See mpi_watchdog.h. A slot per thread that has made a watched call (kept for the thread's
-// life); the watchdog thread, started with the first call, looks at the slots ten times per
-// deadline, and ends the process when one has stayed inside the same call past it.
+// life); the watchdog thread, started with the first call, looks at the slots every tenth of
+// the shortest deadline (from 10 ms to 1 s), and ends the process when one has stayed inside
+// the same call past it.
 #include "core/mpi_watchdog.h"
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,13 +22,8 @@
 
 namespace synk::detail {
 
-// A thread's calls. No clock is read in the call: it only counts (odd while inside a call), and
-// the watchdog times how long it sees one odd count.
-struct WatchSlot {
-  std::atomic<bool> taken{false};       // by a thread, until it exits
-  // Odd inside a call; +2 at each progress. Stored last when armed (release): the rest is
-  // complete.
-  std::atomic<std::uint64_t> calls{0};
+// What the watchdog shows of a stuck call or step.
+struct WatchedCall {
   double timeout_s = 0;
   Collective coll = Collective::barrier;
   std::uint64_t count = 0;
@@ -37,9 +34,40 @@ struct WatchSlot {
   const char* backend = "";
   bool calls_checked = false;  // compared across the ranks before it ran
   bool at_issue = false;       // a non-blocking call run at issue (CollArgs::at_issue)
-  // A step that is no call (MpiWatch's second form), or null; read once by the watchdog, which
-  // may look while the owner moves on to a call.
+  const char* step = nullptr;  // a step that is no call (MpiWatch's second form), or null
+};
+
+// A thread's calls. No clock is read in the call: it only counts (odd while inside a call), and
+// the watchdog times how long it sees one odd count. The fields are atomics since the watchdog
+// may read them while the owner moves on to its next call; it keeps what it read only if the
+// count has not changed meanwhile (as a seqlock's reader does).
+struct WatchSlot {
+  std::atomic<bool> taken{false};  // by a thread, until it exits
+  // Odd inside a call; +2 at each progress. Stored last when armed (release): the rest is
+  // complete.
+  std::atomic<std::uint64_t> calls{0};
+  std::atomic<double> timeout_s{0};
+  std::atomic<Collective> coll{Collective::barrier};
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<DataType> dtype{DataType::uint8};
+  std::atomic<ReduceOp> op{ReduceOp::sum};
+  std::atomic<int> root{0};
+  std::atomic<int> rank{0};
+  std::atomic<const char*> backend{""};
+  std::atomic<bool> calls_checked{false};
+  std::atomic<bool> at_issue{false};
   std::atomic<const char*> step{nullptr};
+
+  // The call this slot held when its count was `seen`, or nothing if it has moved on since.
+  std::optional<WatchedCall> read(std::uint64_t seen) const {
+    constexpr auto r = std::memory_order_relaxed;
+    WatchedCall c{timeout_s.load(r), coll.load(r),     count.load(r),         dtype.load(r),
+                  op.load(r),        root.load(r),     rank.load(r),          backend.load(r),
+                  calls_checked.load(r), at_issue.load(r), step.load(r)};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (calls.load(r) != seen) return std::nullopt;
+    return c;
+  }
 };
 
 namespace {
@@ -58,11 +86,11 @@ std::atomic<std::int64_t> shortest_timeout_ns{0};  // sets how often the watchdo
 std::once_flag started;
 
 // What a stuck step that is no call says (making a communicator, split, alloc).
-std::string step_expired_text(const WatchSlot& s, const char* step, double waited_s) {
-  return "synk Timeout: rank " + std::to_string(s.rank) + ": " + step + " has waited " +
+std::string step_expired_text(const WatchedCall& c, double waited_s) {
+  return "synk Timeout: rank " + std::to_string(c.rank) + ": " + c.step + " has waited " +
          std::to_string(static_cast<long long>(waited_s)) +
          " s inside MPI without progress, past its deadline (" +
-         std::to_string(static_cast<long long>(s.timeout_s)) + " s: SYNK_TIMEOUT, at least " +
+         std::to_string(static_cast<long long>(c.timeout_s)) + " s: SYNK_TIMEOUT, at least " +
          std::to_string(static_cast<long long>(kStepTimeoutFloor)) +
          " s for such a step). MPI cannot be interrupted, so this process ends (exit code " +
          std::to_string(kWatchdogExitCode) +
@@ -70,27 +98,28 @@ std::string step_expired_text(const WatchSlot& s, const char* step, double waite
          "(as MPI_Comm_dup and MPI_Comm_split): some rank has not, stopped or busy elsewhere.\n";
 }
 
-void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
-  if (const char* step = s.step.load(std::memory_order_relaxed); step != nullptr) {
-    const std::string text = step_expired_text(s, step, waited_s);
-    if (s.calls.load(std::memory_order_acquire) != calls) return;
-    const ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
-    (void)ignored;
-    std::_Exit(kWatchdogExitCode);
-  }
+std::string call_expired_text(const WatchedCall& c, double waited_s) {
   std::string text =
-      "synk Timeout: rank " + std::to_string(s.rank) + ": " +
-      describe_call(s.coll, s.count, s.dtype, s.op, s.root) + " on the " + s.backend +
+      "synk Timeout: rank " + std::to_string(c.rank) + ": " +
+      describe_call(c.coll, c.count, c.dtype, c.op, c.root) + " on the " + c.backend +
       " backend has waited " + std::to_string(static_cast<long long>(waited_s)) +
-      " s inside MPI without progress, past SYNK_TIMEOUT (" + std::to_string(static_cast<long long>(s.timeout_s)) +
+      " s inside MPI without progress, past SYNK_TIMEOUT (" +
+      std::to_string(static_cast<long long>(c.timeout_s)) +
       " s). MPI cannot be interrupted, so this process ends (exit code " +
       std::to_string(kWatchdogExitCode) +
       ") and mpirun ends the job. Some rank is not in this call: stopped, or busy elsewhere";
-  text += s.calls_checked ? ""
+  text += c.calls_checked ? ""
                : ", or it rejected its own arguments (SYNK_CHECK_CALLS=1 makes that an error on "
                  "every rank)";
-  if (s.at_issue) text += kAtIssueHint;
-  text += ".\n";
+  if (c.at_issue) text += kAtIssueHint;
+  return text + ".\n";
+}
+
+void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
+  const std::optional<WatchedCall> c = s.read(calls);
+  if (!c) return;
+  const std::string text =
+      c->step ? step_expired_text(*c, waited_s) : call_expired_text(*c, waited_s);
   // The call may have ended while the text was made: then it is not stuck.
   if (s.calls.load(std::memory_order_acquire) != calls) return;
   const ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
@@ -99,21 +128,24 @@ void expire(const WatchSlot& s, std::uint64_t calls, double waited_s) {
 }
 
 // SYNK_STALL_WARN: one line, the call going on (it may still end well).
-void warn_stalled(const WatchSlot& s, double waited_s) {
-  if (const char* step = s.step.load(std::memory_order_relaxed); step != nullptr) {
-    SYNK_LOG_AT(warn, "rank " << s.rank << ": " << step << " has waited "
+void warn_stalled(const WatchSlot& s, std::uint64_t calls, double waited_s) {
+  const std::optional<WatchedCall> c = s.read(calls);
+  if (!c) return;
+  if (c->step != nullptr) {
+    SYNK_LOG_AT(warn, "rank " << c->rank << ": " << c->step << " has waited "
                               << static_cast<long long>(waited_s)
                               << " s inside MPI (SYNK_STALL_WARN): some rank has not taken "
                                  "this step; this process ends after "
-                              << seconds_text(s.timeout_s));
+                              << seconds_text(c->timeout_s));
     return;
   }
-  SYNK_LOG_AT(warn, "rank " << s.rank << ": " << describe_call(s.coll, s.count, s.dtype, s.op, s.root)
-                            << " on the " << s.backend << " backend has waited "
+  SYNK_LOG_AT(warn, "rank " << c->rank << ": "
+                            << describe_call(c->coll, c->count, c->dtype, c->op, c->root)
+                            << " on the " << c->backend << " backend has waited "
                             << static_cast<long long>(waited_s)
                             << " s inside MPI (SYNK_STALL_WARN): some rank has not reached it; "
                                "this process ends after SYNK_TIMEOUT ("
-                            << seconds_text(s.timeout_s) << ")");
+                            << seconds_text(c->timeout_s) << ")");
 }
 
 void watch() {
@@ -142,18 +174,19 @@ void watch() {
       if (calls % 2 == 0) continue;  // not in a call
       // The grace lets synk's own deadlines inside the call (hier's shm steps) fire first, as
       // errors the program can catch.
-      const double limit = slots[i].timeout_s + std::max(2.0, slots[i].timeout_s * 0.05);
+      const double timeout_s = slots[i].timeout_s.load(std::memory_order_relaxed);
+      const double limit = timeout_s + std::max(2.0, timeout_s * 0.05);
       const double waited = std::chrono::duration<double>(now - since[i]).count();
       if (waited > limit) expire(slots[i], calls, waited);
-      if (waited > stall_warn_s && warned[i] != calls && stall_warn_s < slots[i].timeout_s) {
+      if (waited > stall_warn_s && warned[i] != calls && stall_warn_s < timeout_s) {
         warned[i] = calls;
-        warn_stalled(slots[i], waited);
+        warn_stalled(slots[i], calls, waited);
       }
     }
   }
 }
 
-// The watchdog looks ten times per the shortest deadline of the watches armed so far (a
+// The watchdog looks every tenth of the shortest deadline of the watches armed so far (a
 // thread's first, a step's, may be longer than its calls').
 void note_timeout(double timeout_s) {
   const auto ns = static_cast<std::int64_t>(timeout_s * 1e9);
@@ -216,17 +249,18 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
     : slot_(armed != nullptr ? -1 : my_slot(timeout_s).index) {
   if (slot_ < 0) return;
   WatchSlot& s = slots[slot_];
-  s.timeout_s = timeout_s;
-  s.step.store(nullptr, std::memory_order_relaxed);
-  s.coll = a.coll;
-  s.count = a.count;
-  s.dtype = a.dtype;
-  s.op = a.op;
-  s.root = a.root;
-  s.rank = rank;
-  s.backend = backend;
-  s.calls_checked = calls_checked;
-  s.at_issue = a.at_issue;
+  constexpr auto r = std::memory_order_relaxed;
+  s.timeout_s.store(timeout_s, r);
+  s.step.store(nullptr, r);
+  s.coll.store(a.coll, r);
+  s.count.store(a.count, r);
+  s.dtype.store(a.dtype, r);
+  s.op.store(a.op, r);
+  s.root.store(a.root, r);
+  s.rank.store(rank, r);
+  s.backend.store(backend, r);
+  s.calls_checked.store(calls_checked, r);
+  s.at_issue.store(a.at_issue, r);
   advance(s, 1);  // odd: inside a call
   armed_cell_ = &armed;
   *armed_cell_ = &s;
@@ -236,10 +270,10 @@ MpiWatch::MpiWatch(const char* step, int rank, double timeout_s)
     : slot_(armed != nullptr ? -1 : my_slot(std::max(timeout_s, kStepTimeoutFloor)).index) {
   if (slot_ < 0) return;
   WatchSlot& s = slots[slot_];
-  s.timeout_s = std::max(timeout_s, kStepTimeoutFloor);
+  s.timeout_s.store(std::max(timeout_s, kStepTimeoutFloor), std::memory_order_relaxed);
   s.step.store(step, std::memory_order_relaxed);
-  s.rank = rank;
-  s.at_issue = false;
+  s.rank.store(rank, std::memory_order_relaxed);
+  s.at_issue.store(false, std::memory_order_relaxed);
   advance(s, 1);  // odd: inside a step
   armed_cell_ = &armed;
   *armed_cell_ = &s;
