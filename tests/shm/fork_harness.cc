@@ -38,7 +38,9 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
   cfg.store_mode = options.store_mode;
   cfg.cma_min_bytes = options.cma_min_bytes;
   cfg.forced_algos = options.forced_algos;
-  cfg.root_reduces_bytes = options.root_reduces_bytes;
+  // As shm_backend.cc sets them, so that the tests run the paths a job of `size` ranks runs.
+  cfg.root_reduces_bytes = options.root_reduces_bytes.value_or(default_root_reduces_bytes(size));
+  cfg.small_bytes = options.one_step_bytes.value_or(default_one_step_bytes(size));
   cfg.spin_us = options.spin_us;
   cfg.machine_ranks = options.machine_ranks;
   // Children inherit the mapping across fork: no descriptor (or name) is needed.

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,8 +26,11 @@ struct HarnessOptions {
   std::size_t slot_bytes = 64 * 1024;
   std::size_t cma_min_bytes = GroupConfig{}.cma_min_bytes;  // 1: every eligible call uses CMA
   ForcedAlgos forced_algos{};  // SYNK_SHM_ALGO's forced ways (algo_chooser.h)
-  // 0: every reduce of more than the entries on 3+ ranks goes through the result area
-  std::size_t root_reduces_bytes = GroupConfig{}.root_reduces_bytes;
+  // Unset: the backend's default for the ranks run (default_root_reduces_bytes); 0: every
+  // reduce of more than the entries on 3+ ranks goes through the result area.
+  std::optional<std::size_t> root_reduces_bytes;
+  // Unset: the backend's default for the ranks run (default_one_step_bytes).
+  std::optional<std::size_t> one_step_bytes;
   double timeout_s = 10.0;
   StoreMode store_mode = GroupConfig{}.store_mode;  // ordinary: node buffers always offered
   // Rank r runs on CPU pin_cpus[r] alone (sched_setaffinity before its Group is made); empty:

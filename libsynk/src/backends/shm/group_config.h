@@ -31,11 +31,13 @@ struct GroupConfig {
   int rank = 0;
   int size = 1;
   std::size_t slot_bytes = std::size_t{1} << 20;  // per rank per set; a multiple of 4096
-  // all_reduce up to this many bytes: the one-step algorithm (default_one_step_bytes).
-  std::size_t small_bytes = 32 * 1024;
+  // all_reduce up to this many bytes: the one-step algorithm. shm_backend.cc sets
+  // default_one_step_bytes(size) unless SYNK_SHM_ONE_STEP_BYTES is set; here, 2 ranks' value.
+  std::size_t small_bytes = default_one_step_bytes(2);
   // reduce up to this many bytes, or of any size on 2 ranks: the root reduces everything
-  // (more: every rank a slice, as in all_reduce; default_root_reduces_bytes).
-  std::size_t root_reduces_bytes = std::size_t{4} << 20;
+  // (more: every rank a slice, as in all_reduce). shm_backend.cc sets
+  // default_root_reduces_bytes(size) unless SYNK_SHM_ROOT_REDUCES_BYTES is set.
+  std::size_t root_reduces_bytes = default_root_reduces_bytes(2);
   // scatters of at least this many bytes per rank: each rank pulls its block straight out of
   // the root's buffer (cross-memory attach, cma_pull.h); 0: never, for any collective.
   std::size_t cma_min_bytes = std::size_t{1} << 20;
