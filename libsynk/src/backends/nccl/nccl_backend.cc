@@ -122,10 +122,9 @@ Request NcclBackend::reduce_scatter(const CollArgs& a) {
 }
 
 Request NcclBackend::gather(const CollArgs& a) {
-  // gather is gatherv with equal counts.
+  // gather is gatherv with equal counts (a.coll stays gather: its errors name it).
   const std::vector<std::size_t> counts(static_cast<std::size_t>(ctx_.size), a.count);
   CollArgs v = a;
-  v.coll = Collective::gatherv;
   v.counts = counts;
   return gatherv(v);
 }
