@@ -232,6 +232,7 @@ bool start_file(const std::string& path, int pid, bool create) {
   if (s.fd >= 0) return true;
   const int flags = O_WRONLY | O_APPEND | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0);
   const int fd = ::open(path.c_str(), flags, 0644);
+  const int open_err = errno;
   std::string head = create ? "[\n" : ",\n";
   Event m;
   m.ph = 'M';
@@ -241,7 +242,7 @@ bool start_file(const std::string& path, int pid, bool create) {
   m.meta = rank_name;
   append_event(head, m);
   if (fd < 0 || !write_all(fd, head.data(), head.size())) {
-    const int err = errno;
+    const int err = fd < 0 ? open_err : errno;
     if (fd >= 0) ::close(fd);
     SYNK_LOG_AT(warn, "SYNK_TIMELINE: cannot " << (fd < 0 ? "open " : "write ") << path << ": "
                                                << std::strerror(err) << "; no timeline");

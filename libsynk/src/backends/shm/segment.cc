@@ -10,6 +10,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "synk/error.h"
@@ -18,8 +20,11 @@ namespace synk::shm {
 
 namespace {
 
-[[noreturn]] void sys_error(const std::string& call, const std::string& name, int err) {
-  throw Error(ErrorCode::System, call + "(" + name + ") failed: " + std::strerror(err));
+// Its parameters take their arguments without allocating, so that `errno` passed beside them
+// is still the failed call's.
+[[noreturn]] void sys_error(const char* call, std::string_view name, int err) {
+  throw Error(ErrorCode::System,
+              std::string(call) + "(" + std::string(name) + ") failed: " + std::strerror(err));
 }
 
 // "synk-" and 24 random hex digits.
