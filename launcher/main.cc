@@ -61,8 +61,9 @@ std::string resolve_program(std::string& program, int& code) {
   if (program.find('/') == std::string::npos) {
     path = on_path(program);
     if (path.empty()) {
-      path = std::filesystem::absolute(program).string();
-      if (access(path.c_str(), F_OK) != 0) {
+      std::error_code ec;  // the current directory may have been removed
+      path = std::filesystem::absolute(program, ec).string();
+      if (ec || access(path.c_str(), F_OK) != 0) {
         code = 127;
         return "cannot run " + program + ": not found on PATH or in the current directory";
       }
@@ -438,5 +439,10 @@ int main(int argc, char** argv) {
       break;
   }
   if (parsed.options.rank_step) return run_rank_step(parsed.options);
-  return launch(parsed.options, argv[0]);
+  try {
+    return launch(parsed.options, argv[0]);
+  } catch (const std::exception& e) {  // one no step foresaw: a line, not std::terminate's abort
+    std::fprintf(stderr, "synkrun: error: %s\n", e.what());
+    return 1;
+  }
 }

@@ -546,6 +546,10 @@ program_lookup)
   printf '#!/bin/sh\necho hi\n' >"$work/not-executable"
   check_cannot_run 126 -np 1 "$work/not-executable"
   check_cannot_run 126 -np 1 "$work"
+  # A current directory that was removed: the same line, not std::terminate's abort.
+  mkdir "$work/gone"
+  (cd "$work/gone" && rmdir "$work/gone" && check_cannot_run 127 -np 1 no-such-program-anywhere) ||
+    exit 1
   cp "$PROBE" "$work/probe_here.sh"
   (cd "$work" && "$SYNKRUN" -np 2 probe_here.sh >"$work/out" 2>"$work/err") ||
     fail "a program in the current directory did not run"
