@@ -7,6 +7,7 @@
 #include <synk/synk.h>
 
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,25 @@ TEST(AutoRoute, ACallOnBothKindsOfMemoryIsRefused) {
   EXPECT_EQ(e->code(), ErrorCode::InvalidArgument);
   EXPECT_THAT(message(e), ::testing::HasSubstr("send is device memory but recv is host memory"));
   comm.all_reduce(host, ReduceOp::sum);  // still usable
+  EXPECT_THAT(host, ::testing::Each(static_cast<float>(comm.size())));
+}
+
+// A typed call whose spans do not fit is refused on the route the others' calls on such memory
+// take: NCCL for device memory, not shm, whose step the others would never take.
+TEST(AutoRoute, ATypedCallRefusedOnDeviceMemoryTakesTheDeviceRoute) {
+  synk::Communicator comm(MPI_COMM_WORLD);
+  DEVICE_OR_SKIP(comm, dev);
+  synk::DeviceBuffer send(5 * sizeof(float), dev), recv(4 * sizeof(float), dev);
+  const auto e = caught([&] {
+    comm.all_reduce(std::span<const float>(static_cast<const float*>(send.data()), 5),
+                    std::span<float>(static_cast<float*>(recv.data()), 4));
+  });
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code(), ErrorCode::InvalidArgument);
+  EXPECT_THAT(message(e), ::testing::HasSubstr("send has 5 elements but recv has 4"));
+  EXPECT_EQ(comm.device(), dev) << "refused on the host route";
+  std::vector<float> host(3, 1.0f);
+  comm.all_reduce(host, ReduceOp::sum);  // the host route is still in step
   EXPECT_THAT(host, ::testing::Each(static_cast<float>(comm.size())));
 }
 

@@ -160,7 +160,8 @@ class Communicator {
   }
   template <class T>
   Request iall_reduce(std::span<const T> send, std::span<T> recv, ReduceOp op = ReduceOp::sum) {
-    check_same_size("all_reduce", send.size(), recv.size(), data_type_of<T>());
+    check_same_size("all_reduce", send.size(), recv.size(), data_type_of<T>(), send.data(),
+                    recv.data());
     return iall_reduce(send.data(), recv.data(), send.size(), data_type_of<T>(), op);
   }
   template <class T>
@@ -182,26 +183,34 @@ class Communicator {
   // recv holds size() * send.size() elements.
   template <class T>
   Request iall_gather(std::span<const T> send, std::span<T> recv) {
-    check_blocks("all_gather", send.size(), recv.size(), data_type_of<T>());
+    check_blocks("all_gather", send.size(), recv.size(), data_type_of<T>(), send.data(),
+                 recv.data());
     return iall_gather(send.data(), recv.data(), send.size(), data_type_of<T>());
   }
   // At the root recv holds size() * send.size() elements; elsewhere it may be empty.
   template <class T>
   Request igather(std::span<const T> send, std::span<T> recv, int root) {
-    if (rank() == root) check_blocks("gather", send.size(), recv.size(), data_type_of<T>(), root);
+    if (rank() == root) {
+      check_blocks("gather", send.size(), recv.size(), data_type_of<T>(), send.data(),
+                   recv.data(), root);
+    }
     return igather(send.data(), recv.data(), send.size(), data_type_of<T>(), root);
   }
   // send holds size() * recv.size() elements (at the root; elsewhere it may be empty).
   template <class T>
   Request iscatter(std::span<const T> send, std::span<T> recv, int root) {
-    if (rank() == root) check_blocks("scatter", recv.size(), send.size(), data_type_of<T>(), root);
+    if (rank() == root) {
+      check_blocks("scatter", recv.size(), send.size(), data_type_of<T>(), send.data(),
+                   recv.data(), root);
+    }
     return iscatter(send.data(), recv.data(), recv.size(), data_type_of<T>(), root);
   }
   // send holds size() * recv.size() elements.
   template <class T>
   Request ireduce_scatter(std::span<const T> send, std::span<T> recv,
                           ReduceOp op = ReduceOp::sum) {
-    check_blocks("reduce_scatter", recv.size(), send.size(), data_type_of<T>());
+    check_blocks("reduce_scatter", recv.size(), send.size(), data_type_of<T>(), send.data(),
+                 recv.data());
     return ireduce_scatter(send.data(), recv.data(), recv.size(), data_type_of<T>(), op);
   }
 
@@ -212,7 +221,8 @@ class Communicator {
   }
   template <class T>
   void all_reduce(std::span<const T> send, std::span<T> recv, ReduceOp op = ReduceOp::sum) {
-    check_same_size("all_reduce", send.size(), recv.size(), data_type_of<T>());
+    check_same_size("all_reduce", send.size(), recv.size(), data_type_of<T>(), send.data(),
+                    recv.data());
     all_reduce(send.data(), recv.data(), send.size(), data_type_of<T>(), op);
   }
   template <class T>
@@ -273,7 +283,8 @@ class Communicator {
     if (send.size() % n != 0) {
       reject_typed("reduce_scatter", send.size() / n, data_type_of<T>(),
                    "send has " + std::to_string(send.size()) + " elements, not a multiple of the " +
-                       std::to_string(n) + " ranks");
+                       std::to_string(n) + " ranks",
+                   0, send.data());
     }
     std::vector<T> out(send.size() / n);
     reduce_scatter(send.data(), out.data(), out.size(), data_type_of<T>(), op);
@@ -292,13 +303,16 @@ class Communicator {
   friend Communicator detail::duplicate_for_engine(const Communicator& comm);
   // Fails the call `op` of count elements of dtype on this rank because of `why`, taking part in
   // it as a rejected argument does (so the other ranks fail too where the backend can tell
-  // them: shm, hier, SYNK_CHECK_CALLS=1). Always throws.
+  // them: shm, hier, SYNK_CHECK_CALLS=1). The call's buffers route it as the others' calls
+  // are routed (device memory to NCCL on an auto communicator). Always throws.
   [[noreturn]] void reject_typed(const char* op, std::size_t count, DataType dtype,
-                                 const std::string& why, int root = 0);
-  void check_same_size(const char* op, std::size_t send, std::size_t recv, DataType dtype);
+                                 const std::string& why, int root = 0,
+                                 const void* send = nullptr, void* recv = nullptr);
+  void check_same_size(const char* op, std::size_t send, std::size_t recv, DataType dtype,
+                       const void* send_data, void* recv_data);
   // `whole` must be size() blocks of `block` elements (all_gather's recv, scatter's send...).
   void check_blocks(const char* op, std::size_t block, std::size_t whole, DataType dtype,
-                    int root = 0);
+                    const void* send_data, void* recv_data, int root = 0);
   NodeBuffer alloc_now(std::size_t bytes);  // alloc, once the earlier calls have run
   detail::CommState& st() const;            // throws InvalidUsage after a move
   std::unique_ptr<detail::CommState> state_;

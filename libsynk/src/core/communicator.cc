@@ -380,11 +380,12 @@ Communicator Communicator::split(int color, int key) const {
 }
 
 void Communicator::check_same_size(const char* op, std::size_t send, std::size_t recv,
-                                   DataType dtype) {
+                                   DataType dtype, const void* send_data, void* recv_data) {
   if (send != recv) {
     reject_typed(op, std::min(send, recv), dtype,
                  "send has " + std::to_string(send) + " elements but recv has " +
-                     std::to_string(recv));
+                     std::to_string(recv),
+                 0, send_data, recv_data);
   }
 }
 
@@ -586,9 +587,9 @@ Collective collective_named(const std::string& op) {
 }  // namespace
 
 void Communicator::reject_typed(const char* op, std::size_t count, DataType dtype,
-                                const std::string& why, int root) {
+                                const std::string& why, int root, const void* send, void* recv) {
   const std::string name = op;
-  CollArgs a = args(collective_named(name), nullptr, nullptr, count, dtype, ReduceOp::sum, root);
+  CollArgs a = args(collective_named(name), send, recv, count, dtype, ReduceOp::sum, root);
   a.typed_error = &why;
   run(st(), std::move(a));  // validate() throws why, after telling the other ranks
   throw Error(ErrorCode::InvalidArgument, name + ": " + why);  // not reached
@@ -688,13 +689,14 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
 void Communicator::barrier() { run(st(), args(Collective::barrier, nullptr, nullptr, 0, DataType::uint8)); }
 
 void Communicator::check_blocks(const char* op, std::size_t block, std::size_t whole,
-                                DataType dtype, int root) {
+                                DataType dtype, const void* send_data, void* recv_data,
+                                int root) {
   const auto n = static_cast<std::size_t>(size());
   if (whole / n != block || whole % n != 0) {
     reject_typed(op, block, dtype,
                  "a buffer of " + std::to_string(whole) + " elements where " +
                      std::to_string(n) + " blocks of " + std::to_string(block) + " are needed",
-                 root);
+                 root, send_data, recv_data);
   }
 }
 
