@@ -113,20 +113,26 @@ namespace {
 // communicator of its own.)
 void finish_queued_calls() {
   if (getpid() != states_owner) return;  // a forked child's MPI_Finalize (mpi4py's at exit)
-  for (std::size_t i = 0;; ++i) {
+  const CommState* done = nullptr;  // the last one finished, kept alive by `finishing`
+  for (;;) {
     CallQueue* q = nullptr;
     {
       std::lock_guard lk(live_mu);
+      // After the last one finished, found again: another thread may have destroyed one before
+      // it meanwhile, which moved it down the list.
+      const auto next = done == nullptr
+                            ? live_states.begin()
+                            : std::find(live_states.begin(), live_states.end(), done) + 1;
       finishing = nullptr;
       live_cv.notify_all();
-      if (i >= live_states.size()) {
+      if (next >= live_states.end()) {
         for (CommState* st : live_states) {
           if (st->backend) st->backend->leave();
         }
         return;
       }
-      finishing = live_states[i];
-      q = live_states[i]->queue.load(std::memory_order_acquire);
+      finishing = done = *next;
+      q = (*next)->queue.load(std::memory_order_acquire);
     }
     if (q != nullptr) q->run_in_order([] {});
   }
