@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Usage: check_mpi_stall.sh MODE BACKEND EXE MPIEXEC [MPIEXEC FLAGS...]
-# (create, split: one rank never makes the communicator, or never splits it; mpi_stall_test.cc)
+# (create, split, data: one rank never makes the communicator, never splits it, or never sets
+# a Data's value; mpi_stall_test.cc)
 # Two ranks, SYNK_TIMEOUT=2, SYNK_MPI_MAX_CHUNK=1 (mpi_stall_test.cc). stall, reject: one rank
 # never joins; the job must end well within the limit, rank 0's watchdog naming its call (before,
 # rank 0 waited inside MPI for ever). progress: one call of 32 Mi chunks outlasts the deadline
@@ -32,17 +33,20 @@ fi
 [ "$elapsed" -lt 40 ] || { echo "FAIL: the job did not end within 40 s"; exit 1; }
 [ "$rc" -ne 0 ] || { echo "FAIL: the job exited 0"; exit 1; }
 call='all_reduce(count 1, float32, sum)'
-if [ "$mode" = create ] || [ "$mode" = split ]; then
+if [ "$mode" = create ] || [ "$mode" = split ] || [ "$mode" = data ]; then
   # A step every rank takes together, which waited for ever: the watchdog ends it after
   # SYNK_TIMEOUT but at least 10 s (and a grace).
   step="making a communicator"
   [ "$mode" = split ] && step=split
+  [ "$mode" = data ] && step=Data::set_value
   want="synk Timeout: rank 0: $step has waited [0-9]* s inside MPI without progress, past its"
   want="$want deadline (10 s: SYNK_TIMEOUT, at least 10 s for such a step)"
   echo "$out" | grep -q "$want" || { echo "FAIL: no line matching: $want"; exit 1; }
   warn="rank 0: $step has waited [0-9]* s inside MPI (SYNK_STALL_WARN): some rank has not taken"
   echo "$out" | grep -q "$warn" || { echo "FAIL: no warning matching: $warn"; exit 1; }
-  if echo "$out" | grep -q "was made\|split returned"; then echo "FAIL: a step ended"; exit 1; fi
+  if echo "$out" | grep -q "was made\|split returned\|set_value returned"; then
+    echo "FAIL: a step ended"; exit 1
+  fi
   echo "the waiting rank ended the job"
   exit 0
 fi

@@ -11,6 +11,7 @@
 //   create BACKEND: the last rank sleeps while the others make a Communicator;
 //   split BACKEND:  the last rank sleeps while the others split theirs (steps of synk's own that
 //                   are no call: the watchdog ends them after SYNK_TIMEOUT, at least 10 s).
+//   data BACKEND:   the last rank sleeps while the others set a Data's value (a step too).
 //   compare BACKEND RANKS: the calls are compared first (SYNK_CHECK_CALLS=1, or hier): after one
 //                   call on every rank, RANKS (say "1,3") sleep while the others all_reduce;
 //                   each of those prints its Timeout, which must name exactly those ranks
@@ -22,6 +23,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
   }
   if (argc != (mode == "compare" ? 4 : 3)) {
     std::fprintf(stderr,
-                 "usage: mpi_stall_test stall|vstall|istall|iorder|reject|progress|create|split "
+                 "usage: mpi_stall_test stall|vstall|istall|iorder|reject|progress|create|split|data "
                  "BACKEND\n"
                  "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
@@ -104,6 +106,12 @@ int main(int argc, char** argv) {
     if (odd) sleep(120);
     synk::Communicator part = comm.split(0, 0);
     std::fprintf(stderr, "rank %d: the split returned\n", comm.rank());
+  } else if (mode == "data") {
+    synk::Data<float> data(comm, {4});
+    if (odd) sleep(120);
+    const std::vector<float> values(4, 1.0f);
+    data.set_value(std::span<const float>(values));
+    std::fprintf(stderr, "rank %d: set_value returned\n", comm.rank());
   } else if (mode == "stall") {
     if (odd) {
       sleep(120);

@@ -197,22 +197,8 @@ constexpr bool kBuiltWithNccl = true;
 constexpr bool kBuiltWithNccl = false;
 #endif
 
-// The watchdog over a collective step of synk's own on `comm` that is no call (mpi_watchdog.h):
-// a rank that never takes it ends the others after SYNK_TIMEOUT (at least 10 s), where they
-// waited inside MPI for ever.
-detail::MpiWatch watch_step(const char* step, MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  double timeout_s = 300.0;  // a setting that cannot be read fails the start on every rank
-  try {
-    timeout_s = detail::settings().timeout_s;
-  } catch (const Error&) {
-  }
-  return detail::MpiWatch(step, rank, timeout_s);
-}
-
 std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& options) {
-  const detail::MpiWatch watch = watch_step("making a communicator", comm);
+  const detail::MpiWatch watch = detail::watch_step("making a communicator", comm);
   detail::agree_on_settings(comm, options.backend);
   const detail::Settings& s = detail::settings();
   auto state = std::make_unique<detail::CommState>();
@@ -350,7 +336,7 @@ Communicator Communicator::split(int color, int key) const {
   // waited in theirs forever: agree first, and fail on every rank.
   detail::refuse_after_finalize("split");
   detail::refuse_if_master_alone(st(), "split");
-  const detail::MpiWatch watch = watch_step("split", st().ctx.comm);
+  const detail::MpiWatch watch = detail::watch_step("split", st().ctx.comm);
   const int size = st().ctx.size;
   int first_bad = color >= 0 || color == MPI_UNDEFINED ? size : st().ctx.rank;
   SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, st().ctx.comm));
@@ -619,7 +605,7 @@ NodeBuffer Communicator::alloc(std::size_t bytes) {
 
 NodeBuffer Communicator::alloc_now(std::size_t bytes) {
   detail::refuse_after_finalize("alloc");
-  const detail::MpiWatch watch = watch_step("alloc", st().ctx.comm);
+  const detail::MpiWatch watch = detail::watch_step("alloc", st().ctx.comm);
   // Every rank must ask for as much (each maps the others' parts), and have room for it: both
   // checked on every rank, so that either is an error everywhere (KeyValue allocates in the
   // middle of a cycle, where a rank that went on would wait for the one that threw).

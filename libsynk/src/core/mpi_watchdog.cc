@@ -285,4 +285,15 @@ MpiWatch::~MpiWatch() {
   advance(slots[slot_], 1);  // even: out of it
 }
 
+MpiWatch watch_step(const char* step, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  double timeout_s = 300.0;  // a setting that cannot be read fails the start on every rank
+  try {
+    timeout_s = settings().timeout_s;
+  } catch (const Error&) {
+  }
+  return MpiWatch(step, rank, timeout_s);
+}
+
 }  // namespace synk::detail

@@ -30,7 +30,7 @@ class MpiWatch {
   MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_checked,
            double timeout_s);
   // For a collective step of synk's own that is no call (`step`: "making a communicator",
-  // "split", "alloc"), which every rank of the communicator must make; its deadline is
+  // "split", "alloc", "Data::set_value"...), which every rank of the communicator must make; its deadline is
   // timeout_s, but at least 10 s. A watch made while this thread's is armed (a step inside a
   // step) watches nothing: the outer one goes on.
   MpiWatch(const char* step, int rank, double timeout_s);
@@ -44,5 +44,10 @@ class MpiWatch {
   // library costs a lookup on each use.
   WatchSlot** armed_cell_ = nullptr;
 };
+
+// The watch over a collective step of synk's own on `comm` that is no call (MpiWatch's second
+// form), with SYNK_TIMEOUT's deadline: a rank that never takes it ends the others after that
+// (at least 10 s), where they waited inside MPI for ever.
+MpiWatch watch_step(const char* step, MPI_Comm comm);
 
 }  // namespace synk::detail

@@ -19,6 +19,7 @@
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
+#include "core/mpi_watchdog.h"
 #include "synk/agreement.h"
 #include "synk/data.h"
 #include "synk/error.h"
@@ -129,6 +130,7 @@ DataStore::DataStore(const Communicator& comm, std::vector<std::size_t> shape,
                      std::size_t elem_size, double oversize)
     : impl_(std::make_unique<Impl>()), shape_(std::move(shape)), elem_size_(elem_size) {
   impl_->ctx = &context_of(comm);
+  const MpiWatch watch = watch_step("making a Data", impl_->ctx->comm);
   // First, so that an argument bad on some ranks only is an error on all of them.
   check_same(*impl_->ctx, "Data", describe(shape_, elem_size_, oversize));
   if (shape_.empty()) throw Error(ErrorCode::InvalidArgument, "Data: the shape is empty");
@@ -179,6 +181,7 @@ void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, s
 
 void DataStore::set_value(const void* values, std::size_t bytes) {
   const CommContext& c = *impl_->ctx;
+  const MpiWatch watch = watch_step("Data::set_value", c.comm);
   const std::size_t expected = shape_[0] * row_elems_ * elem_size_;
   std::uint64_t given = bytes;
   SYNK_CHECK_MPI(MPI_Bcast(&given, 1, MPI_UINT64_T, 0, c.comm));
@@ -206,7 +209,11 @@ void DataStore::load(const std::function<void(void*)>& loader) {
   const CommContext& c = *impl_->ctx;
   bool ok = true;
   std::string error;
-  SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));  // as in set_value: nobody reads the old rows now
+  {
+    // Watched up to here only: the others then wait for the loader, which may take long.
+    const MpiWatch watch = watch_step("Data::load", c.comm);
+    SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));  // as in set_value: nobody reads the old rows now
+  }
   if (c.local_rank == 0) {
     try {
       loader(writable_bytes());
@@ -224,6 +231,7 @@ void DataStore::load(const std::function<void(void*)>& loader) {
 }
 
 void DataStore::resize(std::size_t rows, double oversize) {
+  const MpiWatch watch = watch_step("Data::resize", impl_->ctx->comm);
   check_same(*impl_->ctx, "Data::resize", std::to_string(rows) + " rows, oversize " + exact(oversize));
   check_oversize(oversize);
   if (rows <= capacity_rows_) {

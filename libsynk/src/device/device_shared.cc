@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
+#include "core/mpi_watchdog.h"
 #include "device/device_cuda.h"
 #include "device/device_settings.h"
 #include "synk/device.h"
@@ -229,6 +230,7 @@ void DeviceValue::share_dims(int root, std::vector<std::uint64_t>& dims) {
   const Impl& m = *impl_;
   m.check_root(root, "broadcast");
   const MPI_Comm mpi = m.comm->mpi_comm();
+  const MpiWatch watch = watch_step("DeviceShared: the root's shape", mpi);
   std::uint64_t ndim = dims.size();
   SYNK_CHECK_MPI(MPI_Bcast(&ndim, 1, MPI_UINT64_T, root, mpi));
   dims.resize(ndim);
@@ -238,6 +240,7 @@ void DeviceValue::share_dims(int root, std::vector<std::uint64_t>& dims) {
 std::vector<std::vector<std::uint64_t>> DeviceValue::all_dims(
     const std::vector<std::uint64_t>& mine) {
   const MPI_Comm mpi = impl_->comm->mpi_comm();
+  const MpiWatch watch = watch_step("DeviceShared: the ranks' shapes", mpi);
   const int n = impl_->comm->size();
   int ndim = static_cast<int>(mine.size());
   std::vector<int> ndims(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
@@ -260,6 +263,7 @@ std::vector<std::vector<std::uint64_t>> DeviceValue::all_dims(
 
 bool DeviceValue::root_says(int root, bool ok) {
   impl_->check_root(root, "set_value");
+  const MpiWatch watch = watch_step("DeviceShared::set_value", impl_->comm->mpi_comm());
   int flag = ok ? 1 : 0;
   SYNK_CHECK_MPI(MPI_Bcast(&flag, 1, MPI_INT, root, impl_->comm->mpi_comm()));
   return flag != 0;
