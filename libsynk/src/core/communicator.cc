@@ -470,13 +470,14 @@ class OneBlockingCall {
   std::atomic<int>& calls_;
 };
 
-// A blocking call: after the non-blocking calls issued before it.
-void run(detail::CommState& st, CollArgs&& a) {
+// A blocking call: after the non-blocking calls issued before it. `routed`: the state route()
+// chose for it already (a gatherv's route is an MPI all-reduce of its own), or null.
+void run(detail::CommState& st, CollArgs&& a, detail::CommState* routed = nullptr) {
   detail::refuse_after_finalize(detail::to_string(a.coll));
   const OneBlockingCall only(st.blocking_calls, a.coll);
   a.label = detail::current_call_label();
   detail::refuse_if_master_alone(st, detail::to_string(a.coll));
-  detail::CommState& to = route(st, a);
+  detail::CommState& to = routed != nullptr ? *routed : route(st, a);
   detail::CallQueue* q = st.queue.load(std::memory_order_acquire);
   if (q == nullptr) {
     execute(to, std::move(a));
@@ -521,6 +522,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
     return detail::failed_request(std::current_exception());
   }
   a.label = detail::current_call_label();
+  detail::CommState* routed = nullptr;
   if (st.routes_by_memory) {
     detail::CommState* to = &st;
     try {
@@ -528,6 +530,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
     } catch (...) {
       return detail::failed_request(std::current_exception());
     }
+    routed = to;
     if (to != &st) {  // on the device: after the host calls issued before it, then on its stream
       if (detail::CallQueue* q = st.queue.load(std::memory_order_acquire)) {
         q->run_in_order([] {});
@@ -544,7 +547,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
         return dispatch(st, std::move(a));
       }
       a.at_issue = true;
-      run(st, std::move(a));  // the call needs MPI on this thread: it runs now
+      run(st, std::move(a), routed);  // the call needs MPI on this thread: it runs now
       return detail::completed_request();
     } catch (...) {
       return detail::failed_request(std::current_exception());
