@@ -71,7 +71,6 @@ class AlgoChooser {
   static constexpr std::uint32_t kMinRun = 4;
   static constexpr std::uint32_t kMaxRun = 16;
   static std::uint32_t run_calls(std::size_t bytes);
-  static std::uint32_t trial_calls(std::size_t bytes) { return 4 * run_calls(bytes); }
   static constexpr std::uint32_t kWarm = 1;  // of them not timed (first touches, the other way's lag)
   static constexpr std::uint32_t kRetryFirst = 256;
   static constexpr std::uint32_t kRetryMax = 8192;

@@ -1,8 +1,8 @@
 // Which algorithm (algorithms/) each collective of shm::Group runs: eager through the entries
 // up to a limit per collective, then through the slots or, where the measurement of
-// algo_chooser.h finds it faster, by cross-memory attach (all but gatherv, reduce_scatter and
-// scatter, whose single copy starts at a fixed size). Large all-reduces, and reduces of
-// more than root_reduces_bytes on more than 2 ranks, reduce in slices.
+// algo_chooser.h finds it faster, by cross-memory attach (scatter's single copy starts at a
+// fixed size instead; gatherv, scatterv and reduce_scatter have none). Large all-reduces, and
+// reduces of more than root_reduces_bytes on more than 2 ranks, reduce in slices.
 #include <algorithm>
 
 #include "backends/shm/shm_group.h"
