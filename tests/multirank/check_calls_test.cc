@@ -130,7 +130,7 @@ TEST_F(CheckCalls, SynksOwnCallsAreNamedByTheirPart) {
                         ": mismatched calls"));
   EXPECT_THAT(synk_test::message(e),
               HasSubstr(the_others() +
-                        " called KeyValue::init_key (its all_reduce(count 9, int64, max))"));
+                        " called KeyValue::init_key (its all_reduce(count 10, uint64, max))"));
   EXPECT_THAT(synk_test::message(e),
               HasSubstr("rank 1 called all_reduce(count 100, float32, sum)"));
 }

@@ -21,6 +21,7 @@
 #include "core/mpi_runtime.h"
 #include "core/mpi_watchdog.h"
 #include "core/settings_agreement.h"
+#include "core/spread.h"
 #include "core/timeline.h"
 #include "core/validation.h"
 
@@ -613,21 +614,20 @@ NodeBuffer Communicator::alloc_now(std::size_t bytes) {
   // checked on every rank, so that either is an error everywhere (KeyValue allocates in the
   // middle of a cycle, where a rank that went on would wait for the one that threw).
   const std::string no_room = detail::node_buffer_room_error(bytes);
-  const unsigned long long rank = static_cast<unsigned long long>(st().ctx.rank);
-  unsigned long long mine[3] = {bytes, ~static_cast<unsigned long long>(bytes),
-                                no_room.empty() ? 0 : rank + 1};
-  unsigned long long most[3] = {};
-  SYNK_CHECK_MPI(MPI_Allreduce(mine, most, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, st().ctx.comm));
-  if (most[0] != bytes || most[1] != mine[1]) {
+  const auto rank = static_cast<std::uint64_t>(st().ctx.rank);
+  detail::Spread asked({bytes, no_room.empty() ? 0 : rank + 1});
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, asked.data(), asked.size(), MPI_UINT64_T, MPI_MAX,
+                               st().ctx.comm));
+  if (!asked.same(0)) {
     throw Error(ErrorCode::InvalidUsage,
                 "alloc: the ranks asked for different sizes (this rank, " +
                     std::to_string(st().ctx.rank) + ", " + std::to_string(bytes) +
-                    " bytes; the largest " + std::to_string(most[0]) + ", the smallest " +
-                    std::to_string(~most[1]) + ")");
+                    " bytes; the largest " + std::to_string(asked.largest(0)) +
+                    ", the smallest " + std::to_string(asked.smallest(0)) + ")");
   }
   if (!no_room.empty()) throw Error(ErrorCode::System, "alloc: " + no_room);
-  if (most[2] != 0) {
-    throw Error(ErrorCode::Remote, "alloc: rank " + std::to_string(most[2] - 1) +
+  if (const std::uint64_t short_of_room = asked.largest(1); short_of_room != 0) {
+    throw Error(ErrorCode::Remote, "alloc: rank " + std::to_string(short_of_room - 1) +
                                        " cannot reserve " + std::to_string(bytes) +
                                        " bytes of memory for a node buffer");
   }

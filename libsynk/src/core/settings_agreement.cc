@@ -12,6 +12,7 @@
 #include "backends/shm/shm_settings.h"
 #include "core/env.h"
 #include "core/mpi_check.h"
+#include "core/spread.h"
 #include "device/device_settings.h"
 #include "kv/kv_settings.h"
 #include "synk/agreement.h"
@@ -77,17 +78,17 @@ void agree_on_settings(MPI_Comm comm, const std::string& backend) {
     throw Error(ErrorCode::Remote, "rank " + std::to_string(failed->rank) +
                                        " cannot read its SYNK_* settings: " + failed->text);
   }
-  // Each setting's hash and its complement, reduced by max: the largest and the smallest.
+  // Each setting's hash: the same on every rank, or the setting differs somewhere.
   const auto shared = shared_settings(backend);
-  std::vector<std::uint64_t> h(2 * shared.size());
+  std::vector<std::uint64_t> hashes(shared.size());
   for (std::size_t i = 0; i < shared.size(); ++i) {
-    h[i] = std::hash<std::string>{}(shared[i].second);  // one library on every rank
-    h[shared.size() + i] = ~h[i];
+    hashes[i] = std::hash<std::string>{}(shared[i].second);  // one library on every rank
   }
-  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(h.size()),
-                               MPI_UINT64_T, MPI_MAX, comm));
+  Spread spread(hashes);
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, spread.data(), spread.size(), MPI_UINT64_T, MPI_MAX,
+                               comm));
   for (std::size_t i = 0; i < shared.size(); ++i) {
-    if (h[i] == ~h[shared.size() + i]) continue;
+    if (spread.same(i)) continue;
     const auto& [name, value] = shared[i];
     throw Error(ErrorCode::InvalidUsage,
                 std::string(name) + " differs across the ranks (this rank's: " +

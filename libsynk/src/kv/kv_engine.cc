@@ -16,6 +16,7 @@
 #include "core/finalize_hooks.h"
 #include "core/env.h"
 #include "core/logging.h"
+#include "core/spread.h"
 #include "core/timeline.h"
 #include "core/validation.h"
 #include "kv/kv_settings.h"
@@ -90,14 +91,15 @@ KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
       background_(comm.size() > 1 && runs_in_background(engine_comm_)),
       owned_bytes_(static_cast<std::size_t>(comm.size()), 0) {
   // The buckets depend on SYNK_FUSION_BYTES: a rank that plans other ones pairs the wrong calls.
-  const auto f = static_cast<std::int64_t>(fusion_bytes_);
-  std::int64_t most[2] = {f, -f};
-  engine_comm_.all_reduce(most, most, 2, DataType::int64, ReduceOp::max);
-  if (most[0] != f || most[1] != -f) {
+  Spread fusion({fusion_bytes_});
+  engine_comm_.all_reduce(fusion.data(), fusion.data(), fusion.size(), DataType::uint64,
+                          ReduceOp::max);
+  if (!fusion.same(0)) {
     throw Error(ErrorCode::InvalidUsage,
                 "KeyValue: the ranks have different SYNK_FUSION_BYTES (this rank " +
-                    std::to_string(f) + ", the largest " + std::to_string(most[0]) +
-                    ", the smallest " + std::to_string(-most[1]) + ")");
+                    std::to_string(fusion_bytes_) + ", the largest " +
+                    std::to_string(fusion.largest(0)) + ", the smallest " +
+                    std::to_string(fusion.smallest(0)) + ")");
   }
   // With a thread, the fusion buffer is made now, whole, on this thread: alloc is collective
   // and makes MPI calls, which the engine's thread must not; the shm backend's pages are only
@@ -186,19 +188,19 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
     refused = "with an Updater, rank 0 passes the key's initial weights (weights is null)";
   }
   // Every rank declares the same key, count, dtype and op, and knows whether one refused.
-  const auto i = [](auto v) { return static_cast<std::int64_t>(v); };
-  std::int64_t v[9] = {i(key), -i(key), i(count), -i(count), i(dtype), -i(dtype), i(op), -i(op),
-                       refused.empty() ? 0 : 1};
+  const auto u = [](auto v) { return static_cast<std::uint64_t>(v); };
+  Spread declared({u(key), u(count), u(dtype), u(op), refused.empty() ? 0u : 1u});
   {
     const ScopedCallLabel label(CallLabel::kv_init_key);
-    user_.all_reduce(v, v, 9, DataType::int64, ReduceOp::max);
+    user_.all_reduce(declared.data(), declared.data(), declared.size(), DataType::uint64,
+                     ReduceOp::max);
   }
   if (!refused.empty()) throw Error(ErrorCode::InvalidArgument, "KeyValue::init_key: " + refused);
-  if (v[8] != 0) {
+  if (declared.largest(4) != 0) {
     throw Error(ErrorCode::InvalidArgument,
                 "KeyValue::init_key(" + key_text(key) + "): another rank's arguments were refused");
   }
-  if (v[0] != -v[1] || v[2] != -v[3] || v[4] != -v[5] || v[6] != -v[7]) {
+  if (!declared.same(0) || !declared.same(1) || !declared.same(2) || !declared.same(3)) {
     throw Error(ErrorCode::InvalidUsage,
                 "KeyValue::init_key: the ranks declared different keys (this rank: " +
                     key_text(key) + ", " + std::to_string(count) + " elements of " +

@@ -15,6 +15,7 @@
 #include "core/mpi_check.h"
 #include "core/mpi_runtime.h"
 #include "core/mpi_watchdog.h"
+#include "core/spread.h"
 #include "synk/agreement.h"
 
 namespace synk::detail {
@@ -105,9 +106,10 @@ HierBackend::HierBackend(const CommContext& ctx)
     leader_of_node_[static_cast<std::size_t>(node_of_rank_[static_cast<std::size_t>(r)])] = r;
   }
   // The sliced all-reduce needs the same number of ranks on every node.
-  int sizes[2] = {ctx.local_size, -ctx.local_size};
-  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, ctx.comm));
-  const bool same_sizes = sizes[0] == -sizes[1];
+  Spread sizes({static_cast<std::uint64_t>(ctx.local_size)});
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sizes.data(), sizes.size(), MPI_UINT64_T, MPI_MAX,
+                               ctx.comm));
+  const bool same_sizes = sizes.same(0);
   if (same_sizes && ctx.local_size > 1) {
     SYNK_CHECK_MPI(MPI_Comm_split(ctx.comm, ctx.local_rank, ctx.node, &slice_comm_));
     SYNK_CHECK_MPI(MPI_Comm_set_errhandler(slice_comm_, MPI_ERRORS_RETURN));
