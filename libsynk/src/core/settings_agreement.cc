@@ -1,7 +1,6 @@
 // See settings_agreement.h.
 #include "core/settings_agreement.h"
 
-#include <climits>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -43,11 +42,6 @@ std::string bytes_setting(long long bytes, long long unset) {
   return bytes == unset ? "" : std::to_string(bytes);
 }
 
-std::size_t max_chunk_in_effect() {
-  const std::size_t chunk = mpi_settings().max_chunk;
-  return chunk ? chunk : static_cast<std::size_t>(INT_MAX);
-}
-
 // The settings that must be the same on every rank, by name, as this rank has them ("": unset).
 std::vector<std::pair<const char*, std::string>> shared_settings(const std::string& backend) {
   const Settings& s = settings();
@@ -59,7 +53,7 @@ std::vector<std::pair<const char*, std::string>> shared_settings(const std::stri
       // On or off (its start is collective); the file may differ, as each writes FILE.<rank>.
       {"SYNK_TIMELINE (set or not)", s.timeline.empty() ? "unset" : "set"},
       {"SYNK_FUSION_BYTES", std::to_string(kv_settings().fusion_bytes)},
-      {"SYNK_MPI_MAX_CHUNK", std::to_string(max_chunk_in_effect())},
+      {"SYNK_MPI_MAX_CHUNK", std::to_string(mpi_settings().max_chunk_in_effect())},
       {"SYNK_SHM_SLOT_BYTES", std::to_string(shm.slot_bytes_in_effect())},
       {"SYNK_SHM_CMA_BYTES", std::to_string(shm.cma_bytes_in_effect())},
       {"SYNK_SHM_ONE_STEP_BYTES", bytes_setting(shm.one_step_bytes, -1)},

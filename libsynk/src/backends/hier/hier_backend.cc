@@ -2,7 +2,6 @@
 #include "backends/hier/hier_backend.h"
 
 #include <algorithm>
-#include <climits>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -22,10 +21,7 @@ namespace synk::detail {
 
 namespace {
 
-std::size_t max_chunk() {
-  const std::size_t c = mpi_settings().max_chunk;
-  return c ? c : static_cast<std::size_t>(INT_MAX);
-}
+std::size_t max_chunk() { return mpi_settings().max_chunk_in_effect(); }
 
 // Every rank of the job learns whether every node set up its shared memory. join_shm_node
 // agrees within a node only: a node that could not threw on its own ranks, while the others

@@ -106,8 +106,7 @@ void scale_avg(void* buf, std::size_t count, DataType t, int n) {
 }
 
 MpiBackend::MpiBackend(const CommContext& ctx) : ctx_(ctx) {
-  const std::size_t configured = mpi_settings().max_chunk;
-  max_chunk_ = configured ? configured : static_cast<std::size_t>(INT_MAX);
+  max_chunk_ = mpi_settings().max_chunk_in_effect();
   stage_chunk_ = std::min<std::size_t>(max_chunk_, std::size_t{1} << 20);
 }
 

@@ -1,6 +1,7 @@
 // The mpi backend's setting (and hier's, which sends across nodes through it).
 #pragma once
 
+#include <climits>
 #include <cstddef>
 
 #include "core/env.h"
@@ -9,6 +10,11 @@ namespace synk::detail {
 
 struct MpiSettings {
   std::size_t max_chunk = 0;  // SYNK_MPI_MAX_CHUNK: elements per MPI call (0: INT_MAX)
+
+  // Elements per MPI call: MPI counts are ints.
+  std::size_t max_chunk_in_effect() const {
+    return max_chunk ? max_chunk : static_cast<std::size_t>(INT_MAX);
+  }
 
   static MpiSettings parse(const EnvGetter& get);
 };
