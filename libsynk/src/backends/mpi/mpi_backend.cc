@@ -80,7 +80,10 @@ class StridedBlock {
     const int rc = MPI_Type_create_resized(contiguous, 0, static_cast<MPI_Aint>(stride_bytes), &type_);
     MPI_Type_free(&contiguous);
     if (rc != MPI_SUCCESS) throw_mpi_error(rc, "MPI_Type_create_resized");
-    SYNK_CHECK_MPI(MPI_Type_commit(&type_));
+    if (const int committed = MPI_Type_commit(&type_); committed != MPI_SUCCESS) {
+      MPI_Type_free(&type_);  // the destructor will not run
+      throw_mpi_error(committed, "MPI_Type_commit");
+    }
   }
   ~StridedBlock() { MPI_Type_free(&type_); }
   StridedBlock(const StridedBlock&) = delete;

@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -55,6 +56,8 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
       std::snprintf(offer.name, sizeof offer.name, "%s", out.segment.name().c_str());
     } catch (const Error& e) {
       std::snprintf(offer.error, sizeof offer.error, "%s", e.message().c_str());
+    } catch (const std::exception& e) {  // bad_alloc: the others must still leave the Bcast
+      std::snprintf(offer.error, sizeof offer.error, "%s", e.what());
     }
   }
   SYNK_CHECK_MPI(MPI_Bcast(&offer, sizeof offer, MPI_BYTE, 0, comm));
@@ -70,6 +73,9 @@ SharedSegment share_once(MPI_Comm comm, int rank, std::size_t bytes, std::int32_
                                                    : Segment::open(offer.name, bytes);
     } catch (const Error& e) {
       out.error = e.message();
+      mapped = 0;
+    } catch (const std::exception& e) {  // as above: the Allreduce must still be met
+      out.error = e.what();
       mapped = 0;
     }
   }
