@@ -182,8 +182,10 @@ std::string unknown_option_text(int argc, char** argv, const std::string& cli11_
   return cli11_text;
 }
 
-Options parse_options(int argc, char** argv) {
-  Options o;
+namespace {
+
+// What the command line gives as text or as an int, before it is checked into Options.
+struct RawOptions {
   std::string min_text = "8", max_text = "64M", dtype_text = "float32", op_text = "sum";
   std::string backend_text = "mpi";
   long long factor = 2;
@@ -192,26 +194,18 @@ Options parse_options(int argc, char** argv) {
   int node_buffers = 0;
   int nonblocking = 0;
   int in_place = 0;
+};
 
-  CLI::App app(
-      "synk-bench: nccl-tests style benchmark of synk's collectives, with the raw MPI call "
-      "timed beside each row.",
-      "synk-bench");
-  // As in nccl-tests, a repeated option takes its last value.
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("COLL", o.coll_name,
-                 "Collective: allreduce, broadcast, reduce, allgather, reduce_scatter, gather, "
-                 "scatter, or all (= allreduce, broadcast, reduce, allgather, reduce_scatter); "
-                 "underscores are ignored (all_reduce, all_gather, reducescatter)")
-      ->required();
-  app.add_option("-b,--minbytes", min_text,
+// -b, -e, -f, -n, -w, -S: the rows and how many calls each times.
+void add_size_options(CLI::App& app, Options& o, RawOptions& raw) {
+  app.add_option("-b,--minbytes", raw.min_text,
                  "Smallest size in bytes; K, M, G, T suffixes are powers of 1024")
       ->type_name("SIZE")
       ->capture_default_str();
-  app.add_option("-e,--maxbytes", max_text, "Largest size in bytes (same suffixes)")
+  app.add_option("-e,--maxbytes", raw.max_text, "Largest size in bytes (same suffixes)")
       ->type_name("SIZE")
       ->capture_default_str();
-  app.add_option("-f,--stepfactor", factor, "Multiply the size by this integer (>= 2) each row")
+  app.add_option("-f,--stepfactor", raw.factor, "Multiply the size by this integer (>= 2) each row")
       ->type_name("FACTOR")
       ->capture_default_str();
   app.add_option("-n,--iters", o.iters,
@@ -229,14 +223,18 @@ Options parse_options(int argc, char** argv) {
                  "shows what that costs)")
       ->type_name("SETTLE")
       ->capture_default_str();
-  app.add_option("-d,--datatype", dtype_text,
+}
+
+// -d, -o, -r: what each call moves.
+void add_type_options(CLI::App& app, Options& o, RawOptions& raw) {
+  app.add_option("-d,--datatype", raw.dtype_text,
                  "Element type: " +
                      join({"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
                            "bfloat16", "float32", "float64"}) +
                      " (also char, int, half, fp16, bf16, float, fp32, double, fp64)")
       ->type_name("DTYPE")
       ->capture_default_str();
-  app.add_option("-o,--op", op_text,
+  app.add_option("-o,--op", raw.op_text,
                  "Reduction for allreduce, reduce, reduce_scatter: sum, prod, min, max, avg "
                  "(also mean); avg needs a floating-point dtype")
       ->type_name("OP")
@@ -244,12 +242,16 @@ Options parse_options(int argc, char** argv) {
   app.add_option("-r,--root", o.root, "Root rank of broadcast, reduce, gather, scatter")
       ->type_name("ROOT")
       ->capture_default_str();
-  app.add_option("-c,--check", check,
+}
+
+// -c, -F, -P, -R, -N, -I: the buffers, and how the calls use them.
+void add_buffer_options(CLI::App& app, Options& o, RawOptions& raw) {
+  app.add_option("-c,--check", raw.check,
                  "1: after timing, check every element of synk's result (#wrong; exit 1 if "
                  "any is wrong); 0: skip, #wrong shows N/A")
       ->type_name("0|1")
       ->capture_default_str();
-  app.add_option("-F,--fresh", fresh,
+  app.add_option("-F,--fresh", raw.fresh,
                  "1: rewrite each rank's input before every timed call, outside the timing, as a "
                  "training step produces new gradients (see Timing); 0: the same input every call")
       ->type_name("0|1")
@@ -261,20 +263,20 @@ Options parse_options(int argc, char** argv) {
                  "shared memory run at different speeds at different offsets "
                  "(docs/shm-backend.md, Page offsets)")
       ->type_name("BYTES");
-  app.add_option("-R,--node-buffers", node_buffers,
+  app.add_option("-R,--node-buffers", raw.node_buffers,
                  "1: every send and recv buffer comes from synk's Communicator::alloc (a node "
                  "buffer, docs/library.md), which the shm backend's all_gather and large "
                  "all_reduce (and reduce on 3+ ranks) let the other ranks read in place; the MPI "
                  "column uses the same buffers. 0: ordinary memory")
       ->type_name("0|1")
       ->capture_default_str();
-  app.add_option("-N,--nonblocking", nonblocking,
+  app.add_option("-N,--nonblocking", raw.nonblocking,
                  "1: synk's side makes the non-blocking call (iall_reduce, ...) and waits for it "
                  "at once, so that the table shows what issuing costs beside -N 0's blocking "
                  "call; the MPI column stays MPI's blocking call")
       ->type_name("0|1")
       ->capture_default_str();
-  app.add_option("-I,--in-place", in_place,
+  app.add_option("-I,--in-place", raw.in_place,
                  "1: every call in place, as nccl-tests' in-place columns: synk's by NCCL's "
                  "conventions (send == recv; all_gather's and gather's send at its block of recv; "
                  "reduce_scatter's and scatter's recv at its block of send), the MPI column with "
@@ -282,6 +284,10 @@ Options parse_options(int argc, char** argv) {
                  "timed call reduces the previous call's result. 0: separate buffers")
       ->type_name("0|1")
       ->capture_default_str();
+}
+
+// --mpi-threads, --backend, --baseline, --json: what runs, beside what, and where rows go.
+void add_run_options(CLI::App& app, Options& o, RawOptions& raw) {
   app.add_option("--mpi-threads", o.mpi_threads,
                  "The thread level MPI starts with, for both sides: single (MPI_Init, a plain MPI "
                  "program's) or multiple (MPI_THREAD_MULTIPLE, what synk asks for when it starts "
@@ -289,7 +295,7 @@ Options parse_options(int argc, char** argv) {
                  "Open MPI's small messages cost about 0.1 us more)")
       ->type_name("single|multiple")
       ->capture_default_str();
-  app.add_option("--backend", backend_text,
+  app.add_option("--backend", raw.backend_text,
                  "synk backend: mpi, shm, hier, nccl, or all (every backend that can run here, "
                  "one row each; the others get a '# backend ...: not available' note). hier "
                  "needs ranks on several nodes (-H, or SYNK_SIMULATE_NODES). nccl's calls "
@@ -310,6 +316,110 @@ Options parse_options(int argc, char** argv) {
                  "N/A or no root; and how it was made: ranks, in_place, nonblocking, fresh, "
                  "node_buffers)")
       ->type_name("FILE");
+}
+
+// The collectives, the sizes and the calls per row.
+void check_rows(Options& o, const RawOptions& raw) {
+  if (o.coll_name == "all") {
+    o.colls = {Coll::allreduce, Coll::broadcast, Coll::reduce, Coll::allgather,
+               Coll::reduce_scatter};
+  } else if (auto c = parse_coll(o.coll_name)) {
+    o.colls = {*c};
+  } else {
+    throw UsageError("unknown collective '" + o.coll_name +
+                     "' (expected allreduce, broadcast, reduce, allgather, reduce_scatter, "
+                     "gather, scatter or all; underscores are ignored)");
+  }
+  o.min_bytes = parse_size(raw.min_text, "-b");
+  o.max_bytes = parse_size(raw.max_text, "-e");
+  if (o.min_bytes > o.max_bytes) {
+    throw UsageError("-b " + raw.min_text + " is larger than -e " + raw.max_text);
+  }
+  if (raw.factor < 2) {
+    throw UsageError("-f " + std::to_string(raw.factor) + ": FACTOR must be at least 2");
+  }
+  o.factor = static_cast<std::size_t>(raw.factor);
+  if (o.iters < 1) throw UsageError("-n " + std::to_string(o.iters) + ": ITERS must be at least 1");
+  if (o.warmup < 0) throw UsageError("-w " + std::to_string(o.warmup) + ": WARMUP must be >= 0");
+  if (o.settle < 0) throw UsageError("-S " + std::to_string(o.settle) + ": SETTLE must be >= 0");
+}
+
+void check_types(Options& o, const RawOptions& raw) {
+  if (auto t = parse_data_type(raw.dtype_text)) {
+    o.dtype = *t;
+  } else {
+    throw UsageError("unknown datatype '" + raw.dtype_text +
+                     "' (expected int8, uint8, int32, uint32, "
+                     "int64, uint64, float16, bfloat16, float32 or float64)");
+  }
+  if (auto op = parse_reduce_op(raw.op_text)) {
+    o.op = *op;
+  } else {
+    throw UsageError("unknown op '" + raw.op_text + "' (expected sum, prod, min, max or avg)");
+  }
+  if (o.op == ReduceOp::avg && !is_floating(o.dtype)) {
+    throw UsageError(std::string("op avg needs a floating-point datatype, not ") +
+                     to_string(o.dtype));
+  }
+  if (o.root < 0) throw UsageError("-r " + std::to_string(o.root) + ": ROOT must be >= 0");
+}
+
+void check_flags(Options& o, const RawOptions& raw, const CLI::App& app) {
+  o.check = zero_or_one(raw.check, "-c");
+  o.fresh = zero_or_one(raw.fresh, "-F");
+  o.node_buffers = zero_or_one(raw.node_buffers, "-R");
+  o.nonblocking = zero_or_one(raw.nonblocking, "-N");
+  o.in_place = zero_or_one(raw.in_place, "-I");
+  if (o.mpi_threads != "single" && o.mpi_threads != "multiple") {
+    throw UsageError("--mpi-threads " + o.mpi_threads + ": expected single or multiple");
+  }
+  const bool bad_offset = o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0;
+  if (app.count("-P") > 0 && bad_offset) {  // -1 is the default's mark, not a value
+    throw UsageError("-P " + std::to_string(o.page_offset) +
+                     ": BYTES must be a multiple of 8 from 0 to 4095");
+  }
+}
+
+void check_backends(Options& o, const RawOptions& raw) {
+  if (raw.backend_text == "all") {
+    o.backends = {"mpi", "shm", "hier", "nccl"};
+    o.backend_all = true;
+  } else if (raw.backend_text == "mpi" || raw.backend_text == "shm" ||
+             raw.backend_text == "hier" || raw.backend_text == "nccl") {
+    o.backends = {raw.backend_text};
+  } else {
+    throw UsageError("unknown backend '" + raw.backend_text +
+                     "' (expected mpi, shm, hier, nccl or all)");
+  }
+  if (o.baseline != "mpi" && o.baseline != "nccl") {
+    throw UsageError("unknown baseline '" + o.baseline + "' (expected mpi or nccl)");
+  }
+  if (o.baseline == "nccl" && raw.backend_text != "nccl") {
+    throw UsageError("--baseline nccl times raw NCCL beside synk's nccl rows: it needs "
+                     "--backend nccl, not '" + raw.backend_text + "'");
+  }
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  RawOptions raw;
+  CLI::App app(
+      "synk-bench: nccl-tests style benchmark of synk's collectives, with the raw MPI call "
+      "timed beside each row.",
+      "synk-bench");
+  // As in nccl-tests, a repeated option takes its last value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("COLL", o.coll_name,
+                 "Collective: allreduce, broadcast, reduce, allgather, reduce_scatter, gather, "
+                 "scatter, or all (= allreduce, broadcast, reduce, allgather, reduce_scatter); "
+                 "underscores are ignored (all_reduce, all_gather, reducescatter)")
+      ->required();
+  add_size_options(app, o, raw);
+  add_type_options(app, o, raw);
+  add_buffer_options(app, o, raw);
+  add_run_options(app, o, raw);
   app.footer(kFooter);
   app.set_version_flag("--version", "synk-bench (synk " SYNK_VERSION_STRING ")",
                        "print the version and exit");
@@ -330,73 +440,10 @@ Options parse_options(int argc, char** argv) {
     throw UsageError(e.what());
   }
 
-  if (o.coll_name == "all") {
-    o.colls = {Coll::allreduce, Coll::broadcast, Coll::reduce, Coll::allgather,
-               Coll::reduce_scatter};
-  } else if (auto c = parse_coll(o.coll_name)) {
-    o.colls = {*c};
-  } else {
-    throw UsageError("unknown collective '" + o.coll_name +
-                     "' (expected allreduce, broadcast, reduce, allgather, reduce_scatter, "
-                     "gather, scatter or all; underscores are ignored)");
-  }
-  o.min_bytes = parse_size(min_text, "-b");
-  o.max_bytes = parse_size(max_text, "-e");
-  if (o.min_bytes > o.max_bytes) {
-    throw UsageError("-b " + min_text + " is larger than -e " + max_text);
-  }
-  if (factor < 2) throw UsageError("-f " + std::to_string(factor) + ": FACTOR must be at least 2");
-  o.factor = static_cast<std::size_t>(factor);
-  if (o.iters < 1) throw UsageError("-n " + std::to_string(o.iters) + ": ITERS must be at least 1");
-  if (o.warmup < 0) throw UsageError("-w " + std::to_string(o.warmup) + ": WARMUP must be >= 0");
-  if (o.settle < 0) throw UsageError("-S " + std::to_string(o.settle) + ": SETTLE must be >= 0");
-  if (auto t = parse_data_type(dtype_text)) {
-    o.dtype = *t;
-  } else {
-    throw UsageError("unknown datatype '" + dtype_text +
-                     "' (expected int8, uint8, int32, uint32, "
-                     "int64, uint64, float16, bfloat16, float32 or float64)");
-  }
-  if (auto op = parse_reduce_op(op_text)) {
-    o.op = *op;
-  } else {
-    throw UsageError("unknown op '" + op_text + "' (expected sum, prod, min, max or avg)");
-  }
-  if (o.op == ReduceOp::avg && !is_floating(o.dtype)) {
-    throw UsageError(std::string("op avg needs a floating-point datatype, not ") +
-                     to_string(o.dtype));
-  }
-  if (o.root < 0) throw UsageError("-r " + std::to_string(o.root) + ": ROOT must be >= 0");
-  o.check = zero_or_one(check, "-c");
-  o.fresh = zero_or_one(fresh, "-F");
-  o.node_buffers = zero_or_one(node_buffers, "-R");
-  o.nonblocking = zero_or_one(nonblocking, "-N");
-  o.in_place = zero_or_one(in_place, "-I");
-  if (o.mpi_threads != "single" && o.mpi_threads != "multiple") {
-    throw UsageError("--mpi-threads " + o.mpi_threads + ": expected single or multiple");
-  }
-  const bool bad_offset = o.page_offset < 0 || o.page_offset > 4095 || o.page_offset % 8 != 0;
-  if (app.count("-P") > 0 && bad_offset) {  // -1 is the default's mark, not a value
-    throw UsageError("-P " + std::to_string(o.page_offset) +
-                     ": BYTES must be a multiple of 8 from 0 to 4095");
-  }
-  if (backend_text == "all") {
-    o.backends = {"mpi", "shm", "hier", "nccl"};
-    o.backend_all = true;
-  } else if (backend_text == "mpi" || backend_text == "shm" || backend_text == "hier" ||
-             backend_text == "nccl") {
-    o.backends = {backend_text};
-  } else {
-    throw UsageError("unknown backend '" + backend_text +
-                     "' (expected mpi, shm, hier, nccl or all)");
-  }
-  if (o.baseline != "mpi" && o.baseline != "nccl") {
-    throw UsageError("unknown baseline '" + o.baseline + "' (expected mpi or nccl)");
-  }
-  if (o.baseline == "nccl" && backend_text != "nccl") {
-    throw UsageError("--baseline nccl times raw NCCL beside synk's nccl rows: it needs "
-                     "--backend nccl, not '" + backend_text + "'");
-  }
+  check_rows(o, raw);
+  check_types(o, raw);
+  check_flags(o, raw, app);
+  check_backends(o, raw);
   return o;
 }
 
