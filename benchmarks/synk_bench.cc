@@ -357,14 +357,13 @@ void check_host_memory(const World& w, const Options& o) {
                    "), or run fewer ranks on a node");
 }
 
-// One table: every size, one row per backend. Appends to rows; returns the #wrong total.
-// node_buffers: the -R 1 buffers (else null: ordinary ones of the table's sizes).
-// copy_bw: the fastest copy probe so far (0: none); a probe after the table may raise it.
-std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<Bench>& benches,
-                       std::vector<Row>& rows, double& copy_bw, const Buffers* node_buffers) {
+// The table's send and recv buffers (node_buffers' where given: -R 1), and a device mirror of
+// them for each bench on a device. A failure on any rank is a SharedFailure on every rank.
+std::pair<Buffer, Buffer> table_buffers(const World& w, const Options& o, Coll coll,
+                                        std::vector<Bench>& benches,
+                                        const Buffers* node_buffers) {
   std::size_t send_bytes = 0, recv_bytes = 0;
   buffer_bytes(w, o, coll, &send_bytes, &recv_bytes);
-  const std::vector<std::size_t> steps = size_steps(o);
   Buffer send, recv;
   if (node_buffers) {
     send = node_buffers->send;
@@ -394,110 +393,134 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
                         std::to_string(send_bytes) + " + " + std::to_string(recv_bytes) +
                         " bytes of buffers (host, and device for nccl) on some rank");
   }
+  return {std::move(send), std::move(recv)};
+}
 
-  // Whether slots change hands quickly right now: the shm rows run on ordinary stores when
-  // they do and on streaming ones when they do not (store_tuner.h), and MPI's do not care.
-  const bool shm = has_shm(benches);
-  const Handoff handoff_before = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
+// Rank 0's lines above a table: what it runs, where the buffers start, the handoff probe.
+void print_table_head(const World& w, const Options& o, Coll coll, const void* send,
+                      const void* recv, const Handoff& handoff_before) {
+  if (!w.root()) return;
+  std::string what = std::string("#\n# ") + to_string(coll) + ": " + to_string(o.dtype);
+  if (uses_op(coll)) what += std::string(" ") + to_string(o.op);
+  if (has_root(coll)) what += ", root " + std::to_string(o.root);
+  what += ", " + std::to_string(w.size) + " ranks; rank 0's buffers start " +
+          page_offset_of(send) + " (send) and " + page_offset_of(recv) +
+          " (recv) bytes into a page";
+  out(what + "\n" + handoff_line(handoff_before, "before the table") +
+      table_header(o.baseline));
+}
+
+// One row: `b`'s call of `a` timed beside the baseline, then checked (-c 1), and printed by
+// rank 0.
+Row run_row(const World& w, const Options& o, Bench& b, const CallArgs& a) {
+  fill_buffers(a, w.rank, w.size, kTimedSeed);
+  b.inputs_written(a);
+  const double predicted = b.seconds_per_byte * static_cast<double>(a.layout.bytes);
+  const Timing t = time_row(b, a, o, predicted);
+  b.seconds_per_byte =
+      std::max(t.synk_s, t.base_s.value_or(0)) / static_cast<double>(a.layout.bytes);
+
+  Row row;
+  row.coll = a.coll;
+  row.bytes = a.layout.bytes;
+  row.count = a.layout.count;
+  row.dtype = o.dtype;
+  if (uses_op(a.coll)) row.op = o.op;
+  row.root = has_root(a.coll) ? o.root : -1;
+  row.backend = b.backend;
+  row.ranks = w.size;
+  row.in_place = o.in_place;
+  row.nonblocking = o.nonblocking;
+  row.fresh = o.fresh;
+  row.node_buffers = o.node_buffers;
+  row.time_us = t.synk_s * 1e6;
+  row.algbw = static_cast<double>(a.layout.bytes) / t.synk_s / 1e9;
+  row.busbw = row.algbw * busbw_factor(a.coll, w.size);
+  row.baseline = o.baseline;
+  if (t.base_s) {
+    row.base_time_us = *t.base_s * 1e6;
+    row.speedup = *t.speedup;
+  }
+  if (o.check) {
+    fill_buffers(a, w.rank, w.size, kCheckSeed);
+    b.inputs_written(a);
+    call_synk(b.comm, b.args(a));
+    if (b.device) b.device.pull_result(a, w.rank);
+    std::uint64_t wrong = count_wrong(a, w.rank, w.size, kCheckSeed);
+    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    row.wrong = wrong;
+  }
   if (w.root()) {
-    std::string what = std::string("#\n# ") + to_string(coll) + ": " + to_string(o.dtype);
-    if (uses_op(coll)) what += std::string(" ") + to_string(o.op);
-    if (has_root(coll)) what += ", root " + std::to_string(o.root);
-    what += ", " + std::to_string(w.size) + " ranks; rank 0's buffers start " +
-            page_offset_of(send.get()) + " (send) and " + page_offset_of(recv.get()) +
-            " (recv) bytes into a page";
-    out(what + "\n" + handoff_line(handoff_before, "before the table") +
-        table_header(o.baseline));
-  }
-  std::uint64_t total_wrong = 0;
-  for (std::size_t s : steps) {
-    CallArgs a{coll,       make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root,
-               send.get(), recv.get(),  o.nonblocking, o.in_place};
-    if (a.layout.count == 0) continue;
-    for (Bench& b : benches) {
-      fill_buffers(a, w.rank, w.size, kTimedSeed);
-      b.inputs_written(a);
-      const double predicted = b.seconds_per_byte * static_cast<double>(a.layout.bytes);
-      const Timing t = time_row(b, a, o, predicted);
-      b.seconds_per_byte =
-          std::max(t.synk_s, t.base_s.value_or(0)) / static_cast<double>(a.layout.bytes);
-
-      Row row;
-      row.coll = coll;
-      row.bytes = a.layout.bytes;
-      row.count = a.layout.count;
-      row.dtype = o.dtype;
-      if (uses_op(coll)) row.op = o.op;
-      row.root = has_root(coll) ? o.root : -1;
-      row.backend = b.backend;
-      row.ranks = w.size;
-      row.in_place = o.in_place;
-      row.nonblocking = o.nonblocking;
-      row.fresh = o.fresh;
-      row.node_buffers = o.node_buffers;
-      row.time_us = t.synk_s * 1e6;
-      row.algbw = static_cast<double>(a.layout.bytes) / t.synk_s / 1e9;
-      row.busbw = row.algbw * busbw_factor(coll, w.size);
-      row.baseline = o.baseline;
-      if (t.base_s) {
-        row.base_time_us = *t.base_s * 1e6;
-        row.speedup = *t.speedup;
-      }
-      if (o.check) {
-        fill_buffers(a, w.rank, w.size, kCheckSeed);
-        b.inputs_written(a);
-        call_synk(b.comm, b.args(a));
-        if (b.device) b.device.pull_result(a, w.rank);
-        std::uint64_t wrong = count_wrong(a, w.rank, w.size, kCheckSeed);
-        MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-        row.wrong = wrong;
-        total_wrong += wrong;
-      }
-      if (w.root()) {
-        if (t.iters < o.iters) {
-          out("# note: " + std::to_string(a.layout.bytes) + " B (" + b.backend +
-              "): " + std::to_string(t.iters) + (t.iters == 1 ? " call" : " calls") +
-              " per round instead of " + std::to_string(o.iters) +
-              ", to keep each side of the row near " +
-              std::to_string(static_cast<int>(kRowBudgetSeconds)) + " s\n");
-        }
-        out(format_row(row));
-      }
-      rows.push_back(std::move(row));
+    if (t.iters < o.iters) {
+      out("# note: " + std::to_string(a.layout.bytes) + " B (" + b.backend + "): " +
+          std::to_string(t.iters) + (t.iters == 1 ? " call" : " calls") + " per round instead of " +
+          std::to_string(o.iters) + ", to keep each side of the row near " +
+          std::to_string(static_cast<int>(kRowBudgetSeconds)) + " s\n");
     }
+    out(format_row(row));
   }
-  const Handoff handoff_after = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
-  total_wrong += (handoff_before.wrong ? 1 : 0) + (handoff_after.wrong ? 1 : 0);
-  // The bound uses the fastest copy probe of the run so far: one probe taken while the host
-  // ran slowly made it too easy (15.2 GB/s once, against 23-34 in other runs here, and the
-  // 64 MiB rows "reached" 66-117% of it).
-  double probe_after = 0;
-  if (shm && copy_bw > 0 && has_membound(rows, coll)) {
-    probe_after = probe_copy_bandwidth(MPI_COMM_WORLD);
-    copy_bw = std::max(copy_bw, probe_after);
-  }
+  return row;
+}
+
+// Rank 0's lines below a table: a note where no size made a row, each backend's summary, the
+// copy probe and the memory bound, the handoff probe after it.
+void print_table_foot(const World& w, const Options& o, Coll coll,
+                      const std::vector<Bench>& benches, const std::vector<Row>& rows,
+                      double probe_after, double copy_bw, const Handoff& handoff_after) {
+  if (!w.root()) return;
   const bool any_row =
       std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.coll == coll; });
-  if (w.root() && !any_row) {
+  if (!any_row) {
     const std::size_t per_rank = is_blocked(coll) ? static_cast<std::size_t>(w.size) : 1;
     out("# note: no row: every size from " + std::to_string(o.min_bytes) + " to " +
         std::to_string(o.max_bytes) + " B is under " + std::to_string(per_rank) + " " +
         to_string(o.dtype) + " element" + (per_rank == 1 ? "" : "s (one per rank)") +
         "; give a larger -e\n");
   }
-  if (w.root()) {
-    for (const Bench& b : benches) out(summary_line(rows, coll, b.backend));
-    if (probe_after > 0) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "# copy probe (after the table): %.2f GB/s per rank; the bound below uses "
-                    "the fastest so far, %.2f\n",
-                    probe_after / 1e9, copy_bw / 1e9);
-      out(buf);
-    }
-    out(membound_line(rows, coll, w.size, copy_bw));
-    out(handoff_line(handoff_after, "after the table"));
+  for (const Bench& b : benches) out(summary_line(rows, coll, b.backend));
+  if (probe_after > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "# copy probe (after the table): %.2f GB/s per rank; the bound below uses "
+                  "the fastest so far, %.2f\n",
+                  probe_after / 1e9, copy_bw / 1e9);
+    out(buf);
   }
+  out(membound_line(rows, coll, w.size, copy_bw));
+  out(handoff_line(handoff_after, "after the table"));
+}
+
+// One table: every size, one row per backend. Appends to rows; returns the #wrong total.
+// node_buffers: the -R 1 buffers (else null: ordinary ones of the table's sizes).
+// copy_bw: the fastest copy probe so far (0: none); a probe after the table may raise it.
+std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<Bench>& benches,
+                       std::vector<Row>& rows, double& copy_bw, const Buffers* node_buffers) {
+  const auto [send, recv] = table_buffers(w, o, coll, benches, node_buffers);
+  // Whether slots change hands quickly right now: the shm rows run on ordinary stores when
+  // they do and on streaming ones when they do not (store_tuner.h), and MPI's do not care.
+  const bool shm = has_shm(benches);
+  const Handoff handoff_before = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
+  print_table_head(w, o, coll, send.get(), recv.get(), handoff_before);
+  std::uint64_t total_wrong = 0;
+  for (std::size_t s : size_steps(o)) {
+    const CallArgs a{coll,       make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root,
+                     send.get(), recv.get(),  o.nonblocking, o.in_place};
+    if (a.layout.count == 0) continue;
+    for (Bench& b : benches) {
+      rows.push_back(run_row(w, o, b, a));
+      total_wrong += rows.back().wrong.value_or(0);
+    }
+  }
+  const Handoff handoff_after = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
+  total_wrong += (handoff_before.wrong ? 1 : 0) + (handoff_after.wrong ? 1 : 0);
+  // The bound uses the fastest copy probe of the run so far: one probe taken while the host
+  // ran slowly made it too easy (docs/measurements.md#the-copy-probe-and-the-memory-bound).
+  double probe_after = 0;
+  if (shm && copy_bw > 0 && has_membound(rows, coll)) {
+    probe_after = probe_copy_bandwidth(MPI_COMM_WORLD);
+    copy_bw = std::max(copy_bw, probe_after);
+  }
+  print_table_foot(w, o, coll, benches, rows, probe_after, copy_bw, handoff_after);
   return total_wrong;
 }
 
