@@ -158,6 +158,84 @@ bool all_ok(synk::Communicator& comm, const std::string& error) {
   return first[0] == comm.size();
 }
 
+// Local rank 0 of a node reads the files: "" or what went wrong, for every rank to hear.
+std::string read_files(const Options& o, fmnist::Dataset& train, fmnist::Dataset& test) {
+  try {
+    train = fmnist::load_fashion_mnist(o.data, "train", o.limit);
+    test = fmnist::load_fashion_mnist(o.data, "t10k");
+    if (train.dim != 784 || test.dim != 784) return o.data + ": images are not 28x28";
+  } catch (const fmnist::IdxError& e) {
+    std::string error = e.what();
+    if (o.data == Options{}.data && error.find("cannot open") != std::string::npos) {
+      error += " (the Debian package dataset-fashion-mnist puts the files there; make run "
+               "installs it)";
+    }
+    return error;
+  } catch (const std::exception& e) {  // no memory for the images, say: the others must hear
+    return o.data + ": " + e.what();
+  }
+  return "";
+}
+
+fmnist::TrainConfig config_of(const Options& o, std::size_t n_train) {
+  fmnist::TrainConfig config;
+  // A batch past the images is the whole set (and the GPU's buffers are sized by it).
+  config.batch = std::max<std::size_t>(1, std::min(o.batch, n_train));
+  config.optimizer = o.optimizer;
+  config.lr = o.lr;
+  config.momentum = o.momentum;
+  config.seed = o.seed;
+  config.schedule = o.schedule;
+  config.epochs = o.epochs;
+  config.overlap = o.overlap;
+  config.device = o.device;
+  return config;
+}
+
+// Rank 0's first line, and its notes on --limit and --batch past the images.
+void print_start(const Options& o, const synk::Communicator& comm, const fmnist::Trainer& trainer,
+                 const fmnist::TrainConfig& config, std::size_t n_train, std::size_t n_test) {
+  char momentum[32] = "";
+  if (o.optimizer == "sgd") {
+    std::snprintf(momentum, sizeof momentum, " momentum %g", static_cast<double>(o.momentum));
+  }
+  std::printf(
+      "train_fmnist: %d rank(s), backend %s%s; %zu train / %zu test images; batch %zu, "
+      "%zu steps/epoch; %s lr %g (%s)%s; seed %llu%s\n",
+      comm.size(), comm.backend().c_str(),
+      o.device == "cuda" ? ", on the GPU (gradients through nccl)" : "", n_train, n_test,
+      config.batch, trainer.steps_per_epoch(), o.optimizer.c_str(), static_cast<double>(o.lr),
+      o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed),
+      o.overlap ? "; gradients overlapped layer by layer" : "");
+  if (o.limit > n_train) {
+    std::fprintf(stderr, "train_fmnist: note: --limit %zu is more than the %zu training images: "
+                         "all are used\n", o.limit, n_train);
+  }
+  if (config.batch < o.batch) {
+    std::fprintf(stderr, "train_fmnist: note: --batch %zu is more than the %zu training images: "
+                         "each step takes them all\n", o.batch, n_train);
+  }
+  std::fflush(stdout);
+}
+
+// The epochs, reported by rank 0 (report is null elsewhere).
+int train_epochs(const Options& o, fmnist::Trainer& trainer, fmnist::Report* report, bool root) {
+  try {
+    for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+      const fmnist::EpochRecord rec =
+          trainer.run_epoch(epoch, [&](std::size_t step, std::size_t steps) {
+            if (report) report->progress(epoch, step, steps);
+          });
+      if (report) report->epoch(rec);
+    }
+  } catch (const fmnist::NonFiniteLoss& e) {  // thrown on every rank alike
+    if (report) report->clear_progress();
+    if (root) std::fprintf(stderr, "train_fmnist: %s; stopped: try a lower --lr\n", e.what());
+    return kExitNonFinite;
+  }
+  return 0;
+}
+
 int run(const Options& o) {
   Eigen::setNbThreads(1);  // one thread per rank: the ranks are the parallelism
   std::unique_ptr<synk::Communicator> comm;
@@ -173,21 +251,7 @@ int run(const Options& o) {
   // from the node's shared copy (synk::Data).
   fmnist::Dataset train_file, test_file;
   std::string error;
-  if (comm->local_rank() == 0) {
-    try {
-      train_file = fmnist::load_fashion_mnist(o.data, "train", o.limit);
-      test_file = fmnist::load_fashion_mnist(o.data, "t10k");
-      if (train_file.dim != 784 || test_file.dim != 784) error = o.data + ": images are not 28x28";
-    } catch (const fmnist::IdxError& e) {
-      error = e.what();
-      if (o.data == Options{}.data && error.find("cannot open") != std::string::npos) {
-        error += " (the Debian package dataset-fashion-mnist puts the files there; make run "
-                 "installs it)";
-      }
-    } catch (const std::exception& e) {  // no memory for the images, say: the others must hear
-      error = o.data + ": " + e.what();
-    }
-  }
+  if (comm->local_rank() == 0) error = read_files(o, train_file, test_file);
   std::unique_ptr<fmnist::Report> report;
   if (error.empty() && root) {
     try {
@@ -214,65 +278,18 @@ int run(const Options& o) {
   test_file = {};
   const fmnist::DatasetView train{train_pixels.data(), train_labels.data(), n_train, dim};
 
-  fmnist::TrainConfig config;
-  // A batch past the images is the whole set (and the GPU's buffers are sized by it).
-  config.batch = std::max<std::size_t>(1, std::min(o.batch, n_train));
-  config.optimizer = o.optimizer;
-  config.lr = o.lr;
-  config.momentum = o.momentum;
-  config.seed = o.seed;
-  config.schedule = o.schedule;
-  config.epochs = o.epochs;
-  config.overlap = o.overlap;
-  config.device = o.device;
-  std::unique_ptr<fmnist::Trainer> made;
+  const fmnist::TrainConfig config = config_of(o, n_train);
+  std::unique_ptr<fmnist::Trainer> trainer;
   try {
-    made = std::make_unique<fmnist::Trainer>(*comm, train, test_pixels, test_labels, config);
+    trainer = std::make_unique<fmnist::Trainer>(*comm, train, test_pixels, test_labels, config);
   } catch (const std::exception& e) {
     // --device cuda where no GPU (or no CUDA build) is: an unavailable backend, on every rank.
     if (o.device != "cuda") throw;
     if (root) std::fprintf(stderr, "train_fmnist: %s\n", e.what());
     return kExitUsage;
   }
-  fmnist::Trainer& trainer = *made;
-  if (root) {
-    char momentum[32] = "";
-    if (o.optimizer == "sgd") {
-      std::snprintf(momentum, sizeof momentum, " momentum %g", static_cast<double>(o.momentum));
-    }
-    std::printf(
-        "train_fmnist: %d rank(s), backend %s%s; %zu train / %zu test images; batch %zu, "
-        "%zu steps/epoch; %s lr %g (%s)%s; seed %llu%s\n",
-        comm->size(), comm->backend().c_str(),
-        o.device == "cuda" ? ", on the GPU (gradients through nccl)" : "", n_train, n_test,
-        config.batch,
-        trainer.steps_per_epoch(), o.optimizer.c_str(), static_cast<double>(o.lr),
-        o.schedule.c_str(), momentum, static_cast<unsigned long long>(o.seed),
-        o.overlap ? "; gradients overlapped layer by layer" : "");
-    if (o.limit > n_train) {
-      std::fprintf(stderr, "train_fmnist: note: --limit %zu is more than the %zu training images: "
-                           "all are used\n", o.limit, n_train);
-    }
-    if (config.batch < o.batch) {
-      std::fprintf(stderr, "train_fmnist: note: --batch %zu is more than the %zu training images: "
-                           "each step takes them all\n", o.batch, n_train);
-    }
-    std::fflush(stdout);
-  }
-  try {
-    for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-      const fmnist::EpochRecord rec =
-          trainer.run_epoch(epoch, [&](std::size_t step, std::size_t steps) {
-            if (report) report->progress(epoch, step, steps);
-          });
-      if (report) report->epoch(rec);
-    }
-  } catch (const fmnist::NonFiniteLoss& e) {  // thrown on every rank alike
-    if (report) report->clear_progress();
-    if (root) std::fprintf(stderr, "train_fmnist: %s; stopped: try a lower --lr\n", e.what());
-    return kExitNonFinite;
-  }
-  return 0;
+  if (root) print_start(o, *comm, *trainer, config, n_train, n_test);
+  return train_epochs(o, *trainer, report.get(), root);
 }
 
 }  // namespace
