@@ -72,7 +72,8 @@ struct CommState {
   bool check_calls = settings().check_calls;  // SYNK_CHECK_CALLS, read once
   bool buffer_rules = false;                  // backend->has_buffer_rules(), asked once
   bool waits_in_mpi = false;                  // backend->waits_in_mpi(), asked once
-  const char* kind_name = "";                 // backend->name(), static, for the MPI watchdog
+  // backend_name as backend->name()'s static text, for the watchdog
+  const char* backend_cname = "";
   double timeout_s = settings().timeout_s;    // SYNK_TIMEOUT, read once
   bool on_device = false;                     // backend->device() >= 0: calls go on a stream
   // Whether non-blocking calls run on a progress thread: where they make no MPI call (shm
@@ -221,7 +222,7 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   state->backend_name = state->backend->name();
   state->buffer_rules = state->backend->has_buffer_rules();
   state->waits_in_mpi = state->backend->waits_in_mpi();
-  state->kind_name = state->backend->name();
+  state->backend_cname = state->backend->name();
   state->requested = requested;
   // Across nodes the calls are always compared first. Without it, a rank whose arguments were
   // rejected left the call alone, and its next call was paired with the others' current one
@@ -406,7 +407,7 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
   detail::Backend& b = *st.backend;
   std::optional<detail::MpiWatch> watch;
   if (st.waits_in_mpi) {
-    watch.emplace(a, st.ctx.rank, st.kind_name, st.check_calls, st.timeout_s);
+    watch.emplace(a, st.ctx.rank, st.backend_cname, st.check_calls, st.timeout_s);
   }
   Request req;
   switch (a.coll) {
@@ -425,7 +426,8 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
   return req;
 }
 
-std::uint64_t bytes_of(const CollArgs& a) { return a.count * size_of(a.dtype); }
+// The bytes a timeline event shows: unchecked, since it may come before validation.
+std::uint64_t timeline_bytes(const CollArgs& a) { return a.count * size_of(a.dtype); }
 std::string track_of(const detail::CommState& st, Collective c) {
   return detail::to_string(c) + st.timeline_suffix;
 }
@@ -437,7 +439,7 @@ void execute(detail::CommState& st, CollArgs&& a) {
     return;
   }
   const std::string track = track_of(st, a.coll);
-  detail::timeline::begin(track, "running", bytes_of(a));
+  detail::timeline::begin(track, "running", timeline_bytes(a));
   try {
     dispatch(st, std::move(a)).wait();
   } catch (...) {
@@ -502,7 +504,7 @@ class QueuedCollective final : public detail::QueuedCall {
   void run() override {
     if (issued_ns_ != 0 && detail::timeline::on()) {  // its wait in the queue, then it runs
       const std::string track = track_of(st_, a_.coll);
-      detail::timeline::async_span(track, track + " queued", issued_ns_, bytes_of(a_));
+      detail::timeline::async_span(track, track + " queued", issued_ns_, timeline_bytes(a_));
     }
     execute(st_, CollArgs(a_));
   }
@@ -543,7 +545,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
     try {
       if (st.on_device) {  // queued on the stream
         if (detail::timeline::on()) {
-          detail::timeline::instant(track_of(st, a.coll), "enqueued", bytes_of(a));
+          detail::timeline::instant(track_of(st, a.coll), "enqueued", timeline_bytes(a));
         }
         return dispatch(st, std::move(a));
       }
