@@ -324,7 +324,12 @@ class JobSupervisor {
     while (!child_done_ || pipe_open_) {
       pollfd fds[2] = {{sigfd_, POLLIN, 0}, {err_read_, POLLIN, 0}};
       const int n = poll(fds, pipe_open_ ? 2 : 1, wait_ms());
-      if (n < 0 && errno != EINTR) break;
+      if (n < 0 && errno != EINTR) {  // nothing is watched any more: end the job, not wait
+        std::fprintf(stderr, "synkrun: poll failed (%s): killing the job (SIGKILL)\n",
+                     std::strerror(errno));
+        if (!child_done_) kill_job();
+        break;
+      }
       if (n > 0 && (fds[0].revents & POLLIN)) read_signal();
       if (pipe_open_ && n > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) read_stderr();
       int status = 0;
