@@ -21,6 +21,10 @@ MPI_Datatype mpi_type(DataType t, bool reduces) {
       return MPI_INT8_T;
     case DataType::uint8:
       return MPI_UINT8_T;
+    case DataType::int16:
+      return MPI_INT16_T;
+    case DataType::uint16:
+      return MPI_UINT16_T;
     case DataType::int32:
       return MPI_INT32_T;
     case DataType::uint32:

@@ -229,9 +229,10 @@ void add_size_options(CLI::App& app, Options& o, RawOptions& raw) {
 void add_type_options(CLI::App& app, Options& o, RawOptions& raw) {
   app.add_option("-d,--datatype", raw.dtype_text,
                  "Element type: " +
-                     join({"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
-                           "bfloat16", "float32", "float64"}) +
-                     " (also char, int, half, fp16, bf16, float, fp32, double, fp64)")
+                     join({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+                           "uint64", "float16", "bfloat16", "float32", "float64"}) +
+                     " (also char, short, int, half, fp16, bf16, float, fp32, double, fp64; "
+                     "NCCL cannot reduce int16 and uint16)")
       ->type_name("DTYPE")
       ->capture_default_str();
   app.add_option("-o,--op", raw.op_text,
@@ -349,7 +350,7 @@ void check_types(Options& o, const RawOptions& raw) {
     o.dtype = *t;
   } else {
     throw UsageError("unknown datatype '" + raw.dtype_text +
-                     "' (expected int8, uint8, int32, uint32, "
+                     "' (expected int8, uint8, int16, uint16, int32, uint32, "
                      "int64, uint64, float16, bfloat16, float32 or float64)");
   }
   if (auto op = parse_reduce_op(raw.op_text)) {

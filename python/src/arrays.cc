@@ -24,6 +24,8 @@ DataType type_of(const py::dtype& dt, const char* what) {
   const auto bytes = dt.itemsize();
   if (kind == 'i' && bytes == 1) return DataType::int8;
   if (kind == 'u' && bytes == 1) return DataType::uint8;
+  if (kind == 'i' && bytes == 2) return DataType::int16;
+  if (kind == 'u' && bytes == 2) return DataType::uint16;
   if (kind == 'i' && bytes == 4) return DataType::int32;
   if (kind == 'u' && bytes == 4) return DataType::uint32;
   if (kind == 'i' && bytes == 8) return DataType::int64;
@@ -32,8 +34,9 @@ DataType type_of(const py::dtype& dt, const char* what) {
   if (kind == 'f' && bytes == 4) return DataType::float32;
   if (kind == 'f' && bytes == 8) return DataType::float64;
   invalid(std::string(what) + " has dtype " + name_of(dt) +
-          ", which synk has no type for (int8, uint8, int32, uint32, int64, uint64, float16, "
-          "float32, float64; bfloat16 as a uint16 array with dtype=\"bfloat16\")");
+          ", which synk has no type for (int8, uint8, int16, uint16, int32, uint32, int64, "
+          "uint64, float16, float32, float64; bfloat16 as a uint16 array with "
+          "dtype=\"bfloat16\")");
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ py::dtype numpy_dtype(DataType t) {
   switch (t) {
     case DataType::int8: return py::dtype("int8");
     case DataType::uint8: return py::dtype("uint8");
+    case DataType::int16: return py::dtype("int16");
+    case DataType::uint16: return py::dtype("uint16");
     case DataType::int32: return py::dtype("int32");
     case DataType::uint32: return py::dtype("uint32");
     case DataType::int64: return py::dtype("int64");

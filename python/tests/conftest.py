@@ -18,8 +18,8 @@ def comm():
 
 # Every dtype synk takes from NumPy, and the values each rank puts in: small integers, so that
 # sums and products over 3 ranks stay exact in every type, float16 included.
-DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64, np.float16, np.float32,
-          np.float64]
+DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+          np.float16, np.float32, np.float64]
 
 
 def rank_values(rank, count, dtype):

@@ -1,4 +1,4 @@
-// Values and sizes shared by the collectives grids (tests/multirank and tests/nccl): all ten
+// Values and sizes shared by the collectives grids (tests/multirank and tests/nccl): all twelve
 // types, the count limit of a run, roots, the data-movement pattern and the reduction inputs.
 #pragma once
 
@@ -13,6 +13,7 @@
 namespace synk_test {
 
 inline constexpr synk::DataType kAllTypes[] = {synk::DataType::int8,    synk::DataType::uint8,
+                                               synk::DataType::int16,   synk::DataType::uint16,
                                                synk::DataType::int32,   synk::DataType::uint32,
                                                synk::DataType::int64,   synk::DataType::uint64,
                                                synk::DataType::float16, synk::DataType::bfloat16,

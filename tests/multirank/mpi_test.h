@@ -21,7 +21,8 @@ synk::Communicator& world();
 
 inline bool is_signed(synk::DataType t) {
   using synk::DataType;
-  return t != DataType::uint8 && t != DataType::uint32 && t != DataType::uint64;
+  return t != DataType::uint8 && t != DataType::uint16 && t != DataType::uint32 &&
+         t != DataType::uint64;
 }
 
 template <class T>

@@ -14,6 +14,8 @@ namespace {
 TEST(Types, SizesAndNames) {
   EXPECT_EQ(size_of(DataType::int8), 1u);
   EXPECT_EQ(size_of(DataType::uint8), 1u);
+  EXPECT_EQ(size_of(DataType::int16), 2u);
+  EXPECT_EQ(size_of(DataType::uint16), 2u);
   EXPECT_EQ(size_of(DataType::int32), 4u);
   EXPECT_EQ(size_of(DataType::uint32), 4u);
   EXPECT_EQ(size_of(DataType::int64), 8u);
@@ -43,6 +45,8 @@ TEST(Types, ParseAliasesAndRejects) {
   EXPECT_EQ(parse_data_type("HALF"), DataType::float16);
   EXPECT_EQ(parse_data_type("bf16"), DataType::bfloat16);
   EXPECT_EQ(parse_data_type("double"), DataType::float64);
+  EXPECT_EQ(parse_data_type("short"), DataType::int16);
+  EXPECT_EQ(parse_data_type("uint16"), DataType::uint16);
   EXPECT_EQ(parse_reduce_op("MEAN"), ReduceOp::avg);
   EXPECT_FALSE(parse_data_type("float128"));
   EXPECT_FALSE(parse_data_type(""));
@@ -56,6 +60,9 @@ TEST(Types, FloatingAndDataTypeOf) {
   static_assert(data_type_of<const double>() == DataType::float64);
   static_assert(data_type_of<float16>() == DataType::float16);
   static_assert(data_type_of<std::int8_t>() == DataType::int8);
+  static_assert(data_type_of<std::int16_t>() == DataType::int16);
+  static_assert(data_type_of<std::uint16_t>() == DataType::uint16);
+  EXPECT_FALSE(is_floating(DataType::int16));
 }
 
 // visit_type hands fn the C++ type of every DataType (the one data_type_of maps back), and

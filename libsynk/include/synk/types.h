@@ -25,8 +25,10 @@ enum class DataType : int {
   bfloat16,
   float32,
   float64,
+  int16,   // after the ten of NCCL's types, so that their values stay as they were
+  uint16,
 };
-inline constexpr int kNumDataTypes = 10;
+inline constexpr int kNumDataTypes = 12;
 
 // avg is sum followed by a multiplication by 1/n (equal weight per rank), computed in the
 // accumulation type (float for float16, bfloat16 and float32; double for float64).
@@ -41,6 +43,8 @@ inline std::size_t size_of(DataType t) noexcept {
   switch (t) {
     case DataType::int8:
     case DataType::uint8: return 1;
+    case DataType::int16:
+    case DataType::uint16:
     case DataType::float16:
     case DataType::bfloat16: return 2;
     case DataType::int32:
@@ -139,6 +143,8 @@ decltype(auto) visit_type(DataType t, Fn&& fn) {
   switch (t) {
     case DataType::int8: return fn(std::int8_t{});
     case DataType::uint8: return fn(std::uint8_t{});
+    case DataType::int16: return fn(std::int16_t{});
+    case DataType::uint16: return fn(std::uint16_t{});
     case DataType::int32: return fn(std::int32_t{});
     case DataType::uint32: return fn(std::uint32_t{});
     case DataType::int64: return fn(std::int64_t{});
@@ -156,6 +162,8 @@ template <class T>
 struct DataTypeOf;
 template <> struct DataTypeOf<std::int8_t> { static constexpr DataType value = DataType::int8; };
 template <> struct DataTypeOf<std::uint8_t> { static constexpr DataType value = DataType::uint8; };
+template <> struct DataTypeOf<std::int16_t> { static constexpr DataType value = DataType::int16; };
+template <> struct DataTypeOf<std::uint16_t> { static constexpr DataType value = DataType::uint16; };
 template <> struct DataTypeOf<std::int32_t> { static constexpr DataType value = DataType::int32; };
 template <> struct DataTypeOf<std::uint32_t> { static constexpr DataType value = DataType::uint32; };
 template <> struct DataTypeOf<std::int64_t> { static constexpr DataType value = DataType::int64; };

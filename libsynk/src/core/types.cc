@@ -26,6 +26,8 @@ const char* to_string(DataType t) noexcept {
   switch (t) {
     case DataType::int8: return "int8";
     case DataType::uint8: return "uint8";
+    case DataType::int16: return "int16";
+    case DataType::uint16: return "uint16";
     case DataType::int32: return "int32";
     case DataType::uint32: return "uint32";
     case DataType::int64: return "int64";
@@ -65,6 +67,7 @@ std::optional<DataType> parse_data_type(std::string_view name) {
   }
   // The aliases nccl-tests and numpy users type.
   if (n == "char") return DataType::int8;
+  if (n == "short") return DataType::int16;
   if (n == "int" || n == "int32_t") return DataType::int32;
   if (n == "half" || n == "fp16") return DataType::float16;
   if (n == "bf16") return DataType::bfloat16;

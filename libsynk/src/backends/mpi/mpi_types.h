@@ -13,6 +13,8 @@ inline MPI_Datatype mpi_datatype(DataType t) {
   switch (t) {
     case DataType::int8: return MPI_INT8_T;
     case DataType::uint8: return MPI_UINT8_T;
+    case DataType::int16: return MPI_INT16_T;
+    case DataType::uint16: return MPI_UINT16_T;
     case DataType::int32: return MPI_INT32_T;
     case DataType::uint32: return MPI_UINT32_T;
     case DataType::int64: return MPI_INT64_T;

@@ -70,6 +70,9 @@ int NcclBackend::device() const { return comm_->device(); }
 // before validation (Backend::buffer_error), not in each call: a host buffer on one rank only
 // left the others in an NCCL kernel until SYNK_TIMEOUT; under SYNK_CHECK_CALLS they now fail too.
 std::string NcclBackend::buffer_error(const CollArgs& a) const {
+  if (uses_op(a.coll)) {
+    if (std::string why = nccl_cannot_reduce(a.dtype); !why.empty()) return why;
+  }
   const CallBuffers buffers = call_buffers(a, ctx_.rank);
   for (int i = 0; i < buffers.n; ++i) {
     std::string why = device_buffer_problem(buffers.at[i].name, buffers.at[i].p, comm_->device());

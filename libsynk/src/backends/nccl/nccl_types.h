@@ -26,6 +26,10 @@ inline ncclDataType_t nccl_type(DataType t) {
     case DataType::uint64:
       return ncclUint64;
     case DataType::float16:
+    // NCCL has no 16-bit integers: it moves them as float16's bits, and the backend refuses to
+    // reduce them (nccl_cannot_reduce).
+    case DataType::int16:
+    case DataType::uint16:
       return ncclFloat16;
     case DataType::bfloat16:
       return ncclBfloat16;
@@ -35,6 +39,13 @@ inline ncclDataType_t nccl_type(DataType t) {
       return ncclFloat64;
   }
   return ncclUint8;  // unreachable: the Communicator validated the type
+}
+
+// Why NCCL cannot reduce `t`, or "".
+inline std::string nccl_cannot_reduce(DataType t) {
+  if (t != DataType::int16 && t != DataType::uint16) return "";
+  return std::string("NCCL has no ") + to_string(t) + " reduction: reduce int32 or float32 on "
+         "the device, or " + to_string(t) + " in host memory";
 }
 
 inline ncclRedOp_t nccl_op(ReduceOp op, const char* coll) {
