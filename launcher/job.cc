@@ -202,6 +202,10 @@ void FailureParser::feed_line(const std::string& line) {
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
     if (ec == std::errc() && end == digits.data() + digits.size()) waited_for_ = rank;
   }
+  if (line.find("synk Timeout: rank ") != std::string::npos &&
+      line.find(" inside MPI without progress") != std::string::npos) {
+    watchdog_ended_ = true;
+  }
   if (std::regex_search(line, rule)) {
     lines_since_rule_ = 0;
     return;

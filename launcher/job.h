@@ -37,6 +37,9 @@ class FailureParser {
   // The rank a rank's synk Timeout first said it waited for ("... (SYNK_TIMEOUT) for rank 2"):
   // the rank that failed first may only have given up waiting for it.
   std::optional<int> waited_for() const { return waited_for_; }
+  // A rank's synk Timeout said that synk's watchdog ended it, waiting inside MPI (where the
+  // rank it waited for is not known): the rank that failed first was only the one that waited.
+  bool watchdog_ended() const { return watchdog_ended_; }
 
  private:
   static constexpr int kFrameLines = 16;  // mpirun's messages that name a failure are shorter
@@ -48,6 +51,7 @@ class FailureParser {
   bool aborted_ = false;  // the rank called MPI_Abort; code_ is its error code
   bool no_finalize_ = false;  // the rank exited without MPI_Finalize (mpirun: "improperly")
   bool failing_ = false, daemons_failed_ = false, in_tcp_message_ = false, slots_short_ = false;
+  bool watchdog_ended_ = false;
   std::string tcp_local_, connection_failure_, lost_daemon_host_;
 };
 

@@ -266,9 +266,14 @@ std::string mapped_host(const Options& o, std::optional<int> rank) {
 }
 
 // "; rank 2 (on hostB) had not reached the call that timed out": where a rank's synk Timeout
-// named the rank it waited for, which is not the rank that failed first (the first to give up).
+// named the rank it waited for, which is not the rank that failed first (the first to give up);
+// where the watchdog ended the rank that failed first, a word that it only waited.
 std::string waited_text(const Options& o, const FailureParser& failure) {
   const std::optional<int> late = failure.waited_for();
+  if (!late && failure.watchdog_ended() && failure.exit_code() == 124) {
+    return " (synk's watchdog ended it: it waited inside MPI for a rank that had not reached "
+           "its call; see its synk Timeout line)";
+  }
   if (!late || late == failure.rank()) return "";
   const std::string host = mapped_host(o, late);
   return "; rank " + std::to_string(*late) + (host.empty() ? "" : " (on " + host + ")") +

@@ -599,6 +599,8 @@ TEST(FailureParser, TheRankATimeoutWaitedFor) {
   none.feed_line("synk Timeout: rank 0: all_reduce(count 1, float32, sum) on the mpi backend has "
                  "waited 3 s inside MPI without progress");
   EXPECT_FALSE(none.waited_for());
+  EXPECT_TRUE(none.watchdog_ended());  // synkrun says the rank only waited
+  EXPECT_FALSE(p.watchdog_ended());
 }
 
 // A rank's stderr comes through mpirun's: mpirun's words outside its frame of dashes (a rank
