@@ -29,12 +29,6 @@ class Spread {
   std::uint64_t largest(std::size_t i) const { return v_[i]; }
   std::uint64_t smallest(std::size_t i) const { return ~v_[n_ + i]; }
   bool same(std::size_t i) const { return largest(i) == smallest(i); }
-  bool all_same() const {
-    for (std::size_t i = 0; i < n_; ++i) {
-      if (!same(i)) return false;
-    }
-    return true;
-  }
 
  private:
   std::size_t n_;

@@ -12,14 +12,17 @@ namespace {
 
 constexpr std::size_t kBlock = 2048;  // elements per block: the accumulator stays in L1
 
-// Integer arithmetic wraps (as MPI's does) instead of overflowing, so it is done unsigned.
+// Integer arithmetic wraps (as MPI's does) instead of overflowing, so it is done unsigned, and
+// at least as wide as unsigned int: narrower types are promoted to int, whose products of two
+// 16-bit values overflow.
 template <class T, bool = std::is_integral_v<T>>
 struct ArithOf {
   using type = T;
 };
 template <class T>
 struct ArithOf<T, true> {
-  using type = std::make_unsigned_t<T>;
+  using type = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                  std::make_unsigned_t<T>>;
 };
 template <class T>
 using Arith = typename ArithOf<T>::type;
