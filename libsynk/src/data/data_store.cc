@@ -130,9 +130,12 @@ DataStore::DataStore(const Communicator& comm, std::vector<std::size_t> shape,
                      std::size_t elem_size, double oversize)
     : impl_(std::make_unique<Impl>()), shape_(std::move(shape)), elem_size_(elem_size) {
   impl_->ctx = &context_of(comm);
-  const MpiWatch watch = watch_step("making a Data", impl_->ctx->comm);
-  // First, so that an argument bad on some ranks only is an error on all of them.
-  check_same(*impl_->ctx, "Data", describe(shape_, elem_size_, oversize));
+  // First, so that an argument bad on some ranks only is an error on all of them; watched, so
+  // that a rank that never makes the Data ends the others' wait (the rest is work, not a wait).
+  {
+    const MpiWatch watch = watch_step("making a Data", impl_->ctx->comm);
+    check_same(*impl_->ctx, "Data", describe(shape_, elem_size_, oversize));
+  }
   if (shape_.empty()) throw Error(ErrorCode::InvalidArgument, "Data: the shape is empty");
   check_oversize(oversize);
   row_elems_ = checked_product(shape_, 1);
@@ -181,18 +184,22 @@ void DataStore::allocate(std::size_t capacity_rows, const unsigned char* keep, s
 
 void DataStore::set_value(const void* values, std::size_t bytes) {
   const CommContext& c = *impl_->ctx;
-  const MpiWatch watch = watch_step("Data::set_value", c.comm);
   const std::size_t expected = shape_[0] * row_elems_ * elem_size_;
   std::uint64_t given = bytes;
-  SYNK_CHECK_MPI(MPI_Bcast(&given, 1, MPI_UINT64_T, 0, c.comm));
-  if (given != expected) {
-    throw Error(ErrorCode::InvalidArgument,
-                "Data::set_value: rank 0 passed " + std::to_string(given / elem_size_) +
-                    " elements, the data holds " + std::to_string(expected / elem_size_));
+  {
+    // Watched up to where every rank has met: one that never calls set_value ends the others'
+    // wait. The copy and the broadcast across nodes after it are work, which may take long.
+    const MpiWatch watch = watch_step("Data::set_value", c.comm);
+    SYNK_CHECK_MPI(MPI_Bcast(&given, 1, MPI_UINT64_T, 0, c.comm));
+    if (given != expected) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "Data::set_value: rank 0 passed " + std::to_string(given / elem_size_) +
+                      " elements, the data holds " + std::to_string(expected / elem_size_));
+    }
+    // No rank of the node may still be reading the old rows (a view from take()) when they
+    // are overwritten: each gets here only once it is done with them.
+    SYNK_CHECK_MPI(MPI_Barrier(c.comm));
   }
-  // No rank of the node may still be reading the old rows (a view from take()) when they are
-  // overwritten: each gets here only once it is done with them.
-  SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));
   if (c.rank == 0 && expected) std::memcpy(writable_bytes(), values, expected);
   if (c.leader_comm != MPI_COMM_NULL && c.num_nodes > 1) {
     constexpr std::size_t kChunk = std::size_t{1} << 30;
@@ -210,9 +217,10 @@ void DataStore::load(const std::function<void(void*)>& loader) {
   bool ok = true;
   std::string error;
   {
-    // Watched up to here only: the others then wait for the loader, which may take long.
+    // Watched, and across every node: a rank that never calls load ends the others' wait. Past
+    // it they wait for the loader, which may take long. (Nobody reads the old rows now either.)
     const MpiWatch watch = watch_step("Data::load", c.comm);
-    SYNK_CHECK_MPI(MPI_Barrier(c.local_comm));  // as in set_value: nobody reads the old rows now
+    SYNK_CHECK_MPI(MPI_Barrier(c.comm));
   }
   if (c.local_rank == 0) {
     try {
@@ -231,8 +239,11 @@ void DataStore::load(const std::function<void(void*)>& loader) {
 }
 
 void DataStore::resize(std::size_t rows, double oversize) {
-  const MpiWatch watch = watch_step("Data::resize", impl_->ctx->comm);
-  check_same(*impl_->ctx, "Data::resize", std::to_string(rows) + " rows, oversize " + exact(oversize));
+  {
+    const MpiWatch watch = watch_step("Data::resize", impl_->ctx->comm);  // as in set_value
+    check_same(*impl_->ctx, "Data::resize",
+               std::to_string(rows) + " rows, oversize " + exact(oversize));
+  }
   check_oversize(oversize);
   if (rows <= capacity_rows_) {
     // Rows that come back within the capacity are zeros, as in a new segment (they showed the
