@@ -560,6 +560,12 @@ std::vector<Bench> make_benches(const Options& o, std::vector<std::string>& note
         throw Error(ErrorCode::NotSupported,
                     "the ranks are on several nodes, where shm makes " + comm.backend());
       }
+      const bool reduces = std::any_of(o.colls.begin(), o.colls.end(), uses_op);
+      if (name == "nccl" && reduces &&
+          (o.dtype == DataType::int16 || o.dtype == DataType::uint16)) {
+        throw Error(ErrorCode::NotSupported, std::string("NCCL has no ") + to_string(o.dtype) +
+                                                 " reduction (allreduce, reduce, reduce_scatter)");
+      }
       benches.push_back(Bench{name, std::move(comm), 0, {}, nullptr});
     } catch (const Error& e) {
       why = e.what();

@@ -77,7 +77,7 @@ constexpr std::size_t kBig = (std::size_t{1} << 20) + 3;
 constexpr std::size_t kCounts[] = {0, 1, 7, 4097, kBig};
 
 // The 1M+3 count costs time on 2 cores: it runs with one type of each staging path (float32
-// direct, bfloat16 widened to float, int32 integer) instead of all ten.
+// direct, bfloat16 widened to float, int32 integer) instead of all twelve.
 bool big_count_type(DataType t) {
   return t == DataType::float32 || t == DataType::bfloat16 || t == DataType::int32;
 }

@@ -82,8 +82,8 @@ int main(int argc, char** argv) {
   }
   if (argc != (mode == "compare" ? 4 : 3)) {
     std::fprintf(stderr,
-                 "usage: mpi_stall_test stall|vstall|istall|iorder|reject|progress|create|split|data "
-                 "BACKEND\n"
+                 "usage: mpi_stall_test "
+                 "stall|vstall|istall|iorder|reject|progress|create|split|data BACKEND\n"
                  "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
   }

@@ -1,5 +1,5 @@
 // Shared pieces of the multi-rank tests: the world communicator a test binary uses, typed access
-// to buffers of any synk::DataType (so one test body covers all ten), and error capture.
+// to buffers of any synk::DataType (so one test body covers all twelve), and error capture.
 #pragma once
 
 #include <gtest/gtest.h>

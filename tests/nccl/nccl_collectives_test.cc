@@ -122,7 +122,7 @@ std::vector<Case> all_cases() {
       for (ReduceOp op : kAllOps) {
         if (!is_reduction(c) && op != ReduceOp::sum) continue;
         if (op == ReduceOp::avg && !synk::is_floating(t)) continue;
-        // NCCL has no 16-bit integers to reduce (NcclCollectives.Int16ReductionsAreRefused).
+        // NCCL has no 16-bit integers to reduce (NcclComm.Int16ReductionsAreRefused).
         if (is_reduction(c) && (t == DataType::int16 || t == DataType::uint16)) continue;
         for (std::size_t n : kCounts) {
           for (bool in_place : {false, true}) {

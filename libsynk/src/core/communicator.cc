@@ -270,7 +270,9 @@ detail::CommState& route(detail::CommState& st, const CollArgs& a) {
                       ": a rank's buffers are of both kinds, device and host memory");
     }
     device = kind == 1;
-  } else if (a.count > 0) {
+  } else if (a.count > 0 || a.typed_error != nullptr) {
+    // (A typed helper's refusal goes where its buffers would, even when it moves nothing: an
+    // empty span beside the others' device calls.)
     device = detail::call_memory(a, st.ctx.rank) == detail::MemoryKind::device;
   }
   if (!device) return st;

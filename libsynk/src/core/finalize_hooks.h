@@ -4,7 +4,6 @@
 // the last registered first, and from then on synk's calls are refused.
 #pragma once
 
-#include <algorithm>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -26,12 +25,13 @@ void refuse_after_finalize(const char* what);
 // The live objects of one kind that MPI_Finalize closes while MPI still works (the masters
 // still serving, the KeyValues' engines), the last added first, as scopes end: one left open
 // past the program's MPI_Finalize would make MPI calls after it, or leave its peers waiting.
-// Define one at namespace scope, so that it outlives synk's exit handler, which finalizes MPI.
+// Define one `constinit` at namespace scope: made before any code runs (a static object of
+// another file may add to it), and destroyed after synk's exit handler, which finalizes MPI.
 template <class T>
 class ClosedAtFinalize {
  public:
   // `close` closes one object; `what` names the kind in the log of a close that failed.
-  ClosedAtFinalize(void (*close)(T&), const char* what) : close_(close), what_(what) {}
+  constexpr ClosedAtFinalize(void (*close)(T&), const char* what) : close_(close), what_(what) {}
 
   void add(T* object) {
     std::call_once(hooked_, [this] { at_mpi_finalize([this] { close_all(); }); });
@@ -56,9 +56,9 @@ class ClosedAtFinalize {
       try {  // nothing may leave MPI's callback
         close_(**o);
       } catch (const std::exception& e) {
-        SYNK_LOG_AT(error, what_ << " closed by MPI_Finalize after a failure: " << e.what());
+        SYNK_LOG_AT(error, what_ << ": closing it at MPI_Finalize failed: " << e.what());
       } catch (...) {  // a user's callback's own exception
-        SYNK_LOG_AT(error, what_ << " closed by MPI_Finalize after a failure");
+        SYNK_LOG_AT(error, what_ << ": closing it at MPI_Finalize failed");
       }
     }
   }

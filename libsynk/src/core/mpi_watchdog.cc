@@ -249,6 +249,8 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
     : slot_(armed != nullptr ? -1 : my_slot(timeout_s).index) {
   if (slot_ < 0) return;
   WatchSlot& s = slots[slot_];
+  // The last call's even count before these fields (the writer's side of the seqlock).
+  std::atomic_thread_fence(std::memory_order_release);
   constexpr auto r = std::memory_order_relaxed;
   s.timeout_s.store(timeout_s, r);
   s.step.store(nullptr, r);
@@ -270,6 +272,7 @@ MpiWatch::MpiWatch(const char* step, int rank, double timeout_s)
     : slot_(armed != nullptr ? -1 : my_slot(std::max(timeout_s, kStepTimeoutFloor)).index) {
   if (slot_ < 0) return;
   WatchSlot& s = slots[slot_];
+  std::atomic_thread_fence(std::memory_order_release);  // as in the first form
   s.timeout_s.store(std::max(timeout_s, kStepTimeoutFloor), std::memory_order_relaxed);
   s.step.store(step, std::memory_order_relaxed);
   s.rank.store(rank, std::memory_order_relaxed);
@@ -288,7 +291,7 @@ MpiWatch::~MpiWatch() {
 MpiWatch watch_step(const char* step, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  double timeout_s = 300.0;  // a setting that cannot be read fails the start on every rank
+  double timeout_s = 300.0;  // a setting that cannot be read fails a communicator's start
   try {
     timeout_s = settings().timeout_s;
   } catch (const Error&) {

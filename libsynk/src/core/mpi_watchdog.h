@@ -30,9 +30,9 @@ class MpiWatch {
   MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_checked,
            double timeout_s);
   // For a collective step of synk's own that is no call (`step`: "making a communicator",
-  // "split", "alloc", "Data::set_value"...), which every rank of the communicator must make; its deadline is
-  // timeout_s, but at least 10 s. A watch made while this thread's is armed (a step inside a
-  // step) watches nothing: the outer one goes on.
+  // "split", "alloc", "Data::set_value"...), which every rank of the communicator must make;
+  // its deadline is timeout_s, but at least 10 s. A watch made while this thread's is armed (a
+  // step inside a step) watches nothing: the outer one goes on.
   MpiWatch(const char* step, int rank, double timeout_s);
   ~MpiWatch();
   MpiWatch(const MpiWatch&) = delete;

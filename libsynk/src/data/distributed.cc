@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "core/finalize_hooks.h"
-#include "core/logging.h"
 #include "synk/agreement.h"
 #include "synk/distribute.h"
 
@@ -85,8 +84,8 @@ namespace {
 // The masters between serve() and close(). MPI_Finalize closes them, so that the workers leave
 // serve(): a master that ended by std::exit, or held its Distributed past main (Synkhronos
 // closed at exit too), left them waiting for a request, and itself in MPI_Finalize, for ever.
-detail::ClosedAtFinalize<Distributed> serving_masters([](Distributed& d) { d.close(); },
-                                                      "distribute: a serving master");
+constinit detail::ClosedAtFinalize<Distributed> serving_masters(
+    [](Distributed& d) { d.close(); }, "distribute: a master still serving");
 
 }  // namespace
 

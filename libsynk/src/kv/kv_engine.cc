@@ -54,7 +54,8 @@ constexpr auto kPause = std::chrono::microseconds(500);
 // The engines alive in this process. MPI_Finalize closes them first: one alive past the
 // program's MPI_Finalize, as objects in main's scope are, made MPI calls after it (its cycles,
 // its close), and MPI ended the job. Every rank finalizes, so the collective closes meet.
-ClosedAtFinalize<KvEngine> live_engines([](KvEngine& e) { e.close_engine(); }, "KeyValue");
+constinit ClosedAtFinalize<KvEngine> live_engines([](KvEngine& e) { e.close_engine(); },
+                                                  "KeyValue");
 
 KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, double timeout_s) {
   if (!k.push_pending) return kNotPushed;
