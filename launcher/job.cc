@@ -132,19 +132,26 @@ std::vector<pid_t> live_children(pid_t parent) {
   return out;
 }
 
-// Sends `sig` to the ranks mpirun started on this node as mpirun does: to each rank's process
-// group (Open MPI's default), or the rank alone where it leads none. False, sending nothing,
+// What to signal to reach the ranks mpirun started on this node as mpirun does: each rank's
+// process group (-pgid, Open MPI's default), or the rank alone where it leads none. Nothing
 // where mpirun has no child or one that is not a rank (by its environment): an ssh or srun
 // starting daemons on other hosts, whose ranks only mpirun reaches.
-bool signal_local_ranks(pid_t mpirun, int sig) {
+std::vector<pid_t> local_rank_targets(pid_t mpirun) {
   const std::vector<pid_t> ranks = live_children(mpirun);
-  if (ranks.empty()) return false;
+  std::vector<pid_t> targets;
   for (pid_t r : ranks) {
     const std::string env = '\0' + proc_file(r, "environ");
-    if (env.find(std::string("\0OMPI_COMM_WORLD_RANK=", 22)) == std::string::npos) return false;
+    if (env.find(std::string("\0OMPI_COMM_WORLD_RANK=", 22)) == std::string::npos) return {};
+    targets.push_back(getpgid(r) == r ? -r : r);
   }
-  for (pid_t r : ranks) kill(getpgid(r) == r ? -r : r, sig);
-  return true;
+  return targets;
+}
+
+// Sends `sig` to them; false where there are none.
+bool signal_local_ranks(pid_t mpirun, int sig) {
+  const std::vector<pid_t> targets = local_rank_targets(mpirun);
+  for (pid_t t : targets) kill(t, sig);
+  return !targets.empty();
 }
 
 Clock::duration seconds(double s) {
@@ -345,6 +352,9 @@ class JobSupervisor {
     }
     if (!line_.empty()) result_.failure.feed_line(line_);
     if (!child_done_) waitpid(child_, &status_, 0);
+    // A job stopped by a signal leaves nothing of its ranks behind: a rank's child that ignored
+    // SIGTERM would run on, an orphan, after mpirun killed the rank alone.
+    if (result_.forwarded_signal) kill_stopped_rank_groups();
     if (sentinel_ > 0) {  // not reaped yet, so its pid is still its own
       kill(sentinel_, SIGKILL);
       waitpid(sentinel_, nullptr, 0);
@@ -402,7 +412,14 @@ class JobSupervisor {
       return;
     }
     // (A SIGPIPE after a stop is the closed stderr again, not a second request.)
-    if (child_done_ || (sig == SIGPIPE && result_.forwarded_signal)) return;
+    if (sig == SIGPIPE && result_.forwarded_signal) return;
+    if (child_done_) {
+      // mpirun ended after the first: what it left of the ranks' groups (a child that ignores
+      // SIGTERM, which mpirun's kill of the rank alone missed) goes now.
+      if (result_.forwarded_signal) kill_stopped_rank_groups();
+      return;
+    }
+    if (!result_.forwarded_signal) rank_targets_ = local_rank_targets(child_);
     kill(-child_, signal_for_mpirun(sig));
     if (!result_.forwarded_signal) {
       result_.forwarded_signal = sig;
@@ -501,7 +518,14 @@ class JobSupervisor {
   // run on as orphans.
   void kill_job() {
     signal_local_ranks(child_, SIGKILL);
+    kill_stopped_rank_groups();
     kill(-child_, SIGKILL);
+  }
+
+  // SIGKILL to the ranks' process groups as they were at the first stop signal: mpirun may
+  // have ended, or lost them as children, since.
+  void kill_stopped_rank_groups() {
+    for (pid_t t : rank_targets_) kill(t, SIGKILL);
   }
 
   void kill_later(Clock::duration after, std::string reason) {
@@ -526,6 +550,7 @@ class JobSupervisor {
   std::string kill_reason_;
   bool failure_seen_ = false;  // mpirun reported the job failing; it must end by stop_at_
   Clock::time_point stop_at_{};
+  std::vector<pid_t> rank_targets_;  // the local ranks' groups at the first stop signal
 };
 
 }  // namespace
