@@ -187,6 +187,58 @@ std::string rank_step_error(const Options& o, const Raw& raw) {
          "sets the ranks, their hosts, environment and time limit";
 }
 
+// --gpus: a list of GPU numbers, none twice (on any node: refused here, not on each node once
+// mpirun has started the job).
+std::string check_gpus(Options& o, const std::string& gpus) {
+  if (gpus.empty()) return "";
+  try {
+    const std::vector<unsigned> list = parse_list(gpus);
+    std::set<unsigned> seen;
+    for (unsigned g : list) {  // past INT_MAX it turned negative: "GPU -1 does not exist"
+      if (g > static_cast<unsigned>(std::numeric_limits<int>::max())) {
+        return "--gpus: GPU " + std::to_string(g) + " does not exist";
+      }
+      if (!seen.insert(g).second) return "--gpus: GPU " + std::to_string(g) + " is listed twice";
+    }
+    o.plan.gpus = std::vector<int>(list.begin(), list.end());
+  } catch (const PlanError& e) {
+    return std::string("--gpus: ") + e.what();
+  }
+  return "";
+}
+
+// -x: each VAR or VAR=VALUE, VAR a name the shell takes.
+std::string check_exports(const std::vector<std::string>& exports) {
+  for (const std::string& x : exports) {
+    const std::string var = x.substr(0, x.find('='));
+    const bool ok = !var.empty() &&
+                    var.find_first_not_of(
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                        "0123456789_") == std::string::npos &&
+                    !(var[0] >= '0' && var[0] <= '9');
+    if (!ok) return "-x: \"" + x + "\" is not VAR or VAR=VALUE";
+  }
+  return "";
+}
+
+// --timeout: decimal seconds from 0 (no limit) to kMaxTimeoutSeconds.
+std::string check_timeout(Options& o, const std::string& timeout) {
+  if (timeout.empty()) return "";
+  double t = 0;  // from_chars: decimal only (strtod took 0x10 as 16)
+  const char* first = timeout.data();
+  const char* last = first + timeout.size();
+  const auto [end, ec] = std::from_chars(first, last, t);
+  if (ec != std::errc() || end != last || !(t >= 0) || !std::isfinite(t)) {
+    return "--timeout: \"" + timeout + "\" is not a number of seconds >= 0";
+  }
+  if (t > kMaxTimeoutSeconds) {
+    return "--timeout: " + seconds_text(t) + " s is more than " +
+           seconds_text(kMaxTimeoutSeconds) + " s; 0 means no time limit";
+  }
+  o.timeout_s = t;
+  return "";
+}
+
 std::string finish(Options& o, const Raw& raw) {
   if (raw.np_given) {
     o.np = parse_count(raw.np, kMaxRanks);
@@ -212,50 +264,14 @@ std::string finish(Options& o, const Raw& raw) {
     o.plan.bind = parse_bind_mode(raw.bind);
     if (!o.plan.bind) return "--bind: \"" + raw.bind + "\" is not one of gpu, numa, core, none";
   }
-  if (!raw.gpus.empty()) {
-    try {
-      const std::vector<unsigned> list = parse_list(raw.gpus);
-      std::set<unsigned> seen;
-      for (unsigned g : list) {  // past INT_MAX it turned negative: "GPU -1 does not exist"
-        if (g > static_cast<unsigned>(std::numeric_limits<int>::max())) {
-          return "--gpus: GPU " + std::to_string(g) + " does not exist";
-        }
-        // On any node: refused here, not on each node once mpirun has started the job.
-        if (!seen.insert(g).second) return "--gpus: GPU " + std::to_string(g) + " is listed twice";
-      }
-      o.plan.gpus = std::vector<int>(list.begin(), list.end());
-    } catch (const PlanError& e) {
-      return std::string("--gpus: ") + e.what();
-    }
-  }
+  if (std::string err = check_gpus(o, raw.gpus); !err.empty()) return err;
   if (raw.gpus_per_rank < 1) {
     return "--gpus-per-rank: " + std::to_string(raw.gpus_per_rank) + " is not >= 1";
   }
   o.plan.gpus_per_rank = raw.gpus_per_rank;
-  for (const std::string& x : raw.exports) {
-    const std::string var = x.substr(0, x.find('='));
-    const bool ok = !var.empty() &&
-                    var.find_first_not_of(
-                        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                        "0123456789_") == std::string::npos &&
-                    !(var[0] >= '0' && var[0] <= '9');
-    if (!ok) return "-x: \"" + x + "\" is not VAR or VAR=VALUE";
-  }
+  if (std::string err = check_exports(raw.exports); !err.empty()) return err;
   o.exports = raw.exports;
-  if (!raw.timeout.empty()) {
-    double t = 0;  // from_chars: decimal only (strtod took 0x10 as 16)
-    const char* first = raw.timeout.data();
-    const char* last = first + raw.timeout.size();
-    const auto [end, ec] = std::from_chars(first, last, t);
-    if (ec != std::errc() || end != last || !(t >= 0) || !std::isfinite(t)) {
-      return "--timeout: \"" + raw.timeout + "\" is not a number of seconds >= 0";
-    }
-    if (t > kMaxTimeoutSeconds) {
-      return "--timeout: " + seconds_text(t) + " s is more than " +
-             seconds_text(kMaxTimeoutSeconds) + " s; 0 means no time limit";
-    }
-    o.timeout_s = t;
-  }
+  if (std::string err = check_timeout(o, raw.timeout); !err.empty()) return err;
   if (o.rank_step) {
     if (std::string err = rank_step_error(o, raw); !err.empty()) return err;
   }
