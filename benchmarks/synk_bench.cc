@@ -610,6 +610,48 @@ void check_json_file(const World& w, const Options& o) {
   if (!ok) throw UsageError("--json: cannot write '" + o.json_file + "'");
 }
 
+// The shm rows get a memory-bandwidth bound from a copy probe made in this same run: the first
+// before the tables (0 without shm rows).
+double first_copy_probe(const World& w, const std::vector<Bench>& benches) {
+  if (!has_shm(benches)) return 0;
+  const double copy_bw = probe_copy_bandwidth(MPI_COMM_WORLD);
+  if (w.root()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "# copy probe: %.2f GB/s per rank (read + write counted, %d ranks at "
+                  "once, the faster of memcpy and a streaming copy)\n",
+                  copy_bw / 1e9, w.size);
+    out(buf);
+  }
+  return copy_bw;
+}
+
+// Rank 0's last lines (the #wrong total, the time taken) and the --json file: false where the
+// file could not be written. Every collective is done, so rank 0 can fail alone, without
+// MPI_Abort.
+bool finish_run(const Options& o, const std::vector<Row>& rows, std::uint64_t wrong,
+                std::chrono::steady_clock::time_point start) {
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string end = "#\n";
+  if (o.check) {
+    end += "# #wrong total: " + std::to_string(wrong) + (wrong ? " FAILED\n" : " OK\n");
+  } else {
+    end += "# #wrong: not checked (-c 0)\n";
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "# elapsed: %.1f s\n", elapsed);
+  out(end + buf);
+  if (o.json_file.empty()) return true;
+  try {
+    write_json(o.json_file, rows);
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "synk-bench: %s\n", e.what());
+    return false;
+  }
+  return true;
+}
+
 int run(const World& w, int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   Options o;
@@ -637,19 +679,7 @@ int run(const World& w, int argc, char** argv) {
   if (w.root()) {
     for (const std::string& n : notes) out(n);
   }
-  // The shm rows get a memory-bandwidth bound from a copy probe made in this same run.
-  double copy_bw = 0;
-  if (has_shm(benches)) {
-    copy_bw = probe_copy_bandwidth(MPI_COMM_WORLD);
-    if (w.root()) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "# copy probe: %.2f GB/s per rank (read + write counted, %d ranks at "
-                    "once, the faster of memcpy and a streaming copy)\n",
-                    copy_bw / 1e9, w.size);
-      out(buf);
-    }
-  }
+  double copy_bw = first_copy_probe(w, benches);
   std::vector<Row> rows;
   std::uint64_t wrong = 0;
   try {
@@ -663,28 +693,7 @@ int run(const World& w, int argc, char** argv) {
     return kExitFailure;
   }
 
-  if (w.root()) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string end = "#\n";
-    if (o.check) {
-      end += "# #wrong total: " + std::to_string(wrong) + (wrong ? " FAILED\n" : " OK\n");
-    } else {
-      end += "# #wrong: not checked (-c 0)\n";
-    }
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "# elapsed: %.1f s\n", elapsed);
-    out(end + buf);
-    if (!o.json_file.empty()) {
-      try {
-        write_json(o.json_file, rows);
-      } catch (const std::runtime_error& e) {
-        // Every collective is done, so rank 0 can fail alone without MPI_Abort.
-        std::fprintf(stderr, "synk-bench: %s\n", e.what());
-        return kExitFailure;
-      }
-    }
-  }
+  if (w.root() && !finish_run(o, rows, wrong, start)) return kExitFailure;
   if (rows.empty()) {
     if (w.root()) std::fprintf(stderr, "synk-bench: no row measured: -e is too small (see the notes)\n");
     return kExitUsage;
