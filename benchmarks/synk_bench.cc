@@ -179,12 +179,12 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   text += buf;
   text += "# command: " + command_line(argc, argv) + "\n";
   std::snprintf(buf, sizeof buf,
-                "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d settle iters: %d iters: %d "
-                "rounds: %d validation: %d fresh: %d page offset: %s node buffers: %d "
+                "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d settle iters: %d "
+                "iters: %d rounds: %d validation: %d fresh: %d page offset: %s node buffers: %d "
                 "nonblocking: %d in place: %d mpi threads: %s dtype: %s op: %s root: %d "
                 "backend: %s\n",
-                o.min_bytes, o.max_bytes, o.factor, o.warmup, o.settle, o.iters, kRounds, o.check ? 1 : 0,
-                o.fresh ? 1 : 0,
+                o.min_bytes, o.max_bytes, o.factor, o.warmup, o.settle, o.iters, kRounds,
+                o.check ? 1 : 0, o.fresh ? 1 : 0,
                 o.page_offset < 0 ? "default" : std::to_string(o.page_offset).c_str(),
                 o.node_buffers ? 1 : 0, o.nonblocking ? 1 : 0, o.in_place ? 1 : 0,
                 thread_level_name(),
@@ -695,7 +695,9 @@ int run(const World& w, int argc, char** argv) {
 
   if (w.root() && !finish_run(o, rows, wrong, start)) return kExitFailure;
   if (rows.empty()) {
-    if (w.root()) std::fprintf(stderr, "synk-bench: no row measured: -e is too small (see the notes)\n");
+    if (w.root()) {
+      std::fprintf(stderr, "synk-bench: no row measured: -e is too small (see the notes)\n");
+    }
     return kExitUsage;
   }
   return wrong ? kExitFailure : 0;
