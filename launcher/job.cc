@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -152,6 +153,51 @@ bool signal_local_ranks(pid_t mpirun, int sig) {
   const std::vector<pid_t> targets = local_rank_targets(mpirun);
   for (pid_t t : targets) kill(t, sig);
   return !targets.empty();
+}
+
+// The time a process started (field 22 of /proc/PID/stat, in clock ticks since boot), or -1:
+// with its pid, what names it across the pid's reuse.
+long long start_time_of(pid_t pid) {
+  const std::string stat = proc_file(pid, "stat");
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));  // from field 3, the state
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::atoll(field.c_str());
+  }
+  return -1;
+}
+
+// A rank's process group, as it was when synkrun stopped the job.
+struct RankGroup {
+  pid_t pgid;
+  long long leader_start;
+};
+
+// The process groups that mpirun's ranks on this node lead (Open MPI's default), whatever its
+// other children (an ssh to other hosts' daemons): what is left of them once the job is
+// stopped goes with it.
+std::vector<RankGroup> local_rank_groups(pid_t mpirun) {
+  std::vector<RankGroup> out;
+  for (pid_t r : live_children(mpirun)) {
+    const std::string env = '\0' + proc_file(r, "environ");
+    if (env.find(std::string("\0OMPI_COMM_WORLD_RANK=", 22)) == std::string::npos) continue;
+    if (getpgid(r) != r) continue;  // none of its own: mpirun's kill of it is enough
+    out.push_back({r, start_time_of(r)});
+  }
+  return out;
+}
+
+// SIGKILL to what is left of each group. The leader's pid names the group as long as any member
+// lives (Linux reuses neither meanwhile); a process of that pid that started at another time is
+// a new group's leader, and is spared.
+void kill_rank_groups(const std::vector<RankGroup>& groups) {
+  for (const RankGroup& g : groups) {
+    const long long now = start_time_of(g.pgid);
+    if (now >= 0 && now != g.leader_start) continue;
+    kill(-g.pgid, SIGKILL);
+  }
 }
 
 Clock::duration seconds(double s) {
@@ -352,9 +398,9 @@ class JobSupervisor {
     }
     if (!line_.empty()) result_.failure.feed_line(line_);
     if (!child_done_) waitpid(child_, &status_, 0);
-    // A job stopped by a signal leaves nothing of its ranks behind: a rank's child that ignored
+    // A job synkrun stopped leaves nothing of its ranks behind: a rank's child that ignored
     // SIGTERM would run on, an orphan, after mpirun killed the rank alone.
-    if (result_.forwarded_signal) kill_stopped_rank_groups();
+    kill_stopped_rank_groups();
     if (sentinel_ > 0) {  // not reaped yet, so its pid is still its own
       kill(sentinel_, SIGKILL);
       waitpid(sentinel_, nullptr, 0);
@@ -419,7 +465,7 @@ class JobSupervisor {
       if (result_.forwarded_signal) kill_stopped_rank_groups();
       return;
     }
-    if (!result_.forwarded_signal) rank_targets_ = local_rank_targets(child_);
+    if (!result_.forwarded_signal) note_rank_groups();
     kill(-child_, signal_for_mpirun(sig));
     if (!result_.forwarded_signal) {
       result_.forwarded_signal = sig;
@@ -468,6 +514,7 @@ class JobSupervisor {
     sentinel_ = -1;
     if (!WIFSIGNALED(status) || !is_stop_signal(WTERMSIG(status))) return;
     if (child_done_ || result_.forwarded_signal || result_.timed_out) return;
+    note_rank_groups();  // mpirun has the terminal's signal too, and is stopping them now
     result_.forwarded_signal = WTERMSIG(status);
     if (!kill_pending_) {
       kill_later(seconds(kSignalGraceSeconds),
@@ -489,6 +536,7 @@ class JobSupervisor {
     if (timeout_s_ > 0 && !result_.timed_out && !child_done_ && now >= deadline_) {
       result_.timed_out = true;
       std::fprintf(stderr, "synkrun: timeout after %g s: stopping every rank\n", timeout_s_);
+      note_rank_groups();
       kill(-child_, SIGTERM);
       kill_later(seconds(kKillGraceSeconds), "");  // the timeout's own message said it
     }
@@ -522,11 +570,15 @@ class JobSupervisor {
     kill(-child_, SIGKILL);
   }
 
-  // SIGKILL to the ranks' process groups as they were at the first stop signal: mpirun may
-  // have ended, or lost them as children, since.
-  void kill_stopped_rank_groups() {
-    for (pid_t t : rank_targets_) kill(t, SIGKILL);
+  // The ranks' process groups when synkrun stops the job (a signal, the timeout), before
+  // mpirun can end or lose them.
+  void note_rank_groups() {
+    if (rank_groups_.empty()) rank_groups_ = local_rank_groups(child_);
   }
+
+  // SIGKILL to what is left of them: mpirun may have ended since, having killed each rank
+  // alone and left its children.
+  void kill_stopped_rank_groups() { kill_rank_groups(rank_groups_); }
 
   void kill_later(Clock::duration after, std::string reason) {
     kill_at_ = Clock::now() + after;
@@ -550,7 +602,7 @@ class JobSupervisor {
   std::string kill_reason_;
   bool failure_seen_ = false;  // mpirun reported the job failing; it must end by stop_at_
   Clock::time_point stop_at_{};
-  std::vector<pid_t> rank_targets_;  // the local ranks' groups at the first stop signal
+  std::vector<RankGroup> rank_groups_;  // the local ranks' groups when synkrun stopped the job
 };
 
 }  // namespace

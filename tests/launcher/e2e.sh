@@ -278,6 +278,40 @@ job_shm_dir)
     fail "the stale directory was not reported"
   [ ! -e "$stale" ] || fail "$stale was not removed"
   ;;
+terminal_ctrl_c_stubborn)
+  # Ctrl-C at a terminal with a rank that ignores SIGTERM and has a child that does too: nothing
+  # of the rank may run on. (Open MPI 4.1 here kills the rank's group itself; where an mpirun
+  # kills the rank alone, synkrun, which noted the ranks' groups when the terminal's signal
+  # reached mpirun's, kills what is left of them.)
+  mkdir "$work/pids"
+  PROBE_PIDDIR="$work/pids" python3 - "$SYNKRUN" "$work/pids" >"$work/out" 2>"$work/err" <<'PY'
+import os, pty, select, sys, time
+synkrun, piddir = sys.argv[1:]
+rank = ('trap "" TERM; (trap "" TERM; echo $BASHPID > "$PROBE_PIDDIR/child"; sleep 60) & '
+        'echo $$ > "$PROBE_PIDDIR/rank"; sleep 60')
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("bash", ["bash", "--norc", "-i", "-c",
+                       f"'{synkrun}' -np 1 bash -c '{rank}'; echo EXIT=$?"])
+out, end, sent = b"", time.time() + 40, False
+while time.time() < end:
+    if not sent and len(os.listdir(piddir)) == 2:
+        os.write(fd, b"\x03")  # the terminal's interrupt character
+        sent = True
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+print(out.decode(errors="replace"))
+PY
+  grep -q 'EXIT=130' "$work/out" || fail "Ctrl-C at a terminal: not exit 130"
+  expect_gone 3 "synkrun" "$(cat "$work/pids/rank")" "$(cat "$work/pids/child")"
+  ;;
 terminal_ctrl_c)
   # At a terminal, mpirun's group holds it, so Ctrl-C signals that group, not synkrun: synkrun
   # must still say that signal 2 stopped the job (exit 130), and leave no rank behind.
