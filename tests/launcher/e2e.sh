@@ -97,6 +97,34 @@ check_probe_lines() {
   done
 }
 
+# ctrl_c_at_terminal N COMMAND: runs COMMAND (a command line) in an interactive bash on a
+# pseudo-terminal, types Ctrl-C there once N files are in $work/pids, and writes what the
+# terminal showed, ending "EXIT=<its exit code>", to $work/out.
+ctrl_c_at_terminal() {
+  python3 - "$1" "$2" "$work/pids" >"$work/out" 2>"$work/err" <<'PY'
+import os, pty, select, sys, time
+count, command, piddir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("bash", ["bash", "--norc", "-i", "-c", f"{command}; echo EXIT=$?"])
+out, end, sent = b"", time.time() + 40, False
+while time.time() < end:
+    if not sent and len(os.listdir(piddir)) == count:
+        os.write(fd, b"\x03")  # the terminal's interrupt character
+        sent = True
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+print(out.decode(errors="replace"))
+PY
+}
+
 case $case_name in
 rank_step_mpirun)
   # The rank step alone, under a plain mpirun that binds by itself (its default for 2 ranks).
@@ -284,31 +312,10 @@ terminal_ctrl_c_stubborn)
   # kills the rank alone, synkrun, which noted the ranks' groups when the terminal's signal
   # reached mpirun's, kills what is left of them.)
   mkdir "$work/pids"
-  PROBE_PIDDIR="$work/pids" python3 - "$SYNKRUN" "$work/pids" >"$work/out" 2>"$work/err" <<'PY'
-import os, pty, select, sys, time
-synkrun, piddir = sys.argv[1:]
-rank = ('trap "" TERM; (trap "" TERM; echo $BASHPID > "$PROBE_PIDDIR/child"; sleep 60) & '
-        'echo $$ > "$PROBE_PIDDIR/rank"; sleep 60')
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvp("bash", ["bash", "--norc", "-i", "-c",
-                       f"'{synkrun}' -np 1 bash -c '{rank}'; echo EXIT=$?"])
-out, end, sent = b"", time.time() + 40, False
-while time.time() < end:
-    if not sent and len(os.listdir(piddir)) == 2:
-        os.write(fd, b"\x03")  # the terminal's interrupt character
-        sent = True
-    r, _, _ = select.select([fd], [], [], 0.1)
-    if r:
-        try:
-            d = os.read(fd, 4096)
-        except OSError:
-            break
-        if not d:
-            break
-        out += d
-print(out.decode(errors="replace"))
-PY
+  export PROBE_PIDDIR="$work/pids"
+  rank='trap "" TERM; (trap "" TERM; echo $BASHPID > "$PROBE_PIDDIR/child"; sleep 60) &
+        echo $$ > "$PROBE_PIDDIR/rank"; sleep 60'
+  ctrl_c_at_terminal 2 "'$SYNKRUN' -np 1 bash -c '$rank'"
   grep -q 'EXIT=130' "$work/out" || fail "Ctrl-C at a terminal: not exit 130"
   expect_gone 3 "synkrun" "$(cat "$work/pids/rank")" "$(cat "$work/pids/child")"
   ;;
@@ -316,30 +323,8 @@ terminal_ctrl_c)
   # At a terminal, mpirun's group holds it, so Ctrl-C signals that group, not synkrun: synkrun
   # must still say that signal 2 stopped the job (exit 130), and leave no rank behind.
   mkdir "$work/pids"
-  PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60 python3 - "$SYNKRUN" "$PROBE" "$work/pids" \
-    >"$work/out" 2>"$work/err" <<'PY'
-import os, pty, select, sys, time
-synkrun, probe, piddir = sys.argv[1:]
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvp("bash", ["bash", "--norc", "-i", "-c",
-                       f"'{synkrun}' -np 2 '{probe}'; echo EXIT=$?"])
-out, end, sent = b"", time.time() + 40, False
-while time.time() < end:
-    if not sent and len(os.listdir(piddir)) == 2:
-        os.write(fd, b"\x03")  # the terminal's interrupt character
-        sent = True
-    r, _, _ = select.select([fd], [], [], 0.1)
-    if r:
-        try:
-            d = os.read(fd, 4096)
-        except OSError:
-            break
-        if not d:
-            break
-        out += d
-print(out.decode(errors="replace"))
-PY
+  export PROBE_PIDDIR="$work/pids" PROBE_SLEEP=60
+  ctrl_c_at_terminal 2 "'$SYNKRUN' -np 2 '$PROBE'"
   grep -q 'EXIT=130' "$work/out" || fail "Ctrl-C at a terminal: not exit 130"
   grep -q 'stopped by signal 2' "$work/out" || fail "no message about the signal"
   for f in "$work"/pids/*; do
