@@ -38,6 +38,16 @@ void check_received(const MPI_Status& status, MPI_Datatype t, std::size_t due, c
 
 int as_int(std::size_t n) { return static_cast<int>(n); }  // callers chunk to <= INT_MAX first
 
+// Requests still pending when a call fails are cancelled and completed before the error reaches
+// the caller, so that no receive writes into (and no send reads from) a buffer it has freed.
+void cancel_pending(std::vector<MPI_Request>& reqs) noexcept {
+  for (MPI_Request& r : reqs) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+  }
+}
+
 void widen(const void* src, DataType t, float* dst, std::size_t n) {
   if (t == DataType::float16) {
     const float16* s = static_cast<const float16*>(src);
@@ -269,22 +279,28 @@ void MpiBackend::by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& 
   }
   std::vector<MPI_Request> reqs;
   std::vector<std::pair<int, std::size_t>> from_and_due;  // per request
-  std::size_t displ = 0;
-  for (int r = 0; r < ctx_.size; ++r) {
-    const std::size_t c = a.counts[static_cast<std::size_t>(r)];
-    if (r == ctx_.rank) {
-      if (c > 0) own(displ, c);
-    } else {
-      for_chunks(c, max_chunk_, [&](std::size_t off, std::size_t n) {
-        reqs.emplace_back();
-        from_and_due.emplace_back(r, n);
-        start(r, displ + off, n, &reqs.back());
-      });
+  std::vector<MPI_Status> statuses;
+  try {
+    std::size_t displ = 0;
+    for (int r = 0; r < ctx_.size; ++r) {
+      const std::size_t c = a.counts[static_cast<std::size_t>(r)];
+      if (r == ctx_.rank) {
+        if (c > 0) own(displ, c);
+      } else {
+        for_chunks(c, max_chunk_, [&](std::size_t off, std::size_t n) {
+          reqs.push_back(MPI_REQUEST_NULL);
+          from_and_due.emplace_back(r, n);
+          start(r, displ + off, n, &reqs.back());
+        });
+      }
+      displ += c;
     }
-    displ += c;
+    statuses.resize(reqs.size());
+    SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), statuses.data()));
+  } catch (...) {
+    cancel_pending(reqs);
+    throw;
   }
-  std::vector<MPI_Status> statuses(reqs.size());
-  SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), statuses.data()));
   if (receiving_root == nullptr) return;
   for (std::size_t i = 0; i < statuses.size(); ++i) {
     check_received(statuses[i], mpi_datatype(a.dtype), from_and_due[i].second, receiving_root,
