@@ -299,6 +299,34 @@ TEST_F(ShmFaults, ARankThatClosedTheGroupFailsTheOthersAtOnce) {
   }
 }
 
+// A rank whose program ends after it closed the group (an exception or sys.exit on its way
+// out): the others wait a moment for its process to end, then name it as the one that exited,
+// so that mpirun sees its exit code first.
+TEST_F(ShmFaults, ARankThatClosedTheGroupAndExitedIsNamedAsExited) {
+  HarnessOptions opt;
+  opt.timeout_s = 30;
+  const auto out = run_ranks(3, opt, [](Group& g, auto report) {
+    std::vector<double> v(1000, 1.0);
+    all_reduce(g, v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+    if (g.rank() == 1) {
+      g.close();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rest of its exit
+      return 3;
+    }
+    return expect_error(ErrorCode::Remote, report, [&] {
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+    });
+  });
+  EXPECT_EQ(out[1].exit_code, 3) << out[1].message;
+  for (int r : {0, 2}) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].message;
+    EXPECT_THAT(out[r].message, HasSubstr("all_reduce: rank 1 (pid "));
+    EXPECT_THAT(out[r].message, HasSubstr(") exited before it reached this call; rank " +
+                                          std::to_string(r) + " was waiting for it"));
+    EXPECT_LT(out[r].seconds, 3.0) << "rank " << r;
+  }
+}
+
 // Rank 0 waits for rank 1, alive but elsewhere, while rank 2 has died: the call can never end,
 // and the error names rank 2 at once, not rank 1 after SYNK_TIMEOUT.
 TEST_F(ShmFaults, ARankThatDiedIsNamedWhileAnotherIsWaitedFor) {

@@ -43,6 +43,8 @@ namespace {
 // between polls (a late peer is noticed that much later; an idle wait costs no core).
 constexpr auto kYieldBeforeSleep = std::chrono::microseconds(200);
 constexpr auto kSleepBetweenPolls = std::chrono::microseconds(50);
+// How long a rank that found a peer closed waits to see the peer's process end.
+constexpr auto kClosedPeerExitGrace = std::chrono::seconds(1);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -317,11 +319,12 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word,
     sleeping = cfg_.sleep_when_waiting && now >= sleep_after;
     if (now >= next_liveness_check) {
       next_liveness_check = now + std::chrono::milliseconds(10);
-      if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) throw_died(peer);
+      // Closed first: a peer that closed and then ended exited, it did not die.
       if (block_at(blocks_, peer).closed.load(std::memory_order_acquire) != 0 &&
           word.load(std::memory_order_acquire) < target) {
         throw_closed(peer);
       }
+      if (!peer_alive(peer) && word.load(std::memory_order_acquire) < target) throw_died(peer);
       throw_if_a_lagging_peer_died(peer);
     }
     if (warn_pending && now >= warn_at) {
@@ -367,7 +370,29 @@ void StepChannel::throw_died(int peer) {
                   std::to_string(cfg_.job_rank(cfg_.rank)) + " was waiting for it");
 }
 
+// A rank whose program ends (an exception, sys.exit) closes its communicators on the way out:
+// given a moment to end, it is named as the one that exited, and mpirun sees its exit code
+// before this rank's own failure.
+bool StepChannel::peer_ends_soon(int peer) const {
+  const auto until = std::chrono::steady_clock::now() + kClosedPeerExitGrace;
+  while (peer_alive(peer)) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 void StepChannel::throw_closed(int peer) {
+  if (peer_ends_soon(peer)) {
+    mark_broken();
+    throw Error(ErrorCode::Remote,
+                std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
+                    " (pid " + std::to_string(block_at(blocks_, peer).pid.load()) +
+                    ") exited before it reached this call; rank " +
+                    std::to_string(cfg_.job_rank(cfg_.rank)) +
+                    " was waiting for it (rank " + std::to_string(cfg_.job_rank(peer)) +
+                    "'s own output says why)");
+  }
   broken_ = true;  // but no peer is lost: the one that left is still up, or in MPI_Finalize
   throw Error(ErrorCode::InvalidUsage,
               std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
