@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/shm/cpu_share.h"
+#include "core/exit_status.h"
 #include "core/liveness.h"
 #include "core/logging.h"
 #include "core/mpi_runtime.h"
@@ -99,21 +100,26 @@ bool StepChannel::polls_before_yielding() {
 }
 
 // What a rank that ran ahead has not checked yet is checked here if the peers have posted it
-// already (never waits): a mismatch in the last calls still gets said.
+// already (never waits): a mismatch in the last calls still gets said, and fails the process.
 StepChannel::~StepChannel() {
   if (!owned_here()) return;  // a forked child's copy: the block is its parent's
   if (!broken_) {
     try {
       catch_up(seq_);
     } catch (const Error& e) {
-      std::fprintf(stderr, "synk: rank %d: %s (found when the group closed)\n", cfg_.rank, e.what());
+      report_at_close(e.what());
     }
   }
-  if (deferred_) {
-    std::fprintf(stderr, "synk: rank %d: %s (found when the group closed)\n", cfg_.rank,
-                 deferred_error_.message.c_str());
-  }
+  if (deferred_) report_at_close(deferred_error_.message.c_str());
   close();
+}
+
+void StepChannel::report_at_close(const char* what) {
+  std::fprintf(stderr,
+               "synk: rank %d: %s (found when the group closed: the process's exit status will "
+               "be 1)\n",
+               cfg_.job_rank(cfg_.rank), what);
+  detail::fail_exit_status();
 }
 
 bool StepChannel::owned_here() const {
