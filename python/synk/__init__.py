@@ -22,11 +22,14 @@ from ._synk import (  # noqa: F401
     Timeout,
     Remote,
 )
+from . import objects as _objects
 from ._model import world  # noqa: F401
 from .data import Data  # noqa: F401
 from .shared import Shared  # noqa: F401
 from .function import Function, COLLECT_MODES  # noqa: F401
 from .distribute import distribute, close  # noqa: F401
+
+_objects.attach(Communicator)  # broadcast_object, all_gather_object, all_gatherv
 
 __all__ = [
     "Communicator",
