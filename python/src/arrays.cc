@@ -84,9 +84,11 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
                  const std::string& dtype_name) {
   refuse_masked(a, what);
   if (!(a.flags() & py::array::c_style)) {
-    invalid(std::string(what) + " is not C-contiguous (a strided view?): synk reads and writes "
-                                "the array's own memory; pass numpy.ascontiguousarray(" +
-            what + ") and use what it returns");
+    const bool fortran = (a.flags() & py::array::f_style) != 0;
+    invalid(std::string(what) + " is not C-contiguous (" +
+            (fortran ? "it is in Fortran order, a transpose?" : "a strided view?") +
+            "): synk reads and writes the array's own memory in C order; pass "
+            "numpy.ascontiguousarray(" + what + ") and use what it returns");
   }
   if (writable && !a.writeable()) {
     invalid(std::string(what) + " is read-only, and synk writes the result into it");

@@ -21,7 +21,10 @@ def test_error_classes():
 
 # Each is refused on every rank before any rank communicates, so all stay in step.
 @pytest.mark.parametrize("call, text", [
-    (lambda c: c.all_reduce(np.ones((4, 4), dtype=np.float32)[:, 1]), "not C-contiguous"),
+    (lambda c: c.all_reduce(np.ones((4, 4), dtype=np.float32)[:, 1]),
+     r"not C-contiguous \(a strided view\?\)"),
+    (lambda c: c.all_reduce(np.ones((4, 3), dtype=np.float32).T),
+     r"not C-contiguous \(it is in Fortran order, a transpose\?\)"),
     (lambda c: c.all_reduce(np.ones(3, dtype=np.complex64)), "has dtype complex64"),
     (lambda c: c.all_reduce(np.ones(3), op="median"), 'op="median" is not one of'),
     (lambda c: c.all_reduce(np.ones(3, dtype=np.int32), op="avg"), "avg"),
