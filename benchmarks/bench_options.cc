@@ -237,7 +237,7 @@ void add_type_options(CLI::App& app, Options& o, RawOptions& raw) {
       ->capture_default_str();
   app.add_option("-o,--op", raw.op_text,
                  "Reduction for allreduce, reduce, reduce_scatter: sum, prod, min, max, avg "
-                 "(also mean); avg needs a floating-point dtype")
+                 "(also mean, average, product); avg needs a floating-point dtype")
       ->type_name("OP")
       ->capture_default_str();
   app.add_option("-r,--root", o.root, "Root rank of broadcast, reduce, gather, scatter")

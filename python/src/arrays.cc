@@ -159,7 +159,8 @@ Buffer read_only_scratch(const py::array& a, const char* op, const std::string& 
 
 ReduceOp reduce_op(const std::string& name) {
   if (const auto op = parse_reduce_op(name)) return *op;
-  invalid("op=\"" + name + "\" is not one of sum, prod, min, max, avg");
+  invalid("op=\"" + name + "\" is not one of sum, prod, min, max, avg (also product, mean, "
+          "average)");
 }
 
 }  // namespace synk::python

@@ -48,6 +48,8 @@ TEST(Types, ParseAliasesAndRejects) {
   EXPECT_EQ(parse_data_type("short"), DataType::int16);
   EXPECT_EQ(parse_data_type("uint16"), DataType::uint16);
   EXPECT_EQ(parse_reduce_op("MEAN"), ReduceOp::avg);
+  EXPECT_EQ(parse_reduce_op("Average"), ReduceOp::avg);
+  EXPECT_EQ(parse_reduce_op("product"), ReduceOp::prod);
   EXPECT_FALSE(parse_data_type("float128"));
   EXPECT_FALSE(parse_data_type(""));
   EXPECT_FALSE(parse_reduce_op("xor"));

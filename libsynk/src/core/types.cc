@@ -81,7 +81,9 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name) {
   for (int i = 0; i < kNumReduceOps; ++i) {
     if (n == to_string(static_cast<ReduceOp>(i))) return static_cast<ReduceOp>(i);
   }
-  if (n == "mean") return ReduceOp::avg;
+  // Horovod's names (Average, Product) and NumPy's (mean) for the same reductions.
+  if (n == "mean" || n == "average") return ReduceOp::avg;
+  if (n == "product") return ReduceOp::prod;
   return std::nullopt;
 }
 
