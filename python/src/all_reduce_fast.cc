@@ -101,11 +101,12 @@ ReduceOp op_of(PyObject* op) {
 // a read-only a, is raised once the call has ended, this rank taking part into a new array.
 PyObject* reduce_now(PyObject* self, const Arguments& got) {
   Communicator& c = communicator(self);
-  const ReduceOp op = op_of(got.op);
+  const ReduceOp named = op_of(got.op);
   const std::string dtype = got.dtype ? text(got.dtype, "dtype", "") : std::string();
   const bool has_out = got.out && got.out != Py_None;
   const py::array a = array(got.a, "a");
   const Buffer in = as_buffer(a, "a", false, dtype);
+  const ReduceOp op = op_for(named, in, "all_reduce");
   Buffer res = in;
   std::optional<Error> out_error;
   py::array scratch;

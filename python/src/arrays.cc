@@ -34,8 +34,8 @@ DataType type_of(const py::dtype& dt, const char* what) {
   if (kind == 'f' && bytes == 4) return DataType::float32;
   if (kind == 'f' && bytes == 8) return DataType::float64;
   invalid(std::string(what) + " has dtype " + name_of(dt) +
-          ", which synk has no type for (int8, uint8, int16, uint16, int32, uint32, int64, "
-          "uint64, float16, float32, float64; bfloat16 as a uint16 array with "
+          ", which synk has no type for (bool, int8, uint8, int16, uint16, int32, uint32, "
+          "int64, uint64, float16, float32, float64; bfloat16 as a uint16 array with "
           "dtype=\"bfloat16\")");
 }
 
@@ -94,7 +94,10 @@ Buffer as_buffer(const py::array& a, const char* what, bool writable,
     invalid(std::string(what) + " is read-only, and synk writes the result into it");
   }
   Buffer b;
-  if (dtype_name.empty()) {
+  if (dtype_name.empty() && a.dtype().kind() == 'b') {
+    b.dtype = DataType::uint8;
+    b.logical = true;
+  } else if (dtype_name.empty()) {
     b.dtype = type_of(a.dtype(), what);
   } else if (dtype_name == "bfloat16") {
     if (a.dtype().kind() != 'u' || a.dtype().itemsize() != 2) {
@@ -122,9 +125,9 @@ void check_same_shape(const Buffer& a, const Buffer& out, const char* op) {
     }
     return t + (shape.size() == 1 ? ",)" : ")");
   };
-  if (a.dtype != out.dtype) {
-    invalid(std::string(op) + ": out has dtype " + to_string(out.dtype) + " but the input has " +
-            to_string(a.dtype));
+  if (a.dtype != out.dtype || a.logical != out.logical) {
+    invalid(std::string(op) + ": out has dtype " + dtype_text(out) + " but the input has " +
+            dtype_text(a));
   }
   if (!std::ranges::equal(a.shape, out.shape)) {
     invalid(std::string(op) + ": out has shape " + text(out.shape) +
@@ -155,6 +158,21 @@ Buffer read_only_scratch(const py::array& a, const char* op, const std::string& 
                 std::string(op) + ": a is read-only, and synk writes the result into it");
   scratch = py::array(a.dtype(), shape_of(a));
   return as_buffer(scratch, "a", true, dtype);
+}
+
+const char* dtype_text(const Buffer& b) { return b.logical ? "bool" : to_string(b.dtype); }
+
+ReduceOp op_for(ReduceOp op, const Buffer& in, const char* call) {
+  if (!in.logical) return op;
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::max: return ReduceOp::max;
+    case ReduceOp::prod:
+    case ReduceOp::min: return ReduceOp::min;
+    case ReduceOp::avg: break;
+  }
+  invalid(std::string(call) + ": avg of a bool array has no meaning here: sum and max are its "
+                              "logical or, prod and min its logical and");
 }
 
 ReduceOp reduce_op(const std::string& name) {

@@ -25,7 +25,15 @@ struct Buffer {
   std::size_t count = 0;  // elements
   DataType dtype = DataType::float32;
   std::span<const py::ssize_t> shape;  // the array's own (valid while the array lives)
+  bool logical = false;  // a NumPy bool array, which synk moves and reduces as uint8
 };
+
+// "bool" for a bool array, else the DataType's name.
+const char* dtype_text(const Buffer& b);
+// The reduction of `in` that `op` names: a bool array's 0s and 1s reduce as uint8, so that sum
+// and max are its logical or and prod and min its logical and (NumPy's add and multiply of
+// bools); avg of bools is an InvalidArgument naming `call`.
+ReduceOp op_for(ReduceOp op, const Buffer& in, const char* call);
 
 // `dtype_name` "" takes the array's own dtype; "bfloat16" reads a uint16 array as bfloat16.
 // `what` names the argument in messages ("a", "out"). `writable`: synk writes into it.

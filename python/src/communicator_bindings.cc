@@ -266,8 +266,8 @@ void written_into(Call& call, const py::array& a, const Buffer& in, const char* 
 
 Call all_reduce(Communicator& /*c*/, const py::array& a, const std::string& op, const Array& out,
                 const std::string& dtype) {
-  const ReduceOp rop = reduce_op(op);
   const Buffer in = as_buffer(a, "a", false, dtype);
+  const ReduceOp rop = op_for(reduce_op(op), in, "all_reduce");
   Call call{.kind = Call::Kind::all_reduce, .send = in.data, .count = in.count,
             .dtype = in.dtype, .op = rop, .input = a};
   if (out) {
@@ -280,8 +280,8 @@ Call all_reduce(Communicator& /*c*/, const py::array& a, const std::string& op, 
 
 Call reduce(Communicator& c, const py::array& a, const std::string& op, int root,
             const Array& out, const std::string& dtype) {
-  const ReduceOp rop = reduce_op(op);
   const Buffer in = as_buffer(a, "a", false, dtype);
+  const ReduceOp rop = op_for(reduce_op(op), in, "reduce");
   Call call{.kind = Call::Kind::reduce, .send = in.data, .count = in.count, .dtype = in.dtype,
             .op = rop, .root = root, .result = py::none(), .input = a};
   if (c.rank() != root) return call;
@@ -348,8 +348,8 @@ Call scatter(Communicator& c, const std::optional<py::array>& a, int root, const
 
 Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, const Array& out,
                     const std::string& dtype) {
-  const ReduceOp rop = reduce_op(op);
   const Buffer in = as_buffer(a, "a", false, dtype);
+  const ReduceOp rop = op_for(reduce_op(op), in, "reduce_scatter");
   if (in.shape.empty() || in.shape[0] % c.size() != 0) {
     invalid("reduce_scatter: a's first axis must divide into one block per rank (" +
             std::to_string(c.size()) + ")");

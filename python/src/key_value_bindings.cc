@@ -26,6 +26,14 @@ namespace {
 
 using NoGil = py::gil_scoped_release;  // `NoGil released;`: the GIL is free in its scope
 
+// A key's updates add (or apply the key's op to) its values, which a bool array's bytes cannot
+// hold: the collectives take bool arrays, a KeyValue does not.
+void refuse_bool(const Buffer& b, const char* what) {
+  if (!b.logical) return;
+  invalid(std::string("KeyValue: ") + what + " is a bool array, which a key cannot hold (its "
+          "updates add); pass " + what + ".astype(numpy.uint8)");
+}
+
 // The NumPy dtype of a synk type (bfloat16: its bits, as uint16).
 py::dtype numpy_dtype(DataType t) {
   switch (t) {
@@ -208,6 +216,7 @@ class PyKeyValue {
   void init_key(int key, const py::array& weights, const std::string& op,
                 const std::string& dtype) {
     const Buffer b = as_buffer(weights, "weights", false, dtype);
+    refuse_bool(b, "weights");
     const ReduceOp rop = reduce_op(op);
     NoGil released;
     kv_->init_key(key, b.count, b.dtype, rop, b.data);
@@ -305,6 +314,7 @@ class PyKeyValue {
   Buffer checked(int key, const py::array& a, const char* what, bool writable,
                  const std::string& dtype) {
     const Buffer b = as_buffer(a, what, writable, dtype);
+    refuse_bool(b, what);
     DataType want;
     std::size_t count;
     try {

@@ -3,55 +3,38 @@ allgather, and mpi4py's lowercase bcast and allgather, give them.
 
 An object travels pickled, as NumPy bytes, through the array collectives: broadcast_object makes
 two broadcasts (the length, then the bytes), all_gather_object two all_gathers (the lengths,
-then the bytes padded to the longest), all_gatherv a gatherv to rank 0 and a broadcast. A rank
-that cannot pickle its object raises its own error, and the others raise synk.Remote naming it,
-so that none is left waiting.
+then the bytes padded to the longest), all_gatherv a gatherv to rank 0 and a broadcast. Where a
+rank cannot pickle its object, every rank raises synk.InvalidArgument saying why, none is left
+waiting.
 """
 import pickle
 
 import numpy as np
 
-from ._synk import Remote
+from . import _synk
+from ._agree import bcast_object, error
 
-_CANNOT_PICKLE = -1  # a length that says the rank's object could not be pickled
-
-
-def _pickled(obj):
-    """(bytes as a uint8 array, None), or (None, the exception) where obj cannot be pickled."""
-    try:
-        return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), np.uint8), None
-    except Exception as e:  # pickle raises many types: PicklingError, TypeError, ...
-        return None, e
+_CANNOT_PICKLE = -1  # the length a rank gives for an object it could not pickle
 
 
 def broadcast_object(comm, obj, root=0):
     """The root's obj on every rank (the root gets obj itself, the others an unpickled copy)."""
-    data, error = _pickled(obj) if comm.rank == root else (None, None)
-    length = np.array([_CANNOT_PICKLE if error else (0 if data is None else data.size)],
-                      np.int64)
-    comm.broadcast(length, root=root)
-    if comm.rank == root:
-        if error:
-            raise error
-        comm.broadcast(data, root=root)
-        return obj
-    if length[0] == _CANNOT_PICKLE:
-        raise Remote(f"broadcast_object: the root, rank {root}, could not pickle its object")
-    data = np.empty(int(length[0]), np.uint8)
-    comm.broadcast(data, root=root)
-    return pickle.loads(data.tobytes())
+    got = bcast_object(comm, obj, root, "broadcast_object")
+    return obj if comm.rank == root else got
 
 
 def all_gather_object(comm, obj):
     """A list of every rank's obj, in rank order (this rank's own is obj itself)."""
-    data, error = _pickled(obj)
-    lengths = comm.all_gather(np.array([_CANNOT_PICKLE if error else data.size], np.int64))
-    lengths = lengths.reshape(-1)
-    if error:
-        raise error
+    try:
+        data, why = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), np.uint8), ""
+    except Exception as e:  # noqa: BLE001 - any pickling failure is refused alike
+        data, why = None, "rank %d could not send a %s: %s" % (comm.rank, type(obj).__name__, e)
+    mine = np.array([_CANNOT_PICKLE if data is None else data.size], np.int64)
+    lengths = comm.all_gather(mine).reshape(-1)
     failed = [r for r in range(comm.size) if lengths[r] == _CANNOT_PICKLE]
-    if failed:
-        raise Remote(f"all_gather_object: rank {failed[0]} could not pickle its object")
+    if failed:  # the first failing rank's reason, on every rank
+        raise error(_synk.InvalidArgument,
+                    bcast_object(comm, why, failed[0], "all_gather_object's failure"))
     padded = np.zeros(int(lengths.max()), np.uint8)
     padded[: data.size] = data
     blocks = comm.all_gather(padded)

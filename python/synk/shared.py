@@ -203,7 +203,7 @@ class Shared:
             v = self._value if value is None else value
             if refused is not None:
                 layout = refused
-            elif v.dtype.kind not in "iuf":
+            elif v.dtype.kind not in "biuf":
                 layout = "dtype %s, which synk has no type for" % v.dtype
             elif need_rows and v.ndim == 0:
                 layout = "a 0-d value has no rows to split"

@@ -184,3 +184,33 @@ def test_a_bad_out_on_one_rank_raises_there_after_the_call(comm, name, started):
             np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(comm.all_gather(np.array([comm.rank])).ravel(),
                                   np.arange(comm.size))
+
+
+def test_bool_arrays_reduce_as_logical_or_and_and(comm):
+    """NumPy's bool arrays (a mask, a 'done' flag): sum and max are the logical or over the
+    ranks, prod and min the logical and, as NumPy adds and multiplies bools."""
+    last = comm.size - 1
+    for op, expect_any in (("sum", True), ("max", True), ("prod", False), ("min", False)):
+        # Column 0: true on every rank; 1: on the last rank only; 2: on none.
+        a = np.array([True, comm.rank == last, False])
+        got = comm.all_reduce(a, op=op)
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(
+            got, [True, expect_any or comm.size == 1, False], err_msg=op)
+        b = np.array([True, comm.rank == last, False])
+        r = comm.reduce(b, op=op, root=last)
+        if comm.rank == last:
+            np.testing.assert_array_equal(r, [True, expect_any or comm.size == 1, False])
+    with pytest.raises(synk.InvalidArgument, match="avg of a bool array"):
+        comm.all_reduce(np.ones(2, np.bool_), op="avg")
+    with pytest.raises(synk.InvalidArgument, match="out has dtype uint8 but the input has bool"):
+        comm.all_reduce(np.ones(2, np.bool_), out=np.zeros(2, np.uint8))
+
+
+def test_bool_arrays_move(comm):
+    mine = np.array([comm.rank % 2 == 0, True, False])
+    got = comm.all_gather(mine)
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, [[r % 2 == 0, True, False] for r in range(comm.size)])
+    flag = np.array([comm.rank == 0])
+    assert comm.broadcast(flag, root=0)[0]

@@ -118,6 +118,8 @@ def test_update_on_the_owner(comm):
     (lambda kv: kv.pull(1, np.ones(3, FOREIGN_F4)), "out has dtype .f4, which is not in this "
                                                      "machine's byte order"),
     (lambda kv: kv.init_key(2, np.ones(3, FOREIGN_F4)), "weights has dtype .f4, which is not"),
+    (lambda kv: kv.init_key(2, np.ones(3, np.bool_)), "weights is a bool array, which a key"),
+    (lambda kv: kv.push(1, np.ones(3, np.bool_)), "a is a bool array, which a key cannot hold"),
 ])
 def test_bad_arrays_are_refused_before_anything_starts(comm, call, text):
     with synk.KeyValue(comm) as kv:

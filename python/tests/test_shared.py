@@ -319,12 +319,22 @@ def test_scatter_of_a_0d_value(comm):
 
 
 def test_scatter_of_a_value_synk_has_no_type_for(comm):
-    s = synk.Shared(np.array([True, False]), comm=comm)
-    with pytest.raises(synk.InvalidArgument, match="dtype bool"):
+    s = synk.Shared(np.array([1j, 2j]), comm=comm)
+    with pytest.raises(synk.InvalidArgument, match="dtype complex128"):
         s.scatter()
-    with pytest.raises(synk.InvalidArgument, match="dtype bool"):
+    with pytest.raises(synk.InvalidArgument, match="dtype complex128"):
         s.broadcast()
     comm.barrier()
+
+
+def test_a_bool_value_broadcasts_and_reduces_as_logical(comm):
+    s = synk.Shared(np.array([comm.rank == 0, False]), comm=comm)
+    s.all_reduce(op="max")
+    np.testing.assert_array_equal(s.value, [True, False])
+    s.set_local(np.array([comm.rank == 0, True]))
+    s.broadcast(root=0)
+    assert s.dtype == np.bool_
+    np.testing.assert_array_equal(s.value, [True, True])
 
 
 def test_all_reduce_of_differing_shapes_fails_on_every_rank(comm):
