@@ -1,34 +1,33 @@
 // See exit_status.h.
 #include "core/exit_status.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 
 namespace synk::detail {
 
 namespace {
 
-// Handlers run in the reverse order of their registration, so this one, registered late, runs
-// before synk's MPI_Finalize at exit: the process leaves without it, and mpirun, seeing a rank
-// fail, ends the job (the other ranks may be waiting for this one in MPI_Finalize).
+std::atomic<bool> failed{false};
+
+// Registered as libsynk loads, so it runs after the exit handlers registered since (they run
+// in the reverse order of registration): the program's own, the timeline's flush, synk's
+// MPI_Finalize. Only the status is changed; what they did stands.
 void exit_failed(int status, void*) {
-  if (status != 0) return;
+  if (status != 0 || !failed.load()) return;
   std::fflush(nullptr);  // _Exit skips the flush exit would have made
   std::_Exit(1);
 }
 
+#ifdef __GLIBC__
+[[maybe_unused]] const bool registered = on_exit(exit_failed, nullptr) == 0;
+#else
+[[maybe_unused]] const bool registered = std::atexit([] { exit_failed(0, nullptr); }) == 0;
+#endif
+
 }  // namespace
 
-void fail_exit_status() noexcept {
-  static std::once_flag registered;
-  std::call_once(registered, [] {
-#ifdef __GLIBC__
-    on_exit(exit_failed, nullptr);
-#else
-    std::atexit([] { exit_failed(0, nullptr); });
-#endif
-  });
-}
+void fail_exit_status() noexcept { failed.store(true); }
 
 }  // namespace synk::detail

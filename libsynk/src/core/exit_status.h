@@ -6,7 +6,7 @@
 namespace synk::detail {
 
 // From now on, the process's exit status is 1 where it would be 0 (exit, or a return from
-// main). Once called, it stays so; safe to call from several threads.
+// main), after its other exit handlers have run. Once called, it stays so; any thread.
 void fail_exit_status() noexcept;
 
 }  // namespace synk::detail
