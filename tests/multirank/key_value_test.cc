@@ -168,6 +168,69 @@ TEST(KeyValue, CallbacksRunOnceBeforePullWaitReturns) {
   }
 }
 
+// Notes whether two of the user's calls ever overlapped: each runs `hold` inside.
+class OneAtATime {
+ public:
+  void run(std::chrono::milliseconds hold) {
+    if (inside_.fetch_add(1) > 0) overlapped_ = true;
+    std::this_thread::sleep_for(hold);
+    inside_.fetch_sub(1);
+  }
+  bool overlapped() const { return overlapped_.load(); }
+
+ private:
+  std::atomic<int> inside_{0};
+  std::atomic<bool> overlapped_{false};
+};
+
+// A pull whose result is there already runs its callback on the caller's thread: not while the
+// KeyValue's thread runs another key's callback (key_value.h: one at a time).
+TEST(KeyValue, APullsOwnCallbackWaitsForTheEnginesCallback) {
+  KeyValue kv(world());
+  kv.init_key(0, 4, DataType::float32);
+  kv.init_key(1, 4, DataType::float32);
+  std::vector<float> in0 = pushed(0, 4), in1 = pushed(1, 4), out0(4), out1(4);
+  OneAtATime calls;
+  kv.push(0, in0.data());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // key 0's result waits here
+  kv.pull(1, out1.data(), 0, [&] { calls.run(std::chrono::milliseconds(300)); });
+  kv.push(1, in1.data());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its callback is running
+  kv.pull(0, out0.data(), 0, [&] { calls.run(std::chrono::milliseconds(1)); });
+  kv.pull_wait(0);
+  kv.pull_wait(1);
+  EXPECT_FALSE(calls.overlapped());
+  expect_sums(0, out0);
+  expect_sums(1, out1);
+}
+
+// Updater::init, on the caller's thread in init_key, and Updater::update of an earlier key on the
+// KeyValue's thread, on the owner of both (rank 1 on 2 ranks): one at a time.
+class SlowUpdater : public synk::Updater {
+ public:
+  void init(int, synk::KeyArray) override { calls.run(std::chrono::milliseconds(1)); }
+  void update(int, synk::KeyArray grad, synk::KeyArray weights) override {
+    calls.run(std::chrono::milliseconds(300));
+    std::memcpy(weights.data, grad.data, grad.count * sizeof(float));
+  }
+  OneAtATime calls;
+};
+
+TEST(KeyValue, AnUpdatersInitWaitsForItsUpdate) {
+  auto updater = std::make_shared<SlowUpdater>();
+  KeyValue kv(world(), {updater});
+  std::vector<float> w0(1000), w1(10), w2(10), grad = pushed(1, 10), out(10);
+  kv.init_key(0, w0.size(), DataType::float32, ReduceOp::sum, w0.data());
+  kv.init_key(1, w1.size(), DataType::float32, ReduceOp::sum, w1.data());
+  kv.push(1, grad.data());
+  kv.pull(1, out.data());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // key 1's update is running
+  kv.init_key(2, w2.size(), DataType::float32, ReduceOp::sum, w2.data());
+  kv.pull_wait(1);
+  EXPECT_FALSE(updater->calls.overlapped());
+  expect_sums(1, out);
+}
+
 // Callbacks that throw, a std::exception or anything else, are logged on the KeyValue's thread:
 // the other callbacks run, pull_wait returns, and the next step works.
 TEST(KeyValue, CallbacksThatThrowAreLoggedAndTheOthersRun) {

@@ -231,6 +231,7 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   // After the slot exists on every rank: an init that throws fails this call on the owner
   // alone, and the slots stay the same on every rank.
   if (updater_ && rank == added->owner) {
+    std::lock_guard turn(cycle_m_);  // not while the engine's thread runs an update
     updater_->init(key, KeyArray{added->weights.data(), count, dtype});
   }
 }
@@ -300,7 +301,10 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
   lk.unlock();
   std::exception_ptr thrown;
   try {
-    if (run) run_pull_callback(this, run);
+    if (run) {
+      std::lock_guard turn(cycle_m_);  // not while the engine's thread runs a callback
+      run_pull_callback(this, run);
+    }
   } catch (...) {
     thrown = std::current_exception();
   }

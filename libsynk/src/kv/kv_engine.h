@@ -150,7 +150,9 @@ class KvEngine {
   std::exception_ptr failed_;
   bool failure_seen_ = false;
   // One thread runs cycles at a time (inline mode, one rank); recursive, for a callback that
-  // pushes another key on one rank (its push reduces it within the delivery).
+  // pushes another key on one rank (its push reduces it within the delivery). The user's code
+  // runs under it too, on whichever thread (the Updater's init and update, pull callbacks), so
+  // that it runs one call at a time, as key_value.h says.
   std::recursive_mutex cycle_m_;
   std::mutex close_m_;
   std::thread thread_;
