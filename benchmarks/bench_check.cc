@@ -69,32 +69,56 @@ std::uint32_t mix(std::size_t j, int r, std::uint32_t seed) {
   return static_cast<std::uint32_t>(x);
 }
 
+// The ranks that decide element j of a min, max or prod (they vary by element): `first`, and a
+// `second` other rank where there are two ranks or more.
+struct Owners {
+  int first = 0, second = -1;
+};
+Owners owners_of(std::size_t j, int n, std::uint32_t seed) {
+  const std::uint32_t h = mix(j, -1, seed);
+  Owners o;
+  o.first = static_cast<int>(h % static_cast<std::uint32_t>(n));
+  if (n > 1) {
+    const auto step = 1 + (h >> 16) % static_cast<std::uint32_t>(n - 1);
+    o.second = static_cast<int>((static_cast<std::uint32_t>(o.first) + step) %
+                                static_cast<std::uint32_t>(n));
+  }
+  return o;
+}
+
 // Small values, so that every result is exact in every dtype: sums of 0..3 (an int8 sum wraps
-// only past 42 ranks), min and max of 0..15; for prod one rank per element (its owner) gives
-// 1..3 and the others 1, so products stay below 4 for any number of ranks.
+// only past 42 ranks); min and max decided by one rank per element, the only one below 8 (min)
+// or at 8 or more (max), so that a wrong result shows at any number of ranks; prod of 2 or 3
+// from two ranks per element and 1 from the others (4 to 9, which no max or sum of them gives).
 long long reduce_input(ReduceOp op, int rank, std::size_t j, int n, std::uint32_t seed) {
+  const Owners o = owners_of(j, n, seed);
+  const std::uint32_t own = mix(j, rank, seed);
   switch (op) {
-    case ReduceOp::prod: {
-      const std::uint32_t h = mix(j, -1, seed);
-      return static_cast<int>(h % static_cast<std::uint32_t>(n)) == rank ? 1 + (h >> 8) % 3 : 1;
-    }
+    case ReduceOp::prod:
+      return rank == o.first || rank == o.second ? 2 + (own & 1) : 1;
     case ReduceOp::min:
+      return (rank == o.first ? 0 : 8) + (own & 7);
     case ReduceOp::max:
-      return mix(j, rank, seed) & 15;
+      return (rank == o.first ? 8 : 0) + (own & 7);
     case ReduceOp::sum:
     case ReduceOp::avg:
-      return mix(j, rank, seed) & 3;
+      return own & 3;
   }
   return 0;
 }
 
 // The reduction over ranks 0..n-1 of reduce_input(op, r, j, n, seed).
 long long reduce_result(ReduceOp op, std::size_t j, int n, std::uint32_t seed) {
-  if (op == ReduceOp::prod) return 1 + (mix(j, -1, seed) >> 8) % 3;
   long long acc = reduce_input(op, 0, j, n, seed);
   for (int r = 1; r < n; ++r) {
     const long long v = reduce_input(op, r, j, n, seed);
-    acc = op == ReduceOp::min ? std::min(acc, v) : op == ReduceOp::max ? std::max(acc, v) : acc + v;
+    switch (op) {
+      case ReduceOp::min: acc = std::min(acc, v); break;
+      case ReduceOp::max: acc = std::max(acc, v); break;
+      case ReduceOp::prod: acc *= v; break;
+      case ReduceOp::sum:
+      case ReduceOp::avg: acc += v; break;
+    }
   }
   return acc;
 }

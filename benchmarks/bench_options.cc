@@ -2,6 +2,7 @@
 #include "bench_options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <iterator>
 #include <limits>
@@ -46,9 +47,10 @@ Timing (per row):
   128 KiB or more still start 64 bytes into a page, where glibc's mmap put them.
 
 nccl-tests' flags:
-  -b, -e, -f, -n, -w, -c, -d, -o, -r mean what they mean there. -N, -S and -R do not:
-  nccl-tests' -N is its run cycles, -S its timestamps, -R its buffer registration. There is
-  no -g, -t, -a, -m or -z: one rank per process, a GPU each.
+  -b, -e, -f, -n and -w mean what they mean there. -d, -o and -r take one value (there also
+  'all'), and -c takes 0 or 1 (there, a number of checked calls). -F, -N, -S and -R are
+  synk-bench's own: nccl-tests' -N is its run cycles, -S its timestamps, -R its buffer
+  registration. There is no -g, -t, -a, -m or -z: one rank per process, a GPU each.
 
 Baseline:
   mpi(us) is the raw MPI call with the same arguments on the same communicator
@@ -220,7 +222,8 @@ void add_size_options(CLI::App& app, Options& o, RawOptions& raw) {
                  "More untimed calls per side after the warmup, as many as fit in 0.25 s a side: "
                  "the shm backend measures its two ways of large calls (single copy or slots) in "
                  "calls 65-128 of each size and keeps the faster (0: none, so that the table "
-                 "shows what that costs)")
+                 "shows what that costs). With -w 0 the previous row's time sizes them, and the "
+                 "first row gets none")
       ->type_name("SETTLE")
       ->capture_default_str();
 }
@@ -449,7 +452,9 @@ Options parse_options(int argc, char** argv) {
 }
 
 void check_against_ranks(const Options& o, int nranks) {
-  if (o.root >= nranks) {
+  // A root matters only to the collectives that have one (nccl-tests ignores it elsewhere).
+  const bool rooted = std::any_of(o.colls.begin(), o.colls.end(), has_root);
+  if (rooted && o.root >= nranks) {
     throw UsageError("-r " + std::to_string(o.root) + ": ROOT is out of range for " +
                      std::to_string(nranks) + " ranks (valid: 0.." + std::to_string(nranks - 1) +
                      ")");

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -159,6 +160,30 @@ const char* thread_level_name() {
   }
 }
 
+// "# cpu: <model>, 2 CPUs online, load average 0.52 at the start", and a note where the node's
+// ranks outnumber its CPUs: what decides the figures, written down beside them.
+std::string host_lines(const Communicator& comm) {
+  std::string model = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    if (const auto colon = line.find(':'); colon != std::string::npos) {
+      model = line.substr(std::min(colon + 2, line.size()));
+    }
+    break;
+  }
+  std::string load = "unknown";
+  std::ifstream("/proc/loadavg") >> load;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  std::string text = "# cpu: " + model + ", " + std::to_string(cpus) +
+                     " CPUs online, load average " + load + " at the start\n";
+  if (cpus > 0 && comm.local_size() > cpus) {
+    text += "# note: " + std::to_string(comm.local_size()) + " ranks share this node's " +
+            std::to_string(cpus) + " CPUs: a rank waits for a core, and the times show it\n";
+  }
+  return text;
+}
+
 void print_header(const World& w, const Options& o, Communicator& comm, int argc, char** argv) {
   struct RankInfo {
     int pid;
@@ -177,6 +202,7 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
   std::snprintf(buf, sizeof buf, "# ranks %d, nodes %d, host %s\n", w.size, comm.num_nodes(),
                 all[0].host);
   text += buf;
+  text += host_lines(comm);
   text += "# command: " + command_line(argc, argv) + "\n";
   std::snprintf(buf, sizeof buf,
                 "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d settle iters: %d "
@@ -245,7 +271,8 @@ Timing time_row(Bench& b, const CallArgs& a, const Options& o, double predicted_
     double total = 0;  // the calls only, not the rewrites between them
     for (int i = 0; i < calls; ++i) {
       refill_input(a, rank, static_cast<unsigned char>(i % 2 ? 0x3c : 0x3d));
-      if (synk_side) b.inputs_written(a);
+      // The device copies serve synk's side and a raw NCCL baseline alike.
+      if (synk_side || b.raw) b.inputs_written(a);
       // Every rank starts the call once all have rewritten their input: a broadcast's or a
       // scatter's readers, who rewrite nothing, timed the root's rewrite inside their call.
       MPI_Barrier(MPI_COMM_WORLD);
@@ -502,14 +529,23 @@ std::uint64_t run_coll(const World& w, const Options& o, Coll coll, std::vector<
   const Handoff handoff_before = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
   print_table_head(w, o, coll, send.get(), recv.get(), handoff_before);
   std::uint64_t total_wrong = 0;
+  std::size_t rows_made = 0, largest_skipped = 0;
   for (std::size_t s : size_steps(o)) {
     const CallArgs a{coll,       make_layout(coll, s, o.dtype, w.size), o.dtype, o.op, o.root,
                      send.get(), recv.get(),  o.nonblocking, o.in_place};
-    if (a.layout.count == 0) continue;
+    if (a.layout.count == 0) {
+      largest_skipped = s;
+      continue;
+    }
     for (Bench& b : benches) {
       rows.push_back(run_row(w, o, b, a));
       total_wrong += rows.back().wrong.value_or(0);
+      ++rows_made;
     }
+  }
+  if (w.root() && rows_made > 0 && largest_skipped > 0) {  // (no row at all: the foot says so)
+    out("# note: sizes up to " + std::to_string(largest_skipped) + " B are under one " +
+        to_string(o.dtype) + " per rank: no row for them\n");
   }
   const Handoff handoff_after = shm ? probe_handoff(MPI_COMM_WORLD) : Handoff{};
   total_wrong += (handoff_before.wrong ? 1 : 0) + (handoff_after.wrong ? 1 : 0);
@@ -601,11 +637,17 @@ std::vector<Bench> make_benches(const Options& o, std::vector<std::string>& note
   return benches;
 }
 
-// Rank 0 checks that the --json file can be written, before any time is spent.
+// Rank 0 checks that the --json file can be written, before any time is spent; an existing file
+// stays as it is until the rows replace it (a run stopped by Ctrl-C left it empty).
 void check_json_file(const World& w, const Options& o) {
   if (o.json_file.empty()) return;
   int ok = 1;
-  if (w.root()) ok = std::ofstream(o.json_file, std::ios::trunc).good() ? 1 : 0;
+  if (w.root()) {
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(o.json_file, ec);
+    ok = std::ofstream(o.json_file, std::ios::app).good() ? 1 : 0;
+    if (ok && !existed) std::filesystem::remove(o.json_file, ec);
+  }
   MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!ok) throw UsageError("--json: cannot write '" + o.json_file + "'");
 }

@@ -71,13 +71,34 @@ TEST(BenchCheck, ASumOrMinMaxFromTheWrongPlaceOrRanksIsWrong) {
       SCOPED_TRACE("n " + std::to_string(n) + ", op " + std::to_string(static_cast<int>(op)));
       EXPECT_EQ(wrong_in(Coll::allreduce, op, count, n, 0, right), 0u);
       EXPECT_GT(wrong_in(Coll::allreduce, op, count, n, 0, shifted), count / 4);
-      if (op != ReduceOp::prod) {  // prod: one rank an element counts, the others give 1
-        EXPECT_GT(wrong_in(Coll::allreduce, op, count, n, 0, lost), count / 16);
-      }
+      EXPECT_GT(wrong_in(Coll::allreduce, op, count, n, 0, lost), count / 16);
       // reduce_scatter: rank 1 handed rank 0's block.
       std::vector<float> block0(right.begin(), right.begin() + static_cast<long>(block));
       EXPECT_EQ(wrong_in(Coll::reduce_scatter, op, count, n, 0, block0), 0u);
       EXPECT_GT(wrong_in(Coll::reduce_scatter, op, count, n, 1, block0), block / 4);
+    }
+  }
+}
+
+// Another reduction in place of the one asked for: a prod computed as max (each element's
+// product came from one rank, the others giving 1, so max equalled it), a min that gives 0 at 64
+// ranks (nearly every min of 64 values of 0..15 was 0), a max computed as sum.
+TEST(BenchCheck, AnotherReductionIsWrongAtAnyNumberOfRanks) {
+  struct Case {
+    ReduceOp asked, computed;
+  };
+  for (int n : {2, 3, 8, 64}) {
+    for (Case c : {Case{ReduceOp::prod, ReduceOp::max}, Case{ReduceOp::max, ReduceOp::sum},
+                   Case{ReduceOp::min, ReduceOp::prod}, Case{ReduceOp::sum, ReduceOp::max}}) {
+      const std::size_t count = 64 * static_cast<std::size_t>(n);
+      const auto in = inputs(Coll::allreduce, c.asked, count, n);
+      std::vector<int> all(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) all[static_cast<std::size_t>(r)] = r;
+      std::vector<float> other(count), zeros(count, 0.0f);
+      for (std::size_t j = 0; j < count; ++j) other[j] = reduced(in, all, c.computed, j);
+      SCOPED_TRACE("n " + std::to_string(n) + ", op " + std::to_string(static_cast<int>(c.asked)));
+      EXPECT_GT(wrong_in(Coll::allreduce, c.asked, count, n, 0, other), count / 4);
+      EXPECT_GT(wrong_in(Coll::allreduce, c.asked, count, n, 0, zeros), count / 2);
     }
   }
 }

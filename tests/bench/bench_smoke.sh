@@ -107,6 +107,14 @@ grep -q "synk-bench: no row measured" "$work/bad.txt" || { cat "$work/bad.txt"; 
 # rows that fit in the caches get no memory-bandwidth bound (it read "reached 167%" there)
 grep -q "^# allreduce (shm): no memory-bandwidth bound: the largest row (65536 B) is under" \
   "$work/offset.txt" || { echo "a bound for rows in the caches"; exit 1; }
+# a run refused after the --json check leaves an existing file as it was (it was emptied)
+echo '[1]' > "$work/keep.json"
+refused 1 allreduce -e 1T --json "$work/keep.json" -- "do not fit in the"
+[ "$(cat "$work/keep.json")" = "[1]" ] || { echo "--json emptied a file it did not write"; exit 1; }
+# -r names the root of the collectives that have one; the others ignore it, as nccl-tests does
+refused 2 broadcast -r 5 -- "-r 5: ROOT is out of range for 2 ranks"
+run -np 2 "$bench" allreduce -b 8 -e 8 -n 1 -w 0 -r 5 --backend mpi > "$work/root.txt"
+grep -q "#wrong total: 0" "$work/root.txt"
 refused 1 all -P 4100 -- "-P 4100: BYTES must be a multiple of 8 from 0 to 4095"
 refused 1 all -P -1 -- "-P -1: BYTES must be a multiple of 8 from 0 to 4095"
 
