@@ -5,11 +5,13 @@
 #include "key_value_bindings.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -53,19 +55,19 @@ py::dtype numpy_dtype(DataType t) {
   return py::dtype("uint8");
 }
 
-// A key's array as NumPy sees it, in synk's memory (valid during the Updater's call).
-py::array view(const KeyArray& k) {
-  return py::array(numpy_dtype(k.dtype), {static_cast<py::ssize_t>(k.count)}, {}, k.data,
-                   py::none());
+// A key's array as an array of the Updater's call, NumPy's own: a copy, so that nothing the
+// Python code keeps (a momentum buffer, an attribute, the traceback of what it raised) reaches
+// synk's memory after the call, which synk reuses or frees.
+py::array copy_of(const KeyArray& k) {
+  py::array a(numpy_dtype(k.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(k.count)});
+  if (k.count > 0) std::memcpy(a.mutable_data(), k.data, k.count * size_of(k.dtype));
+  return a;
 }
 
-// After an Updater call: an array of it that the Python code kept (a slice, a reshape, an
-// attribute) would read synk's memory after it was reused or freed (garbage, or a crash).
-void refuse_kept(const py::array& a, const char* name, const std::string& where) {
-  if (a.ref_count() <= 1) return;
-  throw Error(ErrorCode::InvalidUsage,
-              where + " kept a reference to " + name + ", a view of synk's memory that is valid "
-              "during the call only: keep a copy (" + name + ".copy()) instead");
+// The call's weights back into synk's: also where the call raised (the weights are then as
+// the Updater left them, key_value.h).
+void copy_back(const py::array& from, const KeyArray& k) {
+  if (k.count > 0) std::memcpy(k.data, from.data(), k.count * size_of(k.dtype));
 }
 
 // What a Python exception raised in synk's thread becomes: a synk error naming `where`, made
@@ -79,30 +81,32 @@ class PyUpdater : public Updater {
  public:
   void init(int key, KeyArray weights) override {
     py::gil_scoped_acquire hold;
-    const std::string where = "Updater.init of key " + std::to_string(key);
+    std::optional<py::array> w;
     try {
       const py::function f = py::get_override(static_cast<const Updater*>(this), "init");
       if (!f) return;
-      const py::array w = view(weights);
-      f(key, w);
-      refuse_kept(w, "weights", where);
+      w = copy_of(weights);
+      f(key, *w);
     } catch (py::error_already_set& e) {
-      rethrow_python(e, where);
+      if (w) copy_back(*w, weights);
+      rethrow_python(e, "Updater.init of key " + std::to_string(key));
     }
+    copy_back(*w, weights);
   }
   void update(int key, KeyArray grad, KeyArray weights) override {
     py::gil_scoped_acquire hold;
-    const std::string where = "Updater.update";  // KeyValue's error names the key
+    std::optional<py::array> w;
     try {
       const py::function f = py::get_override(static_cast<const Updater*>(this), "update");
       if (!f) throw Error(ErrorCode::InvalidUsage, "Updater: the subclass defines no update()");
-      const py::array g = view(grad), w = view(weights);
-      f(key, g, w);
-      refuse_kept(g, "grad", where);
-      refuse_kept(w, "weights", where);
+      const py::array g = copy_of(grad);
+      w = copy_of(weights);
+      f(key, g, *w);
     } catch (py::error_already_set& e) {
-      rethrow_python(e, where);
+      if (w) copy_back(*w, weights);
+      rethrow_python(e, "Updater.update");  // KeyValue's error names the key
     }
+    copy_back(*w, weights);
   }
 };
 

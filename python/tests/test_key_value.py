@@ -147,15 +147,19 @@ class Failing(synk.Updater):
 
 
 class Keeping(synk.Updater):
+    """Keeps its arrays, and raises: they are its own, so they stay readable after the
+    KeyValue is gone (they were views of synk's memory, freed with it)."""
+    kept = []
+
     def update(self, key, grad, weights):
         weights += grad
-        self.last_grad = grad  # a view of synk's memory, kept past the call
+        Keeping.kept += [grad, weights]
+        raise RuntimeError("kept them")
 
 
 @pytest.mark.parametrize("updater, words", [
     (Failing, "no update today"),
-    (Keeping, "kept a reference to grad, a view of synk's memory that is valid during the call "
-              "only: keep a copy (grad.copy()) instead")])
+    (Keeping, "kept them")])
 def test_an_updater_that_raises_fails_every_rank(comm, updater, words):
     kv = synk.KeyValue(comm, updater())
     kv.init_key(1, np.ones(2))
@@ -172,6 +176,9 @@ def test_an_updater_that_raises_fails_every_rank(comm, updater, words):
     if not owner:
         assert isinstance(got.value, synk.Remote)
     del kv  # the destructor waits for every rank, without raising
+    if Keeping.kept:  # the owner's: grad (the sum of ones) and weights (1 + grad)
+        np.testing.assert_array_equal(Keeping.kept[0], [comm.size] * 2)
+        np.testing.assert_array_equal(Keeping.kept[1], [comm.size + 1] * 2)
 
 
 def test_a_second_pull_before_pull_wait(comm):
