@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "arrays.h"
+#include "no_gil.h"
 #include "errors.h"
 #include "made_only.h"
 #include "synk/communicator.h"
@@ -116,7 +117,7 @@ PyObject* reduce_now(PyObject* self, const Arguments& got) {
     res = read_only_scratch(a, "all_reduce", dtype, scratch, out_error);
   }
   {
-    py::gil_scoped_release gil;
+    const NoGil released;
     c.all_reduce(in.data, res.data, in.count, in.dtype, op);
   }
   if (out_error) throw *out_error;

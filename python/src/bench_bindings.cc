@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "arrays.h"
+#include "no_gil.h"
 #include "made_only.h"
 #include "synk/communicator.h"
 
@@ -20,7 +21,7 @@ void add_bench(py::module_& m) {
         const Buffer res = as_buffer(out, "out", true);
         check_same_shape(in, res, "_time_all_reduce");
         if (calls < 1) invalid("calls must be at least 1");
-        py::gil_scoped_release gil;
+        const NoGil released;
         c.barrier();
         const auto start = std::chrono::steady_clock::now();
         for (int i = 0; i < calls; ++i) c.all_reduce(in.data, res.data, in.count, in.dtype, ReduceOp::sum);

@@ -14,6 +14,7 @@
 
 #include "all_reduce_fast.h"
 #include "arrays.h"
+#include "no_gil.h"
 #include "made_only.h"
 #include "synk/agreement.h"
 #include "synk/communicator.h"
@@ -24,7 +25,6 @@ namespace synk::python {
 namespace {
 
 using Array = std::optional<py::array>;
-using NoGil = py::gil_scoped_release;  // `NoGil released;`: the GIL is free in its scope
 
 // MPI_Comm of an mpi4py communicator (Open MPI's is a pointer; mpi4py gives it as an int).
 // Another type is a TypeError (without importing mpi4py, which need not be there for it).
@@ -560,9 +560,16 @@ class PyRequest {
       : request_(std::move(r)), call_(std::move(call)), comm_(std::move(comm)) {}
   PyRequest(PyRequest&&) = default;
   // A request dropped before its call ended waits for it (the arrays must outlive the call),
-  // without the GIL, as wait() does.
+  // without the GIL, as wait() does. One that ended (waited for, or its moved-from temporary)
+  // keeps the GIL: a destructor that retakes it may end a daemon thread at exit (no_gil.h),
+  // and a destructor cannot let that through.
   ~PyRequest() {
-    py::gil_scoped_release gil;
+    try {
+      if (!request_.active() || request_.test()) return;
+    } catch (...) {
+      return;  // it ended in an error, which only wait() raises
+    }
+    const NoGil released;
     Request done = std::move(request_);
   }
   py::object wait() {

@@ -18,6 +18,7 @@
 #include <pybind11/numpy.h>
 
 #include "arrays.h"
+#include "no_gil.h"
 #include "made_only.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
@@ -26,7 +27,6 @@
 namespace synk::python {
 namespace {
 
-using NoGil = py::gil_scoped_release;  // `NoGil released;`: the GIL is free in its scope
 
 // A key's updates add (or apply the key's op to) its values, which a bool array's bytes cannot
 // hold: the collectives take bool arrays, a KeyValue does not.

@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include "arrays.h"
+#include "no_gil.h"
 #include "made_only.h"
 #include "synk/communicator.h"
 #include "synk/data.h"
@@ -23,7 +24,6 @@
 namespace synk::python {
 namespace {
 
-using NoGil = py::gil_scoped_release;  // `NoGil released;`: the GIL is free in its scope
 using detail::DataStore;
 
 std::unique_ptr<DataStore> make_store(const Communicator& comm, std::vector<std::size_t> shape,

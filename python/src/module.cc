@@ -7,10 +7,13 @@
 #include "errors.h"
 #include "key_value_bindings.h"
 #include "model_bindings.h"
+#include "no_gil.h"
 
 PYBIND11_MODULE(_synk, m) {
   m.doc() = "synk's collectives on NumPy arrays (the C++ library libsynk, bound with pybind11)";
   m.attr("__version__") = SYNK_VERSION_TEXT;
+  const pybind11::object main_thread = pybind11::module_::import("threading").attr("main_thread")();
+  synk::python::main_thread_ident = main_thread.attr("ident").cast<unsigned long>();
   synk::python::find_array_types();
   synk::python::add_errors(m);
   synk::python::add_communicator(m);
