@@ -114,7 +114,8 @@ def test_split(comm):
     members = half.all_gather(np.array([comm.rank], dtype=np.int32))[:, 0]
     assert list(members) == sorted([r for r in range(comm.size) if r % 2 == comm.rank % 2],
                                    reverse=True)
-    assert comm.local_rank == comm.rank and comm.node == 0 and comm.num_nodes == 1
+    if comm.num_nodes == 1:  # (SYNK_SIMULATE_NODES makes more of one host)
+        assert comm.local_rank == comm.rank and comm.node == 0
     assert comm.backend in ("shm", "mpi", "hier")
 
 
