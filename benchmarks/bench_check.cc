@@ -89,7 +89,7 @@ Owners owners_of(std::size_t j, int n, std::uint32_t seed) {
 // Small values, so that every result is exact in every dtype: sums of 0..3 (an int8 sum wraps
 // only past 42 ranks); min and max decided by one rank per element, the only one below 8 (min)
 // or at 8 or more (max), so that a wrong result shows at any number of ranks; prod of 2 or 3
-// from two ranks per element and 1 from the others (4 to 9, which no max or sum of them gives).
+// from two ranks per element and 1 from the others (4 to 9, which no max of them gives).
 long long reduce_input(ReduceOp op, int rank, std::size_t j, int n, std::uint32_t seed) {
   const Owners o = owners_of(j, n, seed);
   const std::uint32_t own = mix(j, rank, seed);

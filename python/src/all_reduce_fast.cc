@@ -116,10 +116,7 @@ PyObject* reduce_now(PyObject* self, const Arguments& got) {
   } else if (!a.writeable()) {
     res = read_only_scratch(a, "all_reduce", dtype, scratch, out_error);
   }
-  {
-    const NoGil released;
-    c.all_reduce(in.data, res.data, in.count, in.dtype, op);
-  }
+  without_gil([&] { c.all_reduce(in.data, res.data, in.count, in.dtype, op); });
   if (out_error) throw *out_error;
   PyObject* result = has_out ? got.out : got.a;
   Py_INCREF(result);

@@ -55,12 +55,10 @@ Communicator make_communicator(const py::object& comm, const std::string& backen
   options.backend = backend;
   if (comm.is_none()) {
     refuse_on_master_alone("synk.Communicator()", py::none());
-    NoGil released;
-    return Communicator(options);
+    return without_gil([&] { return Communicator(options); });
   }
   const MPI_Comm handle = handle_of(comm);
-  NoGil released;
-  return Communicator(handle, options);
+  return without_gil([&] { return Communicator(handle, options); });
 }
 
 // `out` checked against the shape and dtype the result has, or a new C-contiguous array of
@@ -109,11 +107,8 @@ std::optional<Error> failure_of(Checks&& checks) {
 // where it failed, the others a Remote naming `first` with its text (which travels only now).
 [[noreturn]] void fail_as_agreed(Communicator& c, const std::string& op, int first,
                                  const std::optional<Error>& mine) {
-  std::string text;
-  {
-    NoGil released;
-    text = text_from(c, first, mine ? mine->message() : std::string());
-  }
+  const std::string text =
+      without_gil([&] { return text_from(c, first, mine ? mine->message() : std::string()); });
   if (mine) throw *mine;
   throw Error(ErrorCode::Remote,
               op + ": rank " + std::to_string(first) + " rejected its arguments: " + text);
@@ -416,10 +411,7 @@ Call gatherv(Communicator& c, const py::array& a, int root, const Array& out,
   mine[gv_failed] = failed ? 1 : 0;
   const auto n = static_cast<std::size_t>(c.size());
   std::vector<std::int64_t> all(gv_fields * n);
-  {
-    NoGil released;
-    c.all_gather(mine, all.data(), gv_fields, DataType::int64);
-  }
+  without_gil([&] { c.all_gather(mine, all.data(), gv_fields, DataType::int64); });
   const auto at = [&](int r, GathervField f) {
     return all[gv_fields * static_cast<std::size_t>(r) + f];
   };
@@ -493,10 +485,7 @@ ScattervPlan agree_on_scatterv(Communicator& c, const py::array& a, Buffer& in, 
     mine[sv_root_ok] = fits && sum == in.shape[0] ? 1 : 0;
   }
   std::vector<std::int64_t> all(n * fields);
-  {
-    NoGil released;
-    c.all_gather(mine.data(), all.data(), fields, DataType::int64);
-  }
+  without_gil([&] { c.all_gather(mine.data(), all.data(), fields, DataType::int64); });
   const auto at = [&](int r, std::size_t f) {
     return all[static_cast<std::size_t>(r) * fields + f];
   };
@@ -560,30 +549,27 @@ class PyRequest {
       : request_(std::move(r)), call_(std::move(call)), comm_(std::move(comm)) {}
   PyRequest(PyRequest&&) = default;
   // A request dropped before its call ended waits for it (the arrays must outlive the call),
-  // without the GIL, as wait() does. One that ended (waited for, or its moved-from temporary)
-  // keeps the GIL: a destructor that retakes it may end a daemon thread at exit (no_gil.h),
-  // and a destructor cannot let that through.
+  // without the GIL, as wait() does, and says if it failed. One that ended well (wait() or
+  // test() saw it, or a started call's moved-from temporary) holds none and keeps the GIL: a
+  // destructor that retakes it may end a daemon thread at exit (no_gil.h).
   ~PyRequest() {
-    try {
-      if (!request_.active() || request_.test()) return;
-    } catch (...) {
-      return;  // it ended in an error, which only wait() raises
-    }
+    if (!request_.active()) return;
     const NoGil released;
     Request done = std::move(request_);
   }
   py::object wait() {
-    {
-      NoGil released;
-      request_.wait();
-    }
+    Request mine = request_;  // another thread may wait on it too, and end it first
+    without_gil([&] { mine.wait(); });
+    request_ = Request();  // ended well: the destructor has nothing to wait for
     raise_after(call_);
     return call_.result;
   }
   bool test() {
     const bool done = request_.test();
-    if (done) raise_after(call_);
-    return done;
+    if (!done) return false;
+    request_ = Request();  // ended well (a failure threw above)
+    raise_after(call_);
+    return true;
   }
 
  private:
@@ -593,20 +579,13 @@ class PyRequest {
 };
 
 py::object run(Communicator& c, const Call& call) {
-  {
-    NoGil released;
-    run_call(c, call);
-  }
+  without_gil([&] { run_call(c, call); });
   raise_after(call);
   return call.result;
 }
 
 PyRequest start(Communicator& c, Call call) {
-  Request r;
-  {
-    NoGil released;
-    r = start_call(c, call);
-  }
+  Request r = without_gil([&] { return start_call(c, call); });
   return PyRequest(std::move(r), std::move(call), py::cast(&c));
 }
 
@@ -659,13 +638,9 @@ void add_communicator(py::module_& m) {
       .def("split", [](const py::object& self, int color, int key) {
              refuse_on_master_alone("split", self);
              const Communicator& c = self.cast<const Communicator&>();
-             NoGil released;
-             return c.split(color, key);
+             return without_gil([&] { return c.split(color, key); });
            }, py::arg("color"), py::arg("key") = 0)
-      .def("barrier", [](Communicator& c) {
-             NoGil released;
-             c.barrier();
-           });
+      .def("barrier", [](Communicator& c) { without_gil([&] { c.barrier(); }); });
   const auto a = py::arg("a").noconvert();
   const auto out = py::arg("out") = py::none();
   const auto dtype = py::arg("dtype") = "";

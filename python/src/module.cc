@@ -14,6 +14,9 @@ PYBIND11_MODULE(_synk, m) {
   m.attr("__version__") = SYNK_VERSION_TEXT;
   const pybind11::object main_thread = pybind11::module_::import("threading").attr("main_thread")();
   synk::python::main_thread_ident = main_thread.attr("ident").cast<unsigned long>();
+  // In a child forked from another thread, that thread is the child's main one (synk/__init__.py
+  // calls this after a fork).
+  m.def("_note_main_thread", [] { synk::python::main_thread_ident = PyThread_get_thread_ident(); });
   synk::python::find_array_types();
   synk::python::add_errors(m);
   synk::python::add_communicator(m);

@@ -10,7 +10,10 @@
 #include <pythread.h>
 
 #include <chrono>
+#include <exception>
+#include <optional>
 #include <thread>
+#include <type_traits>
 
 namespace synk::python {
 
@@ -40,5 +43,38 @@ class NoGil {
  private:
   PyThreadState* state_;
 };
+
+// f() without the GIL; what it throws is rethrown once the GIL is back. A NoGil left by an
+// exception retakes the GIL while it unwinds, and where that ends the thread (a daemon thread
+// blocked for the GIL as the interpreter starts to finalize), its unwinding meets the exception
+// in flight: std::terminate. Here the GIL is retaken in the normal flow.
+template <class F>
+auto without_gil(F&& f) -> decltype(f()) {
+  using Result = decltype(f());
+  std::exception_ptr failed;
+  if constexpr (std::is_void_v<Result>) {
+    {
+      const NoGil released;
+      try {
+        f();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+    if (failed) std::rethrow_exception(failed);
+  } else {
+    std::optional<Result> result;
+    {
+      const NoGil released;
+      try {
+        result.emplace(f());
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+    if (failed) std::rethrow_exception(failed);
+    return std::move(*result);
+  }
+}
 
 }  // namespace synk::python

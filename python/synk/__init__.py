@@ -7,6 +7,8 @@
 
 Run under synkrun: build/bin/synkrun -np 2 python3 train.py
 """
+import os as _os
+
 from ._synk import (  # noqa: F401
     __version__,
     Communicator,
@@ -22,6 +24,7 @@ from ._synk import (  # noqa: F401
     Timeout,
     Remote,
 )
+from . import _synk
 from . import objects as _objects
 from ._model import world  # noqa: F401
 from .data import Data  # noqa: F401
@@ -30,6 +33,8 @@ from .function import Function, COLLECT_MODES  # noqa: F401
 from .distribute import distribute, close  # noqa: F401
 
 _objects.attach(Communicator)  # broadcast_object, all_gather_object, all_gatherv
+# The thread that forks is the child's main thread, which finalizes it (python/src/no_gil.h).
+_os.register_at_fork(after_in_child=_synk._note_main_thread)
 
 __all__ = [
     "Communicator",

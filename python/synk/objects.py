@@ -42,14 +42,21 @@ def all_gather_object(comm, obj):
             for r in range(comm.size)]
 
 
+_MAX_DIMS = 64  # NumPy's most
+
+
 def all_gatherv(comm, a):
-    """Every rank's rows of `a` (any number, one trailing shape and dtype), concatenated in rank
-    order along the first axis, on every rank: Horovod's allgather. A new array."""
+    """Every rank's rows of `a` (any number, one trailing size and dtype), concatenated in rank
+    order along the first axis, on every rank: Horovod's allgather. A new array, of rank 0's
+    trailing shape on every rank."""
     a = np.asarray(a)
     gathered = comm.gatherv(a, root=0)  # agrees rows, trailing size and dtype on every rank
-    rows = np.array([gathered.shape[0] if comm.rank == 0 else 0], np.int64)
-    comm.broadcast(rows, root=0)
-    out = gathered if comm.rank == 0 else np.empty((int(rows[0]),) + a.shape[1:], a.dtype)
+    shape = np.zeros(1 + _MAX_DIMS, np.int64)  # rank 0's: the number of axes, then each
+    if comm.rank == 0:
+        shape[0] = gathered.ndim
+        shape[1:1 + gathered.ndim] = gathered.shape
+    comm.broadcast(shape, root=0)
+    out = gathered if comm.rank == 0 else np.empty(tuple(shape[1:1 + shape[0]]), a.dtype)
     return comm.broadcast(out, root=0)
 
 

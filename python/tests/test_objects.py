@@ -66,3 +66,11 @@ def test_all_gatherv_of_other_trailing_shapes_fails_on_every_rank(comm):
     with pytest.raises(synk.InvalidArgument, match="gatherv: rank .* rows have"):
         comm.all_gatherv(a)
     comm.barrier()
+
+
+def test_all_gatherv_gives_rank_0s_trailing_shape_everywhere(comm):
+    """gatherv agrees on the elements of a row: (2, 3) rows on rank 0, (6,) rows elsewhere."""
+    mine = np.full((1, 2, 3) if comm.rank == 0 else (1, 6), comm.rank, np.float32)
+    got = comm.all_gatherv(mine)
+    assert got.shape == (comm.size, 2, 3)
+    np.testing.assert_array_equal(got[:, 0, 0], np.arange(comm.size))

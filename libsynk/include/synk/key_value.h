@@ -10,7 +10,7 @@
 // a reduce and a broadcast.
 //
 // Where the work runs: a thread of the KeyValue runs the cycles (so they overlap the caller's
-// work), and the pull callbacks and Updater calls run on it. But where the cycles make MPI calls
+// work), and the pull callbacks and Updater updates run on it (Updater::init runs in init_key). But where the cycles make MPI calls
 // (the mpi and hier backends, SYNK_CHECK_CALLS) and MPI was initialized below
 // MPI_THREAD_MULTIPLE (so no two threads may call it), they run on the caller's thread inside
 // pull_wait and close, with no overlap: there a rank must not wait in a collective of its own

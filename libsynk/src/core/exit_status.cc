@@ -1,6 +1,8 @@
 // See exit_status.h.
 #include "core/exit_status.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -9,13 +11,13 @@ namespace synk::detail {
 
 namespace {
 
-std::atomic<bool> failed{false};
+std::atomic<pid_t> failed_in{0};  // the process that found the error (not a child forked since)
 
 // Registered as libsynk loads, so it runs after the exit handlers registered since (they run
 // in the reverse order of registration): the program's own, the timeline's flush, synk's
 // MPI_Finalize. Only the status is changed; what they did stands.
 void exit_failed(int status, void*) {
-  if (status != 0 || !failed.load()) return;
+  if (status != 0 || failed_in.load() != getpid()) return;
   std::fflush(nullptr);  // _Exit skips the flush exit would have made
   std::_Exit(1);
 }
@@ -28,6 +30,6 @@ void exit_failed(int status, void*) {
 
 }  // namespace
 
-void fail_exit_status() noexcept { failed.store(true); }
+void fail_exit_status() noexcept { failed_in.store(getpid()); }
 
 }  // namespace synk::detail

@@ -39,12 +39,19 @@ void check_received(const MPI_Status& status, MPI_Datatype t, std::size_t due, c
 int as_int(std::size_t n) { return static_cast<int>(n); }  // callers chunk to <= INT_MAX first
 
 // Requests still pending when a call fails are cancelled and completed before the error reaches
-// the caller, so that no receive writes into (and no send reads from) a buffer it has freed.
+// the caller, so that no receive writes into (and no send reads from) a buffer it has freed. A
+// send MPI cannot cancel (Open MPI's may not) completes only when its peer receives: after a
+// second it is let go (freed, to complete on its own) rather than waited for without end.
 void cancel_pending(std::vector<MPI_Request>& reqs) noexcept {
+  const double give_up_at = MPI_Wtime() + 1.0;
   for (MPI_Request& r : reqs) {
     if (r == MPI_REQUEST_NULL) continue;
     MPI_Cancel(&r);
-    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    int done = 0;
+    while (MPI_Test(&r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           MPI_Wtime() < give_up_at) {
+    }
+    if (!done && r != MPI_REQUEST_NULL) MPI_Request_free(&r);
   }
 }
 

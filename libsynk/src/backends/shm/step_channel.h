@@ -154,8 +154,8 @@ class StepChannel {
   void report_at_close(const char* what);  // an error found in the destructor
   bool peer_ends_soon(int peer) const;  // within kClosedPeerExitGrace
   bool peer_moved_on(int peer, std::uint64_t& seen) const;
-  // A peer other than `waited` that died before posting the step this rank has posted: the
-  // call can never end, and the rank waited for may be waiting for it.
+  // A peer other than `waited` that died, or closed the group, before posting the step this
+  // rank has posted: the call can never end, and the rank waited for may be waiting for it.
   void throw_if_a_lagging_peer_died(int waited);
   std::string describe_call(int peer, std::uint64_t step) const;
 

@@ -405,7 +405,10 @@ void StepChannel::throw_if_a_lagging_peer_died(int waited) {
   for (int q = 0; q < cfg_.size; ++q) {
     if (q == cfg_.rank || q == waited) continue;
     const std::uint64_t posted = call_of(blocks_, q, seq_).step.load(std::memory_order_acquire);
-    if (posted < seq_ && !peer_alive(q)) throw_died(q);
+    if (posted >= seq_) continue;
+    // Closed first, as in wait_until: one that closed and then ended exited, it did not die.
+    if (block_at(blocks_, q).closed.load(std::memory_order_acquire) != 0) throw_closed(q);
+    if (!peer_alive(q)) throw_died(q);
   }
 }
 
