@@ -10,17 +10,17 @@
 // a reduce and a broadcast.
 //
 // Where the work runs: a thread of the KeyValue runs the cycles (so they overlap the caller's
-// work), and the pull callbacks and Updater updates run on it (Updater::init runs in init_key). But where the cycles make MPI calls
-// (the mpi and hier backends, SYNK_CHECK_CALLS) and MPI was initialized below
-// MPI_THREAD_MULTIPLE (so no two threads may call it), they run on the caller's thread inside
-// pull_wait and close, with no overlap: there a rank must not wait in a collective of its own
-// for a rank that waits in pull_wait (the first never pushes, the second waits for it). With
-// one rank a push is reduced in push itself. The Updater's calls (init, update) and the pull
-// callbacks run one at a time, whichever threads run them; a callback the KeyValue runs that
-// throws is logged (an Updater that throws fails the KeyValue on every rank). A pull whose
-// result is there already runs its callback itself, on the caller's thread (once no other
-// callback or update runs), and rethrows what it throws. A callback may push and pull, but not wait
-// (pull_wait, close: InvalidUsage).
+// work), and the pull callbacks and Updater updates run on it (Updater::init runs in init_key). But
+// where the cycles make MPI calls (the mpi and hier backends, SYNK_CHECK_CALLS) and MPI was
+// initialized below MPI_THREAD_MULTIPLE (so no two threads may call it), they run on the caller's
+// thread inside pull_wait and close, with no overlap: there a rank must not wait in a collective of
+// its own for a rank that waits in pull_wait (the first never pushes, the second waits for it).
+// With one rank a push is reduced in push itself. The Updater's calls (init, update) and the pull
+// callbacks run one at a time, whichever threads run them; a callback the KeyValue runs that throws
+// is logged (an Updater that throws fails the KeyValue on every rank). A pull whose result is there
+// already runs its callback itself, on the caller's thread (once no other callback or update runs),
+// and rethrows what it throws. A callback may push and pull, but not wait (pull_wait, close:
+// InvalidUsage).
 #pragma once
 
 #include <cstddef>
