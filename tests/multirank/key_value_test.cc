@@ -231,6 +231,29 @@ TEST(KeyValue, AnUpdatersInitWaitsForItsUpdate) {
   expect_sums(1, out);
 }
 
+// An Updater's init that waits for a pull would wait under the lock its own key's updates
+// need: refused, as in a pull callback.
+class WaitsInInit : public synk::Updater {
+ public:
+  void init(int key, synk::KeyArray) override { said = error_of([&] { kv->pull_wait(key); }); }
+  void update(int, synk::KeyArray, synk::KeyArray) override {}
+  KeyValue* kv = nullptr;
+  std::string said;
+};
+
+TEST(KeyValue, AnUpdatersInitMayNotWait) {
+  auto updater = std::make_shared<WaitsInInit>();
+  KeyValue kv(world(), {updater});
+  updater->kv = &kv;
+  std::vector<float> w(4);
+  kv.init_key(0, w.size(), DataType::float32, ReduceOp::sum, w.data());
+  if (world().rank() != kv.owner(0)) return;
+  EXPECT_NE(updater->said.find("KeyValue::pull_wait(key 0): called from a pull callback or an "
+                               "Updater call"),
+            std::string::npos)
+      << updater->said;
+}
+
 // Callbacks that throw, a std::exception or anything else, are logged on the KeyValue's thread:
 // the other callbacks run, pull_wait returns, and the next step works.
 TEST(KeyValue, CallbacksThatThrowAreLoggedAndTheOthersRun) {

@@ -19,8 +19,8 @@
 // callbacks run one at a time, whichever threads run them; a callback the KeyValue runs that throws
 // is logged (an Updater that throws fails the KeyValue on every rank). A pull whose result is there
 // already runs its callback itself, on the caller's thread (once no other callback or update runs),
-// and rethrows what it throws. A callback may push and pull, but not wait (pull_wait, close:
-// InvalidUsage).
+// and rethrows what it throws. A callback or an Updater call may push and pull, but not wait
+// (pull_wait, close: InvalidUsage).
 #pragma once
 
 #include <cstddef>

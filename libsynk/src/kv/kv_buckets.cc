@@ -139,8 +139,10 @@ void KvEngine::trace_ready(const std::vector<ReadyKey>& ready,
 std::exception_ptr KvEngine::update_on_owner(KeySlot& k, void* reduced) {
   try {
     std::lock_guard turn(cycle_m_);  // the user's code, one call at a time
-    updater_->update(k.key, KeyArray{reduced, k.count, k.dtype},
-                     KeyArray{k.weights.data(), k.count, k.dtype});
+    run_user_code(this, [&] {
+      updater_->update(k.key, KeyArray{reduced, k.count, k.dtype},
+                       KeyArray{k.weights.data(), k.count, k.dtype});
+    });
   } catch (const std::exception& e) {
     // A synk error (a Python Updater's exception among them) without its "synk Code: ".
     const auto* synk_error = dynamic_cast<const Error*>(&e);
@@ -216,7 +218,7 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
   std::unique_lock turn(cycle_m_);  // the user's code, one call at a time
   for (auto& [k, callback] : callbacks) {
     try {
-      run_pull_callback(this, callback);
+      run_user_code(this, callback);
     } catch (const std::exception& e) {
       SYNK_LOG_AT(error, "KeyValue: the pull callback of " << key_text(k->key)
                                                            << " threw: " << e.what());

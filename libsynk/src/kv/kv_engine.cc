@@ -26,8 +26,8 @@ namespace synk::detail {
 
 namespace {
 
-// The engines whose pull callbacks run on this thread's stack (another engine's waits are
-// free: it delivers on its own thread).
+// The engines whose pull callbacks or Updater calls run on this thread's stack (another
+// engine's waits are free: it delivers on its own thread).
 thread_local std::vector<const KvEngine*> delivering_here;
 
 // InvalidUsage for a wait on `engine` made from one of its own pull callbacks (the message is
@@ -40,9 +40,9 @@ void refuse_in_callback(const KvEngine* engine, const char* call, std::optional<
   if (!delivering_on_this_thread(engine)) return;
   const std::string what = key ? std::string(call) + "(" + key_text(*key) + ")" : call;
   throw Error(ErrorCode::InvalidUsage,
-              "KeyValue::" + what + ": called from a pull callback, which runs where the "
-              "results are delivered: it would wait for itself. A callback may push and pull, "
-              "not wait (pull_wait, close)");
+              "KeyValue::" + what + ": called from a pull callback or an Updater call, which "
+              "run where the results are made and delivered: it would wait for itself. They "
+              "may push and pull, not wait (pull_wait, close)");
 }
 
 constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
@@ -65,10 +65,10 @@ KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, do
 
 }  // namespace
 
-void run_pull_callback(const KvEngine* engine, const std::function<void()>& callback) {
+void run_user_code(const KvEngine* engine, const std::function<void()>& code) {
   delivering_here.push_back(engine);
   try {
-    callback();
+    code();
   } catch (...) {
     delivering_here.pop_back();
     throw;
@@ -232,7 +232,8 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   // alone, and the slots stay the same on every rank.
   if (updater_ && rank == added->owner) {
     std::lock_guard turn(cycle_m_);  // not while the engine's thread runs an update
-    updater_->init(key, KeyArray{added->weights.data(), count, dtype});
+    run_user_code(this,
+                  [&] { updater_->init(key, KeyArray{added->weights.data(), count, dtype}); });
   }
 }
 
@@ -303,7 +304,7 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
   try {
     if (run) {
       std::lock_guard turn(cycle_m_);  // not while the engine's thread runs a callback
-      run_pull_callback(this, run);
+      run_user_code(this, run);
     }
   } catch (...) {
     thrown = std::current_exception();

@@ -76,10 +76,11 @@ struct KeySlot {
   std::function<void()> callback;
 };
 
-// Runs a pull callback: while it runs, pull_wait and close on its thread are refused (they
-// would wait for the very delivery the callback is part of, forever).
+// Runs the user's code (a pull callback, an Updater call): while it runs, pull_wait and close on
+// its thread are refused (they would wait for the very delivery, or the update, it is part of,
+// forever).
 class KvEngine;
-void run_pull_callback(const KvEngine* engine, const std::function<void()>& callback);
+void run_user_code(const KvEngine* engine, const std::function<void()>& code);
 
 class KvEngine {
  public:
