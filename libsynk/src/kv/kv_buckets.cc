@@ -138,8 +138,7 @@ void KvEngine::trace_ready(const std::vector<ReadyKey>& ready,
 // Returns what the Updater threw, if it did (the weights are then as the Updater left them).
 std::exception_ptr KvEngine::update_on_owner(KeySlot& k, void* reduced) {
   try {
-    std::lock_guard turn(cycle_m_);  // the user's code, one call at a time
-    run_user_code(this, [&] {
+    run_user_code([&] {
       updater_->update(k.key, KeyArray{reduced, k.count, k.dtype},
                        KeyArray{k.weights.data(), k.count, k.dtype});
     });
@@ -215,10 +214,9 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
     if (wake) done_.notify_all();
     return;
   }
-  std::unique_lock turn(cycle_m_);  // the user's code, one call at a time
   for (auto& [k, callback] : callbacks) {
     try {
-      run_user_code(this, callback);
+      run_user_code(callback);
     } catch (const std::exception& e) {
       SYNK_LOG_AT(error, "KeyValue: the pull callback of " << key_text(k->key)
                                                            << " threw: " << e.what());
@@ -227,7 +225,6 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
                              << key_text(k->key) << " threw something not a std::exception");
     }
   }
-  turn.unlock();
   {
     std::lock_guard lk(m_);
     for (auto& [k, callback] : callbacks) {

@@ -65,8 +65,9 @@ KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, do
 
 }  // namespace
 
-void run_user_code(const KvEngine* engine, const std::function<void()>& code) {
-  delivering_here.push_back(engine);
+void KvEngine::run_user_code(const std::function<void()>& code) {
+  const std::lock_guard turn(cycle_m_);
+  delivering_here.push_back(this);
   try {
     code();
   } catch (...) {
@@ -231,9 +232,7 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   // After the slot exists on every rank: an init that throws fails this call on the owner
   // alone, and the slots stay the same on every rank.
   if (updater_ && rank == added->owner) {
-    std::lock_guard turn(cycle_m_);  // not while the engine's thread runs an update
-    run_user_code(this,
-                  [&] { updater_->init(key, KeyArray{added->weights.data(), count, dtype}); });
+    run_user_code([&] { updater_->init(key, KeyArray{added->weights.data(), count, dtype}); });
   }
 }
 
@@ -302,10 +301,7 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
   lk.unlock();
   std::exception_ptr thrown;
   try {
-    if (run) {
-      std::lock_guard turn(cycle_m_);  // not while the engine's thread runs a callback
-      run_user_code(this, run);
-    }
+    if (run) run_user_code(run);
   } catch (...) {
     thrown = std::current_exception();
   }

@@ -76,12 +76,6 @@ struct KeySlot {
   std::function<void()> callback;
 };
 
-// Runs the user's code (a pull callback, an Updater call): while it runs, pull_wait and close on
-// its thread are refused (they would wait for the very delivery, or the update, it is part of,
-// forever).
-class KvEngine;
-void run_user_code(const KvEngine* engine, const std::function<void()>& code);
-
 class KvEngine {
  public:
   KvEngine(Communicator& comm, KeyValueOptions options);
@@ -122,6 +116,10 @@ class KvEngine {
   void agree_on_update(const std::exception_ptr& failed);
   void deliver(const std::vector<KeySlot*>& keys, const std::vector<const void*>& srcs);
   void trace_ready(const std::vector<ReadyKey>& ready, const std::vector<KeySlot*>& by_slot);
+  // Runs the user's code (a pull callback, an Updater call) under cycle_m_, one call at a time
+  // on whichever thread; while it runs, pull_wait and close on its thread are refused (they
+  // would wait for the very delivery, or the update, it is part of, forever).
+  void run_user_code(const std::function<void()>& code);
   void fail(std::exception_ptr error);
   void throw_if_failed_locked();
   int choose_owner(std::size_t bytes);
