@@ -90,9 +90,8 @@ Owners owners_of(std::size_t j, int n, std::uint32_t seed) {
 // only past 42 ranks); min and max decided by one rank per element, the only one below 8 (min)
 // or at 8 or more (max), so that a wrong result shows at any number of ranks; prod of 2 or 3
 // from two ranks per element and 1 from the others (4 to 9, which no max of them gives).
-long long reduce_input(ReduceOp op, int rank, std::size_t j, int n, std::uint32_t seed) {
-  const Owners o = owners_of(j, n, seed);
-  const std::uint32_t own = mix(j, rank, seed);
+// `own` is the rank's word of the element, mix(j, rank, seed).
+long long input_of(ReduceOp op, int rank, const Owners& o, std::uint32_t own) {
   switch (op) {
     case ReduceOp::prod:
       return rank == o.first || rank == o.second ? 2 + (own & 1) : 1;
@@ -107,11 +106,16 @@ long long reduce_input(ReduceOp op, int rank, std::size_t j, int n, std::uint32_
   return 0;
 }
 
-// The reduction over ranks 0..n-1 of reduce_input(op, r, j, n, seed).
+long long reduce_input(ReduceOp op, int rank, std::size_t j, int n, std::uint32_t seed) {
+  return input_of(op, rank, owners_of(j, n, seed), mix(j, rank, seed));
+}
+
+// The reduction over ranks 0..n-1 of reduce_input(op, r, j, n, seed) (the owners found once).
 long long reduce_result(ReduceOp op, std::size_t j, int n, std::uint32_t seed) {
-  long long acc = reduce_input(op, 0, j, n, seed);
+  const Owners o = owners_of(j, n, seed);
+  long long acc = input_of(op, 0, o, mix(j, 0, seed));
   for (int r = 1; r < n; ++r) {
-    const long long v = reduce_input(op, r, j, n, seed);
+    const long long v = input_of(op, r, o, mix(j, r, seed));
     switch (op) {
       case ReduceOp::min: acc = std::min(acc, v); break;
       case ReduceOp::max: acc = std::max(acc, v); break;
