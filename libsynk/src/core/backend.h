@@ -109,7 +109,7 @@ const char* to_string(BackendKind k);
 // What SYNK_BACKEND and CommOptions::backend take: "auto" or a backend's name (hier is what
 // auto makes across nodes, not asked for by name).
 inline constexpr std::string_view kBackendChoices[] = {"auto", "mpi", "shm", "nccl"};
-// "auto, mpi, shm or nccl", for messages.
+// "auto, mpi, shm or nccl", and how to get hier, for messages.
 std::string backend_choices_text();
 
 class Backend {

@@ -78,16 +78,25 @@ std::string one_of(const Value& v, std::initializer_list<std::string_view> names
 
 }  // namespace env
 
+namespace {
+
+// Names in any case, as NCCL_DEBUG=INFO is written: a setting that ended the job was too harsh.
+void lower_case(std::string& text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+}
+
+}  // namespace
+
 Settings Settings::parse(const EnvGetter& get) {
   using namespace env;
   Settings s;
   const auto var = [&](const char* name) { return read(get, name); };
-  if (const auto v = var("SYNK_BACKEND")) {
+  if (auto v = var("SYNK_BACKEND")) {
+    lower_case(v->text);
     s.backend = one_of(*v, kBackendChoices, backend_choices_text());
   }
   if (auto v = var("SYNK_LOG")) {
-    // Any case, as NCCL_DEBUG=INFO is written: a log level that ended the job was too harsh.
-    for (char& c : v->text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    lower_case(v->text);
     const std::string l =
         one_of(*v, {"error", "warn", "info", "debug"}, "error, warn, info or debug");
     s.log_level = l == "error" ? LogLevel::error

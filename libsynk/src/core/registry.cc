@@ -74,7 +74,8 @@ std::string backend_choices_text() {
     if (i > 0) text += i + 1 == n ? " or " : ", ";
     text += kBackendChoices[i];
   }
-  return text;
+  return text + " (hier is not asked for by name: auto picks it when the ranks span nodes, and "
+                "SYNK_SIMULATE_NODES=N tries it on one node)";
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& requested, const CommContext& ctx) {
