@@ -327,6 +327,35 @@ TEST_F(ShmFaults, ARankThatClosedTheGroupAndExitedIsNamedAsExited) {
   }
 }
 
+// A rank that waited past SYNK_TIMEOUT for a late one and then closed the group is named as
+// having given up after a failure: the late rank was told that rank 0 "closed this communicator
+// ... before it reached this call", a call-order bug that was not there.
+TEST_F(ShmFaults, ARankThatTimedOutAndClosedIsNamedAsHavingGivenUp) {
+  HarnessOptions opt;
+  opt.timeout_s = 1;
+  const auto out = run_ranks(2, opt, [](Group& g, auto report) {
+    std::vector<double> v(1 << 20, 1.0);  // many steps: the late rank waits for rank 0's next
+    const auto sum = [&] {
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+    };
+    if (g.rank() == 0) {
+      const int rc = expect_error(ErrorCode::Timeout, report, sum);
+      g.close();
+      std::this_thread::sleep_for(std::chrono::seconds(3));  // alive: in MPI_Finalize, say
+      return rc;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    return expect_error(ErrorCode::Remote, report, sum);
+  });
+  EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
+  EXPECT_THAT(out[0].message, HasSubstr("rank 0 waited 1 s (SYNK_TIMEOUT) for rank 1"));
+  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
+  EXPECT_THAT(out[1].message, HasSubstr("all_reduce: rank 0 gave up on this communicator after "
+                                        "a call of its failed, and closed it; rank 1 was "
+                                        "waiting for it"));
+  EXPECT_LT(out[1].seconds, 3.0);
+}
+
 // Rank 0 waits for rank 1, alive but elsewhere, while rank 2 has died: the call can never end,
 // and the error names rank 2 at once, not rank 1 after SYNK_TIMEOUT.
 TEST_F(ShmFaults, ARankThatDiedIsNamedWhileAnotherIsWaitedFor) {

@@ -75,6 +75,10 @@ struct StepCall {
 };
 static_assert(sizeof(StepCall) == 32);
 
+// RankBlock::closed: 0 while the owner still makes calls.
+inline constexpr std::uint32_t kClosed = 1;
+inline constexpr std::uint32_t kClosedAfterFailure = 2;
+
 struct alignas(kLine) RankBlock {
   // Finished reading, and checked against every peer, every step up to this one. (A rank's
   // last step posted is in its entries: Entry::step.)
@@ -84,8 +88,9 @@ struct alignas(kLine) RankBlock {
   // Bumped by the owner as work outside the group moves on (a hier leader's chunks between the
   // nodes): a peer that waits for it past SYNK_TIMEOUT sees it alive and busy, and waits on.
   std::atomic<std::uint64_t> progress;
-  // 1 once the owner makes no more calls in this group (it closed it, or finalized MPI): a
+  // Set once the owner makes no more calls in this group (it closed it, or finalized MPI): a
   // peer waiting for a step the owner never posted fails at once, not after SYNK_TIMEOUT.
+  // kClosedAfterFailure where a call of the owner's had failed first (a timeout, a lost peer).
   std::atomic<std::uint32_t> closed;
   alignas(kLine) std::atomic<std::int64_t> status;  // gatherv: the root's verdict on the counts
   // This call's send buffer in the owner's address space, for cross-memory attach (cma_pull.cc),

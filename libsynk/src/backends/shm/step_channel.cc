@@ -132,7 +132,8 @@ void StepChannel::close() {
   RankBlock& mine = block_at(blocks_, cfg_.rank);
   if (seq_ > published_done_) mine.done.store(seq_, std::memory_order_release);
   published_done_ = std::max(published_done_, seq_);
-  mine.closed.store(1, std::memory_order_release);
+  mine.closed.store(broken_ ? layout::kClosedAfterFailure : layout::kClosed,
+                    std::memory_order_release);
 }
 
 void StepChannel::begin_call(detail::Collective c, std::size_t count, DataType t, ReduceOp op,

@@ -151,6 +151,7 @@ class StepChannel {
   bool owned_here() const;  // this process made the group (not a child forked since)
   [[noreturn]] void throw_died(int peer);
   [[noreturn]] void throw_closed(int peer);
+  [[noreturn]] void throw_failed_and_closed(int peer);  // closed after a call of its failed
   void report_at_close(const char* what);  // an error found in the destructor
   bool peer_ends_soon(int peer) const;  // within kClosedPeerExitGrace
   bool peer_moved_on(int peer, std::uint64_t& seen) const;

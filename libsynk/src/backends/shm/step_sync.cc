@@ -383,6 +383,10 @@ bool StepChannel::peer_ends_soon(int peer) const {
 }
 
 void StepChannel::throw_closed(int peer) {
+  if (block_at(blocks_, peer).closed.load(std::memory_order_acquire) ==
+      layout::kClosedAfterFailure) {
+    throw_failed_and_closed(peer);
+  }
   if (peer_ends_soon(peer)) {
     mark_broken();
     throw Error(ErrorCode::Remote,
@@ -399,6 +403,21 @@ void StepChannel::throw_closed(int peer) {
                   " closed this communicator (destroyed it, or called MPI_Finalize) before it "
                   "reached this call; rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
                   " was waiting for it. Every rank makes the same calls before it closes one");
+}
+
+// The peer was in step (it may have been inside this very call) until a call of its failed:
+// most often it waited past SYNK_TIMEOUT for this rank, which came late. Not a call-order bug.
+void StepChannel::throw_failed_and_closed(int peer) {
+  const bool exited = peer_ends_soon(peer);
+  mark_broken();
+  throw Error(ErrorCode::Remote,
+              std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
+                  " gave up on this communicator after a call of its failed, and " +
+                  (exited ? "exited" : "closed it") + "; rank " +
+                  std::to_string(cfg_.job_rank(cfg_.rank)) + " was waiting for it (rank " +
+                  std::to_string(cfg_.job_rank(peer)) +
+                  "'s own output says why; a rank that waited past SYNK_TIMEOUT for this one "
+                  "gives up so)");
 }
 
 void StepChannel::throw_if_a_lagging_peer_died(int waited) {
