@@ -209,6 +209,10 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
   int world_rank = 0;  // the log lines show the job's rank, whatever communicator was adopted
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   detail::set_log_rank(world_rank);
+  if (state->ctx.rank != world_rank) {
+    SYNK_LOG_AT(info, "this process is rank " << state->ctx.rank << " of this communicator: its "
+                          "errors name the communicator's ranks, the log lines' rN the job's");
+  }
   detail::timeline::start(state->ctx);  // SYNK_TIMELINE: once per process
   static std::atomic<int> communicators{0};
   if (const int n = ++communicators; n > 1) {
