@@ -34,4 +34,14 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 flags=$(pkg-config --cflags --libs synk)
 g++ -std=c++20 "$src/main.cc" -o "$work/outside-pc" $flags -Wl,-rpath,"$prefix/lib"
 "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$work/outside-pc"
+echo "== the headers under a strict user's warnings"
+# A program built with -Werror and every conversion warning must not fail in synk's headers.
+strict="-std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion -Wshadow
+        -Wold-style-cast -Werror"
+printf '#include "synk/synk.h"\n#include "synk/drive_hook.h"\n' >"$work/headers.cc"
+for cxx in g++ clang++; do
+  command -v "$cxx" >/dev/null || continue
+  $cxx $strict $(pkg-config --cflags synk) "$work/headers.cc" || {
+    echo "synk's headers warn under $cxx"; exit 1; }
+done
 echo "install check passed"

@@ -267,7 +267,8 @@ class Shared {
     comm_->all_gather(mine.data(), all.data(), mine.size(), DataType::uint64);
     std::vector<Shape> shapes;
     for (int r = 0; r < comm_->size(); ++r) {
-      const auto at = all.begin() + static_cast<std::ptrdiff_t>(r * (kMaxDims + 1));
+      const std::size_t first = static_cast<std::size_t>(r) * (kMaxDims + 1);
+      const auto at = all.begin() + static_cast<std::ptrdiff_t>(first);
       if (*at == kUnfilled) {
         throw Error(ErrorCode::InvalidArgument,
                     "Shared '" + name_ + "': " + sending + ": rank " + std::to_string(r) + "'s " +
