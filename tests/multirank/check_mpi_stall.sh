@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: check_mpi_stall.sh MODE BACKEND EXE MPIEXEC [MPIEXEC FLAGS...]
-# (create, split, data: one rank never makes the communicator, never splits it, or never sets
-# a Data's value; mpi_stall_test.cc)
+# (create, split, data, start: one rank never makes the communicator, never splits it, never
+# sets a Data's value, or never starts MPI; mpi_stall_test.cc)
 # Two ranks, SYNK_TIMEOUT=2, SYNK_MPI_MAX_CHUNK=1 (mpi_stall_test.cc). stall, reject: one rank
 # never joins; the job must end well within the limit, rank 0's watchdog naming its call (before,
 # rank 0 waited inside MPI for ever). progress: one call of 32 Mi chunks outlasts the deadline
@@ -33,12 +33,13 @@ fi
 [ "$elapsed" -lt 40 ] || { echo "FAIL: the job did not end within 40 s"; exit 1; }
 [ "$rc" -ne 0 ] || { echo "FAIL: the job exited 0"; exit 1; }
 call='all_reduce(count 1, float32, sum)'
-if [ "$mode" = create ] || [ "$mode" = split ] || [ "$mode" = data ]; then
+if [ "$mode" = create ] || [ "$mode" = split ] || [ "$mode" = data ] || [ "$mode" = start ]; then
   # A step every rank takes together, which waited for ever: the watchdog ends it after
   # SYNK_TIMEOUT but at least 10 s (and a grace).
   step="making a communicator"
   [ "$mode" = split ] && step=split
   [ "$mode" = data ] && step=Data::set_value
+  [ "$mode" = start ] && step="starting MPI (MPI_Init_thread)"
   want="synk Timeout: rank 0: $step has waited [0-9]* s inside MPI without progress, past its"
   want="$want deadline (10 s: SYNK_TIMEOUT, at least 10 s for such a step)"
   echo "$out" | grep -q "$want" || { echo "FAIL: no line matching: $want"; exit 1; }

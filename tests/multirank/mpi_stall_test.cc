@@ -12,6 +12,8 @@
 //   split BACKEND:  the last rank sleeps while the others split theirs (steps of synk's own that
 //                   are no call: the watchdog ends them after SYNK_TIMEOUT, at least 10 s).
 //   data BACKEND:   the last rank sleeps while the others set a Data's value (a step too).
+//   start BACKEND:  synk starts MPI, and the last rank sleeps before it: the others wait in
+//                   MPI_Init_thread (a step too; it waited for ever).
 //   compare BACKEND RANKS: the calls are compared first (SYNK_CHECK_CALLS=1, or hier): after one
 //                   call on every rank, RANKS (say "1,3") sleep while the others all_reduce;
 //                   each of those prints its Timeout, which must name exactly those ranks
@@ -23,6 +25,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <span>
 #include <sstream>
 #include <string>
@@ -70,10 +73,21 @@ void compare_mode(synk::Communicator& comm, const std::string& stuck) {
   }
 }
 
+// start: the ranks know theirs from the launcher only, since MPI is not started yet.
+int start_mode(const char* backend) {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (rank != nullptr && size != nullptr && std::atoi(rank) == std::atoi(size) - 1) sleep(120);
+  synk::Communicator comm(synk::CommOptions{backend});
+  std::fprintf(stderr, "rank %d: the communicator was made\n", comm.rank());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "start" && argc == 3) return start_mode(argv[2]);
   if (mode == "istall") {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -83,7 +97,7 @@ int main(int argc, char** argv) {
   if (argc != (mode == "compare" ? 4 : 3)) {
     std::fprintf(stderr,
                  "usage: mpi_stall_test "
-                 "stall|vstall|istall|iorder|reject|progress|create|split|data BACKEND\n"
+                 "stall|vstall|istall|iorder|reject|progress|create|split|data|start BACKEND\n"
                  "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
   }

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 
 #include "core/logging.h"
 #include "core/mpi_check.h"
+#include "core/mpi_watchdog.h"
 
 namespace synk::detail {
 
@@ -30,6 +32,18 @@ void finalize_at_exit(int status, void*) {
   if (!finalized) MPI_Finalize();
 }
 
+// The rank the launcher gave this process, for messages before MPI can say it; -1 if none did.
+int launcher_world_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* text = std::getenv(var);
+    if (text == nullptr || *text == '\0') continue;
+    char* end = nullptr;
+    const long rank = std::strtol(text, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank <= INT_MAX) return static_cast<int>(rank);
+  }
+  return -1;
+}
+
 }  // namespace
 
 void ensure_mpi_initialized() {
@@ -44,7 +58,13 @@ void ensure_mpi_initialized() {
   int provided = 0;
   const int level =
       settings().mpi_threads == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
-  SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, level, &provided));
+  {
+    // MPI_Init_thread waits for every rank of the job: one that is late by more than
+    // SYNK_TIMEOUT (stuck in its own start-up) ends the others, as a communicator's start does.
+    const MpiWatch watch("starting MPI (MPI_Init_thread)", launcher_world_rank(),
+                         settings().timeout_s);
+    SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, level, &provided));
+  }
   mpi_started_in = getpid();
 #ifdef __GLIBC__
   on_exit(finalize_at_exit, nullptr);  // (it is told the exit status)

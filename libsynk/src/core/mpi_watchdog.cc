@@ -87,15 +87,16 @@ std::once_flag started;
 
 // What a stuck step that is no call says (making a communicator, split, alloc).
 std::string step_expired_text(const WatchedCall& c, double waited_s) {
-  return "synk Timeout: rank " + std::to_string(c.rank) + ": " + c.step + " has waited " +
+  const std::string who = c.rank >= 0 ? "rank " + std::to_string(c.rank) : "this process";
+  return "synk Timeout: " + who + ": " + c.step + " has waited " +
          std::to_string(static_cast<long long>(waited_s)) +
          " s inside MPI without progress, past its deadline (" +
          std::to_string(static_cast<long long>(c.timeout_s)) + " s: SYNK_TIMEOUT, at least " +
          std::to_string(static_cast<long long>(kStepTimeoutFloor)) +
          " s for such a step). MPI cannot be interrupted, so this process ends (exit code " +
          std::to_string(kWatchdogExitCode) +
-         ") and mpirun ends the job. Every rank of the communicator takes this step together "
-         "(as MPI_Comm_dup and MPI_Comm_split): some rank has not, stopped or busy elsewhere.\n";
+         ") and mpirun ends the job. Every rank takes this step together (as MPI_Init_thread, "
+         "MPI_Comm_dup and MPI_Comm_split): some rank has not, stopped or busy elsewhere.\n";
 }
 
 std::string call_expired_text(const WatchedCall& c, double waited_s) {
