@@ -42,6 +42,10 @@ constexpr double kKillGraceSeconds = 3.0;
 // one seen still up 19 minutes later (its ranks zombies) is killed, with its group, after this.
 // A second such signal kills at once, as a second Ctrl-C does to mpirun.
 constexpr double kSignalGraceSeconds = 10.0;
+// The same signal from the same process again this soon is the same request, not a second one:
+// GNU timeout sends its signal to synkrun and then to synkrun's process group, which killed the
+// job at once.
+constexpr auto kRepeatedSignalWindow = std::chrono::seconds(1);
 // After mpirun reports the job failed it ends its ranks and exits, within a second or two; one
 // still up this much later waits for a daemon it cannot reach (a host off the network), and
 // would wait for TCP to give up, minutes or hours: synkrun stops it.
@@ -446,13 +450,13 @@ class JobSupervisor {
   void read_signal() {
     signalfd_siginfo si;
     if (read(sigfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-      on_signal(static_cast<int>(si.ssi_signo));
+      on_signal(static_cast<int>(si.ssi_signo), static_cast<pid_t>(si.ssi_pid));
     }
   }
 
   // A stop signal stops the job (SIGKILL after a grace period, or at once for a second one);
   // others but SIGCHLD go to the ranks.
-  void on_signal(int sig) {
+  void on_signal(int sig, pid_t sender) {
     if (!is_stop_signal(sig)) {
       if (sig != SIGCHLD && !child_done_) pass_on(sig);
       return;
@@ -465,10 +469,17 @@ class JobSupervisor {
       if (result_.forwarded_signal) kill_stopped_rank_groups();
       return;
     }
+    const Clock::time_point now = Clock::now();
+    if (result_.forwarded_signal == sig && sender > 0 && sender == first_sender_ &&
+        now - first_signal_at_ < kRepeatedSignalWindow) {
+      return;
+    }
     if (!result_.forwarded_signal) note_rank_groups();
     kill(-child_, signal_for_mpirun(sig));
     if (!result_.forwarded_signal) {
       result_.forwarded_signal = sig;
+      first_signal_at_ = now;
+      first_sender_ = sender;
       if (!kill_pending_) {
         kill_later(seconds(kSignalGraceSeconds), "after signal " + std::to_string(sig));
       }
@@ -603,6 +614,8 @@ class JobSupervisor {
   bool failure_seen_ = false;  // mpirun reported the job failing; it must end by stop_at_
   Clock::time_point stop_at_{};
   std::vector<RankGroup> rank_groups_;  // the local ranks' groups when synkrun stopped the job
+  Clock::time_point first_signal_at_{};  // when the signal that stopped the job came
+  pid_t first_sender_ = 0;                // and from which process (0: the kernel, a terminal)
 };
 
 }  // namespace
