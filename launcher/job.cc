@@ -410,6 +410,7 @@ class JobSupervisor {
       waitpid(sentinel_, nullptr, 0);
     }
     result_.exit_code = result_.timed_out ? 124 : status_to_code(status_);
+    if (WIFSIGNALED(status_)) result_.mpirun_signal = WTERMSIG(status_);
     if (result_.stopped_after_failure) result_.exit_code = failing_rank_code();
     return result_;
   }

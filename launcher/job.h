@@ -60,6 +60,7 @@ struct JobResult {
   bool timed_out = false;
   bool stopped_after_failure = false;  // mpirun hung on after it reported the failure
   std::optional<int> forwarded_signal;  // the first signal synkrun forwarded (SIGINT...)
+  std::optional<int> mpirun_signal;     // the signal mpirun itself died of, if it did
   FailureParser failure;
 };
 

@@ -334,7 +334,14 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
                  r.exit_code);
   } else if (r.exit_code != 0) {
     const std::string who = r.failure.describe(mapped_host(o, r.failure.rank()));
-    if (who.empty()) {
+    if (who.empty() && r.mpirun_signal) {
+      // Not a stop synkrun made, so someone else's (the OOM killer, kill -9): say so.
+      const char* name = strsignal(*r.mpirun_signal);
+      std::fprintf(stderr,
+                   "synkrun: mpirun itself was ended by signal %d (%s), not by synkrun; its "
+                   "ranks end with it; exit code %d\n",
+                   *r.mpirun_signal, name != nullptr ? name : "?", r.exit_code);
+    } else if (who.empty()) {
       std::fprintf(stderr, "synkrun: the job failed with exit code %d\n", r.exit_code);
     } else {
       std::fprintf(stderr, "synkrun: %s failed first%s; exit code %d\n", who.c_str(),

@@ -343,7 +343,12 @@ mpirun_killed)
   [ -n "$mpirun_pid" ] || fail "no mpirun under synkrun"
   kill -KILL "$mpirun_pid"
   wait "$pid"
+  rc=$?
   expect_gone 5 mpirun $(cat "$work"/pids/*)
+  [ "$rc" = 137 ] || fail "exit code $rc, expected 137"
+  # It says that mpirun itself was killed (it said only "the job failed with exit code 137").
+  grep -q "synkrun: mpirun itself was ended by signal 9 (Killed), not by synkrun" "$work/err" ||
+    fail "no line saying mpirun was killed"
   ;;
 synkrun_killed)
   # Whatever ends synkrun, the job ends with it within 2 s: SIGKILL (mpirun gets SIGTERM from
