@@ -173,6 +173,13 @@ long long start_time_of(pid_t pid) {
   return -1;
 }
 
+// "pid 42 (sleep)", for messages.
+std::string describe_process(pid_t pid) {
+  std::string name = proc_file(pid, "comm");
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return "pid " + std::to_string(pid) + (name.empty() ? "" : " (" + name + ")");
+}
+
 // A rank's process group, as it was when synkrun stopped the job.
 struct RankGroup {
   pid_t pgid;
@@ -393,11 +400,7 @@ class JobSupervisor {
       }
       if (n > 0 && (fds[0].revents & POLLIN)) read_signal();
       if (pipe_open_ && n > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) read_stderr();
-      int status = 0;
-      if (sentinel_ > 0 && waitpid(sentinel_, &status, WNOHANG) == sentinel_) {
-        on_sentinel_exit(status);
-      }
-      if (!child_done_ && waitpid(child_, &status, WNOHANG) == child_) on_child_exit(status);
+      reap_children();
       if (!on_time(Clock::now())) break;
     }
     if (!line_.empty()) result_.failure.feed_line(line_);
@@ -409,6 +412,8 @@ class JobSupervisor {
       kill(sentinel_, SIGKILL);
       waitpid(sentinel_, nullptr, 0);
     }
+    const bool failed = !WIFEXITED(status_) || WEXITSTATUS(status_) != 0;
+    if (failed || result_.forwarded_signal || result_.timed_out) kill_orphans();
     result_.exit_code = result_.timed_out ? 124 : status_to_code(status_);
     if (WIFSIGNALED(status_)) result_.mpirun_signal = WTERMSIG(status_);
     if (result_.stopped_after_failure) result_.exit_code = failing_rank_code();
@@ -534,6 +539,20 @@ class JobSupervisor {
     }
   }
 
+  // mpirun's and the sentinel's exits, and the orphans' that came to synkrun (run_job makes it
+  // their subreaper), reaped so that none stays a zombie for the job's life.
+  void reap_children() {
+    int status = 0;
+    pid_t p = 0;
+    while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (p == sentinel_) {
+        on_sentinel_exit(status);
+      } else if (p == child_ && !child_done_) {
+        on_child_exit(status);
+      }
+    }
+  }
+
   // Ranks may still hold the pipe if mpirun died hard: drain it briefly, then stop.
   void on_child_exit(int status) {
     child_done_ = true;
@@ -592,6 +611,30 @@ class JobSupervisor {
   // alone and left its children.
   void kill_stopped_rank_groups() { kill_rank_groups(rank_groups_); }
 
+  // What the ranks left running when the job failed or was stopped: processes whose parent, a
+  // rank, ended before them (a data loader of a rank that failed) come to synkrun, and go now,
+  // with their process groups. mpirun kills the groups of the ranks it ends, not of those that
+  // ended by themselves, and such a process held its GPU and CPU until killed by hand.
+  void kill_orphans() {
+    std::string killed;
+    int count = 0;
+    for (int round = 0; round < 3; ++round) {  // an orphan's own children come to synkrun next
+      const std::vector<pid_t> left = live_children(getpid());
+      if (left.empty()) break;
+      for (pid_t p : left) {
+        const pid_t group = getpgid(p);
+        if (group > 0 && group != getpgrp()) kill(-group, SIGKILL);
+        kill(p, SIGKILL);
+        if (++count <= 3) killed += (count > 1 ? ", " : "") + describe_process(p);
+      }
+      for (pid_t p : left) waitpid(p, nullptr, 0);
+    }
+    if (count > 0) {
+      std::fprintf(stderr, "synkrun: killed %d process%s the ranks left running (%s%s)\n", count,
+                   count == 1 ? "" : "es", killed.c_str(), count > 3 ? ", ..." : "");
+    }
+  }
+
   void kill_later(Clock::duration after, std::string reason) {
     kill_at_ = Clock::now() + after;
     kill_pending_ = true;
@@ -632,6 +675,9 @@ JobResult run_job(const std::vector<std::string>& argv, double timeout_s) {
   // With a terminal in the foreground, mpirun's group takes the terminal: Ctrl-C reaches it
   // directly, and mpirun can read stdin for rank 0.
   const bool own_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  // Processes of the job whose parent ends first come to synkrun rather than init, so that a
+  // failed job's leftovers can be found (JobSupervisor::kill_orphans).
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t child = start_child(argv, blocked, err_write);
   pid_t sentinel = -1;
   if (own_tty) {

@@ -496,6 +496,36 @@ stubborn_rank)
   [ "$rc" = 130 ] || fail "exit code $rc, expected 130"
   expect_gone 3 "synkrun's SIGKILL" "$(cat "$work/pids/rank")" "$(cat "$work/pids/child")"
   ;;
+orphan_of_failed_rank)
+  # A rank that fails by itself (exit 3) leaves a child (a data loader) running: mpirun kills
+  # the groups of the ranks it ends, not of one that ended by itself, and the child ran on as
+  # an orphan. It comes to synkrun (the subreaper), which kills it once the job has failed. A
+  # job that ends well leaves its ranks' leftovers alone.
+  mkdir "$work/pids"
+  for outcome in fail pass; do
+    rm -f "$work"/pids/*
+    PROBE_PIDDIR="$work/pids" OUTCOME=$outcome "$SYNKRUN" -np 2 bash -c \
+      'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+         (echo $BASHPID > "$PROBE_PIDDIR/child"; exec sleep 30 </dev/null >/dev/null 2>&1) &
+         for _ in $(seq 50); do [ -s "$PROBE_PIDDIR/child" ] && break; sleep 0.1; done
+         [ "$OUTCOME" = fail ] && exit 3
+       fi; sleep 1' >"$work/out" 2>"$work/err"
+    rc=$?
+    [ -s "$work/pids/child" ] || fail "the rank's child did not start"
+    child=$(cat "$work/pids/child")
+    if [ "$outcome" = fail ]; then
+      [ "$rc" = 3 ] || fail "exit code $rc, expected 3"
+      expect_gone 2 "the failed job" "$child"
+      grep -q "^synkrun: killed 1 process the ranks left running (pid $child (sleep))" \
+        "$work/err" || fail "no line naming the killed child"
+    else
+      [ "$rc" = 0 ] || fail "exit code $rc, expected 0"
+      alive "$child" || fail "a job that ended well killed its rank's child"
+      grep -q "^synkrun: killed" "$work/err" && fail "a job that ended well killed something"
+      kill -KILL "$child"
+    fi
+  done
+  ;;
 oversubscribe)
   n=$(( $(nproc --all) + 1 ))
   "$SYNKRUN" -np "$n" --report-bindings "$PROBE" >"$work/out" 2>"$work/err" || fail "exit $?"
