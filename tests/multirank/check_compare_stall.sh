@@ -2,9 +2,9 @@
 # Usage: check_compare_stall.sh RANKS BACKEND WANT_BACKEND STUCK EXE MPIEXEC [MPIEXEC FLAGS...]
 # mpi_stall_test compare on RANKS ranks with SYNK_TIMEOUT=2, where the calls are compared first
 # (SYNK_CHECK_CALLS=1, or the hier backend): the ranks in STUCK ("2" or "1,3") never reach the
-# second call. Every other rank must print exactly one Timeout naming those ranks and their
-# nodes (before: "some rank has not"), its next call must fail at once, and the job must end
-# well within the limit.
+# second call. Every other rank must warn at SYNK_STALL_WARN=1 and print exactly one Timeout,
+# both naming those ranks and their nodes (before: "some rank has not", and no warning), its
+# next call must fail at once, and the job must end well within the limit.
 set -uo pipefail
 ranks=$1 backend=$2 want_backend=$3 stuck=$4 exe=$5
 shift 5
@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 vader=$(mktemp -d)
 trap 'rm -rf "$vader"' EXIT
 start=$(date +%s)
-out=$(SYNK_TIMEOUT=2 timeout -k 5 60 "$@" --mca btl_vader_backing_directory "$vader" \
+out=$(SYNK_TIMEOUT=2 SYNK_STALL_WARN=1 timeout -k 5 60 "$@" --mca btl_vader_backing_directory "$vader" \
         -np "$ranks" "$exe" compare "$backend" "$stuck" 2>&1)
 rc=$?
 elapsed=$(( $(date +%s) - start ))
@@ -49,6 +49,10 @@ for ((w = 0; w < ranks; w++)); do
   want+=" (SYNK_TIMEOUT) for $who not reached this call (the calls are compared first)"
   n=$(grep -cxF "$want" <<<"$out")
   [ "$n" -eq 1 ] || fail "no line (or $n lines): $want"
+  # SYNK_STALL_WARN's line first, naming them too (there was none while comparing).
+  warn="warn: all_reduce(count 1, float32, sum): rank $w has waited 1 s (SYNK_STALL_WARN) for"
+  warn+=" $who not reached this call (the calls are compared first); it fails after 2 s"
+  grep -qF "$warn" <<<"$out" || fail "no stall warning: $warn"
   # The next call fails at once: it cannot be compared (it waited SYNK_TIMEOUT again, and a
   # late rank's record completed the comparison given up on).
   next="^rank $w: next call after 0\.[0-9] s: synk InvalidUsage: all_reduce: the comparison of"

@@ -173,29 +173,49 @@ std::string with_node(const Arrivals& st, int r) {
 
 // The Timeout of a comparison that has not completed, naming the ranks that never said they
 // reached it (at most 8 of them, then how many more).
-Error missing_ranks_error(const Arrivals& st, const CommContext& ctx, const CallRecord& mine,
-                          bool at_issue) {
+// "rank 3 (node 1), which has" or "ranks 1 and 3 ..., which have": the ranks that have not said
+// they reached the call; empty if every one has.
+std::string missing_ranks_text(const Arrivals& st, const CommContext& ctx) {
   std::vector<int> missing;
   for (int r = 0; r < ctx.size; ++r) {
     if (r != ctx.rank && st.reached[static_cast<std::size_t>(r)] < st.seq) missing.push_back(r);
   }
-  std::string text = describe(mine) + ": rank " + std::to_string(ctx.rank) + " waited " +
-                     seconds_text(settings().timeout_s) + " (SYNK_TIMEOUT) for ";
-  if (missing.empty()) {
-    return Error(ErrorCode::Timeout,
-                 text + "every rank to reach this call (the calls are compared first): each has "
-                        "said it did, but the comparison has not completed");
-  }
+  if (missing.empty()) return "";
   const std::size_t shown = std::min<std::size_t>(missing.size(), 8);
-  text += missing.size() == 1 ? "rank " : "ranks ";
+  std::string text = missing.size() == 1 ? "rank " : "ranks ";
   for (std::size_t i = 0; i < shown; ++i) {
     if (i > 0) text += i + 1 == shown && shown == missing.size() ? " and " : ", ";
     text += with_node(st, missing[i]);
   }
   if (shown < missing.size()) text += " and " + std::to_string(missing.size() - shown) + " more";
-  text += missing.size() == 1 ? ", which has" : ", which have";
-  return Error(ErrorCode::Timeout, text + " not reached this call (the calls are compared first)" +
+  return text + (missing.size() == 1 ? ", which has" : ", which have");
+}
+
+Error missing_ranks_error(const Arrivals& st, const CommContext& ctx, const CallRecord& mine,
+                          bool at_issue) {
+  std::string text = describe(mine) + ": rank " + std::to_string(ctx.rank) + " waited " +
+                     seconds_text(settings().timeout_s) + " (SYNK_TIMEOUT) for ";
+  const std::string missing = missing_ranks_text(st, ctx);
+  if (missing.empty()) {
+    return Error(ErrorCode::Timeout,
+                 text + "every rank to reach this call (the calls are compared first): each has "
+                        "said it did, but the comparison has not completed");
+  }
+  return Error(ErrorCode::Timeout, text + missing +
+                                       " not reached this call (the calls are compared first)" +
                                        (at_issue ? kAtIssueHint : ""));
+}
+
+// SYNK_STALL_WARN's one line for a comparison still waiting (it may yet complete).
+void warn_comparison_stalled(const Arrivals& st, const CommContext& ctx, const CallRecord& mine) {
+  const std::string missing = missing_ranks_text(st, ctx);
+  SYNK_LOG_AT(warn, describe(mine) << ": rank " << ctx.rank << " has waited "
+                                   << seconds_text(settings().stall_warn_s)
+                                   << " (SYNK_STALL_WARN) for "
+                                   << (missing.empty() ? "some rank, which has" : missing)
+                                   << " not reached this call (the calls are compared first); "
+                                      "it fails after "
+                                   << seconds_text(settings().timeout_s) << " (SYNK_TIMEOUT)");
 }
 
 // Waits for the all-gather `req` of the records. Polled rather than blocking: a rank that never
@@ -215,6 +235,8 @@ void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
                                   std::chrono::seconds(1));
   const auto give_up = limit + slow_after + std::chrono::milliseconds(100);
   bool announced = false;
+  bool warn_pending = settings().stall_warn_s < timeout_s;
+  const auto warn_at = start + wait_duration(settings().stall_warn_s);
   // Spin briefly, then yield for up to 10 ms (a rank on another core or node a little behind).
   poll_request(
       req, "MPI_Test of the call comparison's MPI_Iallgather", std::chrono::microseconds(200),
@@ -226,6 +248,10 @@ void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
           announced = true;
         }
         if (announced) take_notices(st, ctx);
+        if (warn_pending && now >= warn_at) {
+          warn_pending = false;
+          warn_comparison_stalled(st, ctx, mine);
+        }
         if (now < give_up) return;
         note_peer_lost();
         throw missing_ranks_error(st, ctx, mine, at_issue);
