@@ -27,6 +27,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -627,11 +628,21 @@ class JobSupervisor {
         kill(p, SIGKILL);
         if (++count <= 3) killed += (count > 1 ? ", " : "") + describe_process(p);
       }
-      for (pid_t p : left) waitpid(p, nullptr, 0);
+      reap_within(left, std::chrono::seconds(1));
     }
     if (count > 0) {
       std::fprintf(stderr, "synkrun: killed %d process%s the ranks left running (%s%s)\n", count,
                    count == 1 ? "" : "es", killed.c_str(), count > 3 ? ", ..." : "");
+    }
+  }
+
+  // Reaps `pids` as they end, for at most `limit`: one stuck in the kernel (a GPU driver's
+  // teardown, a lost NFS mount) may take long to die of SIGKILL, and synkrun does not wait on it.
+  static void reap_within(std::vector<pid_t> pids, Clock::duration limit) {
+    const Clock::time_point until = Clock::now() + limit;
+    while (!pids.empty() && Clock::now() < until) {
+      std::erase_if(pids, [](pid_t p) { return waitpid(p, nullptr, WNOHANG) != 0; });
+      if (!pids.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 
