@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "allocation.h"
 #include "backends/shm/stale_segments.h"
 #include "job.h"
 #include "job_shm_dir.h"
@@ -165,6 +166,7 @@ std::optional<int> check_program(Options& o, bool multi_node) {
 // This node's share of the job: how many ranks and where each goes.
 struct NodePlan {
   bool multi_node = false;
+  Allocation allocation;  // a resource manager's, where it gives the job its nodes (no -H)
   // Across hosts without -np, mpirun starts a rank per slot (-H host:slots, the hostfile's
   // slots), and each node plans for the ranks it gets (nranks 0: no -np for mpirun).
   bool rank_per_slot = false;
@@ -178,10 +180,15 @@ struct NodePlan {
 // ranks.
 std::string plan_node(const Options& o, const NodeTopology& topo, NodePlan& node) {
   node.rank_per_slot = node.multi_node && !o.np;
-  if (node.rank_per_slot) return ranks_per_core_error(o, topo, 0);
+  // Across an allocation's nodes this one's share is unknown here: each rank step guards its own.
+  const bool guard_here = node.allocation.nodes <= 1;
+  if (node.rank_per_slot) return guard_here ? ranks_per_core_error(o, topo, 0) : "";
   try {
     node.nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
-    if (std::string err = ranks_per_core_error(o, topo, node.nranks); !err.empty()) return err;
+    if (std::string err = guard_here ? ranks_per_core_error(o, topo, node.nranks) : "";
+        !err.empty()) {
+      return err;
+    }
     node.plan = make_plan(topo, node.nranks, o.plan);
     node.planned = true;
   } catch (const PlanError& e) {
@@ -203,8 +210,13 @@ std::vector<std::string> plan_notes(const Options& o, const NodeTopology& topo,
                                     std::to_string(cores) + (cores == 1 ? " core" : " cores") +
                                     ": oversubscribing (mpirun --oversubscribe)");
   }
+  if (node.allocation.nodes > 1) {
+    notes.push_back("a " + node.allocation.manager + " allocation of " +
+                    std::to_string(node.allocation.nodes) +
+                    " nodes: mpirun spreads the ranks over them");
+  }
   if (node.rank_per_slot) {
-    notes.push_back("no -np with -H or --hostfile: one rank per slot of the hosts (mpirun's rule); "
+    notes.push_back("no -np across hosts: one rank per slot of the hosts (mpirun's rule); "
                     "give each host as many slots as it has GPUs");
   }
   if (node.multi_node && !node.planned) notes.push_back("this node's plan is made on each node");
@@ -405,7 +417,10 @@ int launch(Options& o, const char* argv0) {
     return usage_error(err);
   }
   NodePlan node;
-  node.multi_node = !o.hosts.empty() || !o.hostfile.empty();
+  const bool with_hosts = !o.hosts.empty() || !o.hostfile.empty();
+  // Inside an allocation of several nodes (salloc -N 2), mpirun spreads the ranks itself.
+  if (!with_hosts) node.allocation = find_allocation(std::getenv);
+  node.multi_node = with_hosts || node.allocation.nodes > 1;
   if (const auto code = check_program(o, node.multi_node)) return *code;
   if (node.multi_node && hosts_read) o.node_slots = node_slots_text(hosts);
   if (const std::string err = plan_node(o, topo, node); !err.empty()) return usage_error(err);
@@ -418,7 +433,7 @@ int launch(Options& o, const char* argv0) {
   ctx.oversubscribe = !node.multi_node && node.nranks > static_cast<int>(topo.cores.size());
   ctx.synk_env = synk_variables(environ);
   const std::vector<std::string> mca_files = mca_parameter_files(ctx.mpirun);
-  ctx.ssh_defaults = node.multi_node && default_ssh_agent(std::getenv, mca_files);
+  ctx.ssh_defaults = with_hosts && default_ssh_agent(std::getenv, mca_files);
   JobShmDir shm_dir;  // lives until the job ends
   if (!node.multi_node && !o.dry_run && !user_sets_shm_dir(std::getenv, mca_files)) {
     shm_dir = make_job_shm_dir();

@@ -6,6 +6,8 @@ case_name=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Keep Open MPI on shared memory: no network probing in CI containers.
 export OMPI_MCA_btl=self,vader
+# One machine, whatever allocation the suite runs in (synkrun spreads ranks over its nodes).
+unset SLURM_JOB_ID SLURM_JOBID PBS_NODEFILE LSB_MCPU_HOSTS
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -536,6 +538,15 @@ oversubscribe)
     fail "expected $n --report-bindings lines"
   ;;
 hosts_without_np)
+  # Inside a Slurm allocation of 2 nodes (no -H), mpirun spreads the ranks over the nodes: 4
+  # ranks on this 2-core node were taken for an oversubscribed single node (--oversubscribe,
+  # a job directory that exists only here, and the plan's notes).
+  SLURM_JOB_ID=42 SLURM_JOB_NUM_NODES=2 "$SYNKRUN" --dry-run -np 4 "$PROBE" \
+    >"$work/out" 2>"$work/err" || fail "allocation dry run: exit $?"
+  grep -q 'a Slurm allocation of 2 nodes: mpirun spreads the ranks over them' "$work/out" ||
+    fail "no note of the allocation"
+  grep -A1 '^mpirun command:' "$work/out" | grep -q -- '--oversubscribe' &&
+    fail "--oversubscribe inside an allocation"
   # With -H (or --hostfile) and no -np, mpirun starts a rank per slot and each node plans for
   # the ranks it gets (this node's GPU or core count put them all on the first host).
   "$SYNKRUN" --dry-run -H localhost:3 "$PROBE" >"$work/out" 2>"$work/err" || fail "dry run: exit $?"
