@@ -209,9 +209,17 @@ void number_node(const Options& o, RankEnv& env) {
   if (node) env.node_rank = *node;
 }
 
+// Whether mpirun bound this rank itself (its default binding, or --bind-to): the plan replaces
+// that binding, made without regard to GPUs. CPUs a rank inherited unbound (taskset on mpirun,
+// a cpuset) are the user's, and the plan keeps to them, as synkrun's own launch does.
+bool bound_by_mpirun(const RankEnv& env) {
+  const char* bound = std::getenv("OMPI_MCA_orte_bound_at_launch");
+  return env.source != "openmpi" || (bound != nullptr && std::string(bound) == "1");
+}
+
 // The machine this rank plans on: the XML given with --topology, else the launcher's export of
 // this host (it spares the PCI scan), else this machine discovered afresh.
-TopologySource rank_topology_source(const Options& o) {
+TopologySource rank_topology_source(const Options& o, const RankEnv& env) {
   if (!o.topology.empty()) return {TopologySource::Kind::xml_file, o.topology, false};
   const auto eq = o.node_topology.find('=');
   if (eq != std::string::npos && o.node_topology.substr(0, eq) == TopologyExport::machine() &&
@@ -221,7 +229,7 @@ TopologySource rank_topology_source(const Options& o) {
   // Started by synkrun on its one host (mpirun --bind-to none), the rank has synkrun's CPUs,
   // which its plan kept to (taskset -c 1 synkrun ...): so does this one.
   TopologySource fresh;
-  fresh.within_binding = o.plan_shown;
+  fresh.within_binding = o.plan_shown || !bound_by_mpirun(env);
   return fresh;
 }
 
@@ -244,7 +252,7 @@ struct Placement {
 // Throws PlanError (the same on every rank of the node) or another error.
 Placement plan_and_bind(const Options& o, const RankEnv& env, const std::string& who) {
   Placement out;
-  Hwloc hw(rank_topology_source(o));
+  Hwloc hw(rank_topology_source(o, env));
   NodeTopology& topo = out.topo = hw.extract();
   // The rule of synkrun's own launch: the ranks' GPUs replace an inherited list. Each rank
   // says it, as srun may give each task a list of its own.

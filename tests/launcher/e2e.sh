@@ -134,6 +134,14 @@ rank_step_mpirun)
     fail "mpirun exit $?"
   check_probe_lines 2
   grep -q 'args=a1$' "$work/out" || fail "PROGRAM's arguments lost"
+  # CPUs the ranks inherit unbound (taskset on mpirun, --bind-to none) are the user's: the plan
+  # keeps to them, as synkrun's own launch does (it bound rank 0 to CPU 0, outside them).
+  if [ "$(nproc)" -ge 2 ]; then
+    taskset -c 1 "$MPIRUN" --oversubscribe --bind-to none -np 2 "$SYNKRUN" --rank-step -- \
+      "$PROBE" >"$work/out" 2>"$work/err" || fail "mpirun under taskset: exit $?"
+    [ "$(grep -c '^probe .*allowed=1 ' "$work/out")" = 2 ] ||
+      fail "ranks left the CPU taskset gave mpirun: $(cat "$work/out")"
+  fi
   ;;
 rank_step_slurm)
   # The rank step as srun would start it (srun --mpi=pmix synkrun --rank-step PROGRAM): the
