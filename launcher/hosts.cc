@@ -57,15 +57,34 @@ std::string hostfile_slots(const std::string& rest, std::optional<long long>& sl
     joined += w;
   }
   std::istringstream pairs(joined);
+  bool given = false;
   for (std::string p; pairs >> p;) {
     const auto eq = p.find('=');
     const std::string key = lower(p.substr(0, eq));
     if (key != "slots" && key != "count" && key != "cpu") continue;
+    // mpirun refuses the line ("multiple definitions"), where synkrun took the last.
+    if (given) return "slots are given twice (\"" + p + "\"); give them once";
+    given = true;
     slots = eq == std::string::npos ? std::nullopt : parse_count(p.substr(eq + 1), kMaxRanks);
     if (!slots) return "\"" + p + "\" is not slots=N (N a whole number from 1 to " +
                        std::to_string(kMaxRanks) + ")";
   }
   return "";
+}
+
+// "node:4" is -H's form: in a hostfile mpirun took it for a host of that name (ssh "node:4").
+// An IPv6 address has more than one colon.
+std::string host_colon_slots_error(const std::string& host) {
+  const auto colon = host.find(':');
+  if (colon == std::string::npos || host.find(':', colon + 1) != std::string::npos) return "";
+  const std::string after = host.substr(colon + 1);
+  if (after.empty() || !std::all_of(after.begin(), after.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+      })) {
+    return "";
+  }
+  return "\"" + host + "\" is -H's form; a hostfile line says \"" + host.substr(0, colon) +
+         " slots=" + after + "\"";
 }
 
 }  // namespace
@@ -132,12 +151,18 @@ std::string parse_hostfile(const std::string& text, long long default_slots,
   std::map<std::string, std::pair<int, bool>> seen;
   for (std::string line; std::getline(lines, line);) {
     ++number;
+    const std::string where = "line " + std::to_string(number) + ": ";
+    // mpirun's parser stops at it ("parse error"), where synkrun read it as a blank.
+    if (line.find('\r') != std::string::npos) {
+      return where + "a carriage return (a file written on Windows): mpirun cannot read it; "
+                     "convert the file (dos2unix)";
+    }
     line = line.substr(0, line.find('#'));
     std::istringstream words(line);
     std::string host;
     if (!(words >> host)) continue;
-    const std::string where = "line " + std::to_string(number) + ": ";
     if (std::string err = host_name_error(host); !err.empty()) return where + err;
+    if (std::string err = host_colon_slots_error(host); !err.empty()) return where + err;
     std::string rest;
     std::getline(words, rest);
     std::optional<long long> slots;

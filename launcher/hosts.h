@@ -56,6 +56,24 @@ inline std::optional<long long> total_slots(const std::vector<HostSlots>& hosts)
   return slots;
 }
 
+// Why a hostfile that names this machine twice, under two names each with slots= (vm and
+// 127.0.0.1), cannot run, or "": mpirun counts every name of itself as one node and refuses the
+// second definition with an "internal error". (-H takes such a list.)
+template <typename IsLocal>
+std::string local_names_error(const std::vector<HostSlots>& hosts, IsLocal is_local) {
+  const HostSlots* first = nullptr;
+  for (const HostSlots& h : hosts) {
+    if (h.slots <= 0 || !is_local(h.name)) continue;
+    if (first == nullptr) {
+      first = &h;
+    } else if (h.name != first->name) {
+      return first->name + " and " + h.name + " are both this host, each with slots=: mpirun " +
+             "refuses a host defined twice; list it once, with all its slots";
+    }
+  }
+  return "";
+}
+
 // The hosts in the order mpirun's by-slot mapping fills them: first mpirun's own node, which
 // Open MPI fills first, as one entry for all those is_local accepts whatever their names (it
 // counts every name of itself as one node), under the first of them; then the others as listed.

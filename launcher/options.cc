@@ -358,6 +358,9 @@ std::string hostfile_error(const Options& o, const std::vector<HostSlots>& hosts
   if (o.hostfile.empty() || !o.hosts.empty()) return "";
   // mpirun's own message ("No nodes are available") does not say that the file is to blame.
   if (hosts.empty()) return "hostfile " + o.hostfile + " names no host";
+  if (std::string err = local_names_error(hosts, is_this_host); !err.empty()) {
+    return "hostfile " + o.hostfile + ": " + err;
+  }
   const std::optional<long long> slots = total_slots(hosts);
   if (!o.np || !slots || *o.np <= *slots) return "";
   return "-np " + std::to_string(*o.np) + " but hostfile " + o.hostfile + " offers " +

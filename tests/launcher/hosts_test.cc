@@ -85,6 +85,32 @@ TEST(Hosts, HostfileErrorsNameTheLine) {
   EXPECT_EQ(parse_hostfile("a\nb\na\n", 1, h), "");  // a line per slot, as Open MPI allows
 }
 
+// Lines synkrun read and mpirun did not: a Windows line end, slots given twice, -H's form. Each
+// passed synkrun's checks and --dry-run, then mpirun's "parse error" or ssh to "a:2" ended the
+// job, which synkrun blamed on the network.
+TEST(Hosts, HostfileLinesMpirunCannotRead) {
+  std::vector<HostSlots> h;
+  EXPECT_EQ(parse_hostfile("a slots=2\r\n", 1, h),
+            "line 1: a carriage return (a file written on Windows): mpirun cannot read it; "
+            "convert the file (dos2unix)");
+  EXPECT_EQ(parse_hostfile("a slots=2 slots=3\n", 1, h),
+            "line 1: slots are given twice (\"slots=3\"); give them once");
+  EXPECT_EQ(parse_hostfile("n1\nnode:4\n", 1, h),
+            "line 2: \"node:4\" is -H's form; a hostfile line says \"node slots=4\"");
+  EXPECT_EQ(parse_hostfile("::1 slots=2\nfe80::1\n", 1, h), "");  // IPv6 addresses
+  EXPECT_EQ(parse_hostfile("a slots=2 max_slots=4\n", 1, h), "");
+}
+
+// This host under two names, each with slots=: mpirun's "multiple definitions" internal error.
+TEST(Hosts, ThisHostTwiceWithSlots) {
+  const auto local = [](const std::string& n) { return n == "vm" || n == "127.0.0.1"; };
+  EXPECT_EQ(local_names_error({{"vm", 1}, {"b", 1}, {"127.0.0.1", 1}}, local),
+            "vm and 127.0.0.1 are both this host, each with slots=: mpirun refuses a host "
+            "defined twice; list it once, with all its slots");
+  EXPECT_EQ(local_names_error({{"vm", 1}, {"127.0.0.1", 0}}, local), "");  // no slots=: a line each
+  EXPECT_EQ(local_names_error({{"vm", 2}, {"b", 1}}, local), "");
+}
+
 TEST(Hosts, ThisHostByItsNames) {
   EXPECT_TRUE(is_this_host("localhost"));
   EXPECT_TRUE(is_this_host("LOCALHOST"));
