@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -110,6 +111,23 @@ void define(CLI::App& app, Options& o, Raw& raw, std::vector<std::string>& progr
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+// "unknown option A", and for mpirun's own options where an mpirun user would reach for them,
+// where their settings go instead.
+std::string unknown_option_text(const std::string& a) {
+  static const char* const kMpirunOptions[] = {
+      "--mca",     "-mca",     "--map-by",  "-map-by",   "--bind-to",       "-bind-to",
+      "--rank-by", "-rank-by", "-N",        "--npernode", "-npernode",      "--oversubscribe",
+      "-oversubscribe",        "-wdir",     "--wdir",     "--prefix"};
+  const std::string name = a.substr(0, a.find('='));
+  for (const char* o : kMpirunOptions) {
+    if (name != o) continue;
+    return "unknown option " + a + ": synkrun passes no mpirun options on; MCA parameters go "
+           "in the environment (OMPI_MCA_name=value), synkrun maps and binds the ranks itself "
+           "(--bind, --gpus) and oversubscribes where -np asks for more ranks than cores";
+  }
+  return "unknown option " + a;
+}
+
 // Splits args into the options part and PROGRAM [ARGS...]. Returns an error or "".
 std::string split_args(CLI::App& app, const std::vector<std::string>& args,
                        std::vector<std::string>& opts, std::vector<std::string>& program) {
@@ -125,6 +143,9 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
     }
     if (a == "-np") a = "-n";  // CLI11 would read -np as -n p
     if (starts_with(a, "-np=")) a = "-n" + a.substr(4);
+    if (starts_with(a, "-np") && a.size() > 3 && std::isdigit(static_cast<unsigned char>(a[3]))) {
+      a = "-n" + a.substr(3);  // -np2, as -n2
+    }
     std::string name = a, attached;
     bool has_attached = false;
     if (starts_with(a, "--")) {
@@ -139,7 +160,7 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
     }
     const CLI::Option* opt = app.get_option_no_throw(name);
     if (opt == nullptr && name != "-h" && name != "--help" && name != "--version") {
-      return "unknown option " + a;
+      return unknown_option_text(a);
     }
     opts.push_back(a);
     const bool takes_value = opt != nullptr && opt->get_items_expected_max() > 0;
@@ -155,7 +176,7 @@ std::string split_args(CLI::App& app, const std::vector<std::string>& args,
     } else if (!takes_value && has_attached && starts_with(a, "--")) {
       return "option " + name + " takes no value";
     } else if (!takes_value && has_attached) {
-      return "unknown option " + a;
+      return unknown_option_text(a);
     }
   }
   return "";

@@ -93,6 +93,13 @@ TEST(Options, ErrorsAreOneLine) {
   EXPECT_NE(error({"-np"}).find("needs a value"), std::string::npos);
   EXPECT_NE(error({"--bogus", "prog"}).find("unknown option --bogus"), std::string::npos);
   EXPECT_NE(error({"-q", "prog"}).find("unknown option -q"), std::string::npos);
+  // mpirun's own options say where their settings go (a bare "unknown option --mca" did not).
+  EXPECT_NE(error({"--mca", "btl", "self", "prog"})
+                .find("unknown option --mca: synkrun passes no mpirun options on; MCA parameters "
+                      "go in the environment (OMPI_MCA_name=value)"),
+            std::string::npos);
+  EXPECT_NE(error({"--map-by=node", "prog"}).find("synkrun maps and binds the ranks itself"),
+            std::string::npos);
   EXPECT_NE(error({"--bind", "socket", "prog"}).find("--bind"), std::string::npos);
   EXPECT_NE(error({"--gpus", "1-", "prog"}).find("--gpus"), std::string::npos);
   // An index past INT_MAX was reported as GPU -1.
@@ -109,6 +116,7 @@ TEST(Options, ErrorsAreOneLine) {
   EXPECT_NE(error({"-np", "2147483647", "prog"}).find("from 1 to 1048576"), std::string::npos);
   EXPECT_NE(error({"-np", "99999999999", "prog"}).find("-np"), std::string::npos);
   EXPECT_EQ(ok({"-np=3", "prog"}).np, 3);
+  EXPECT_EQ(ok({"-np2", "prog"}).np, 2);  // was '"p2" is not a number of ranks'
   EXPECT_NE(error({"--timeout", "1e10", "prog"}).find("more than 1e+09 s"), std::string::npos);
   EXPECT_NE(error({"--timeout", "abc", "prog"}).find("\"abc\" is not a number of seconds"),
             std::string::npos);
