@@ -421,7 +421,11 @@ int launch(Options& o, const char* argv0) {
   // Inside an allocation of several nodes (salloc -N 2), mpirun spreads the ranks itself.
   if (!with_hosts) node.allocation = find_allocation(std::getenv);
   node.multi_node = with_hosts || node.allocation.nodes > 1;
-  if (const auto code = check_program(o, node.multi_node)) return *code;
+  // Hosts that are all this one (-H localhost:2) cannot have a PROGRAM this one lacks.
+  const bool only_here = with_hosts && hosts_read && !hosts.empty() &&
+                         std::all_of(hosts.begin(), hosts.end(),
+                                     [](const HostSlots& h) { return is_this_host(h.name); });
+  if (const auto code = check_program(o, node.multi_node && !only_here)) return *code;
   if (node.multi_node && hosts_read) o.node_slots = node_slots_text(hosts);
   if (const std::string err = plan_node(o, topo, node); !err.empty()) return usage_error(err);
 

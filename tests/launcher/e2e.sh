@@ -620,6 +620,8 @@ program_lookup)
   }
   check_cannot_run 127 -np 1 "$work/no-such-program"
   check_cannot_run 127 -np 1 no-such-program-anywhere
+  # Hosts that are all this one cannot have it either (it was a note, and the job started).
+  check_cannot_run 127 -H localhost:2 no-such-program-anywhere
   printf '#!/bin/sh\necho hi\n' >"$work/not-executable"
   check_cannot_run 126 -np 1 "$work/not-executable"
   check_cannot_run 126 -np 1 "$work"
