@@ -51,6 +51,10 @@ expect_refused SYNK_SHM_ONE_STEP_BYTES 0 - "SYNK_SHM_ONE_STEP_BYTES $differs '0'
   "SYNK_SHM_ONE_STEP_BYTES $differs unset, the default)" "$@"
 expect_refused SYNK_SHM_SPIN_US - abc "SYNK_SHM_SPIN_US='abc' is not valid" \
   "synk Remote: rank 1 cannot read its SYNK_* settings" "$@"
+# A core variable, read where synk starts MPI: that rank alone failed, before MPI started, and
+# the others waited in MPI_Init_thread (for ever, where the program caught the error).
+expect_refused SYNK_TIMEOUT - abc "SYNK_TIMEOUT='abc' is not valid" \
+  "synk Remote: rank 1 cannot read its SYNK_* settings" "$@"
 
 expect_refused SYNK_TIMELINE "$work/t.json" - "SYNK_TIMELINE (set or not) $differs 'set')" \
   "SYNK_TIMELINE (set or not) $differs 'unset')" "$@"

@@ -56,13 +56,19 @@ void ensure_mpi_initialized() {
   MPI_Initialized(&initialized);
   if (initialized) return;
   int provided = 0;
-  const int level =
-      settings().mpi_threads == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+  // A malformed variable starts MPI with the defaults: the settings' agreement at the
+  // communicator's start then fails every rank, naming this one. (Refused here, before MPI,
+  // this rank alone failed, and the others waited in MPI_Init_thread for it.)
+  Settings s;
+  try {
+    s = settings();
+  } catch (const Error&) {
+  }
+  const int level = s.mpi_threads == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
   {
     // MPI_Init_thread waits for every rank of the job: one that is late by more than
     // SYNK_TIMEOUT (stuck in its own start-up) ends the others, as a communicator's start does.
-    const MpiWatch watch("starting MPI (MPI_Init_thread)", launcher_world_rank(),
-                         settings().timeout_s);
+    const MpiWatch watch("starting MPI (MPI_Init_thread)", launcher_world_rank(), s.timeout_s);
     SYNK_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, level, &provided));
   }
   mpi_started_in = getpid();
