@@ -148,6 +148,32 @@ int slurm_local_size(const GetEnv& get, int node) {
   return *count;
 }
 
+// "NAME=value" as the launcher set it.
+std::string variable_text(const GetEnv& get, const char* name) {
+  const char* value = get(name);
+  return std::string(name) + "=" + (value != nullptr ? value : "(unset)");
+}
+
+// A layout that cannot be, with the variables it was read from and their values.
+std::string layout_error(const GetEnv& get, const LauncherVariables& l, const RankEnv& e,
+                         std::optional<int> node) {
+  std::string local_size;
+  if (l.local_size != nullptr) {
+    local_size = variable_text(get, l.local_size);
+  } else {  // Slurm: the task count of this node
+    const char* step = get("SLURM_STEP_TASKS_PER_NODE");
+    local_size = variable_text(get, step != nullptr && *step != '\0'
+                                        ? "SLURM_STEP_TASKS_PER_NODE"
+                                        : "SLURM_TASKS_PER_NODE") +
+                 " on node " + std::to_string(node.value_or(-1));
+  }
+  return "inconsistent layout from " + e.source + ": rank " + std::to_string(e.rank) + " of " +
+         std::to_string(e.world_size) + " (" + variable_text(get, l.rank) + ", " +
+         variable_text(get, l.size) + "), local rank " + std::to_string(e.local_rank) + " of " +
+         std::to_string(e.local_size) + " (" + variable_text(get, l.local_rank) + ", " +
+         local_size + ")";
+}
+
 }  // namespace
 
 RankEnv read_rank_env(const GetEnv& get) {
@@ -184,10 +210,7 @@ RankEnv read_rank_env(const GetEnv& get) {
   }
   if (e.local_rank < 0 || e.local_rank >= e.local_size || e.rank < 0 || e.rank >= e.world_size ||
       e.local_size > e.world_size || (node && *node < 0)) {
-    throw std::runtime_error("inconsistent layout from " + e.source + ": rank " +
-                             std::to_string(e.rank) + " of " + std::to_string(e.world_size) +
-                             ", local rank " + std::to_string(e.local_rank) + " of " +
-                             std::to_string(e.local_size));
+    throw std::runtime_error(layout_error(get, *found, e, node));
   }
   // Slurm numbers its nodes. mpirun does not: under its default by-slot mapping (synkrun's) a
   // node's ranks are consecutive, so this is exact when every node runs as many ranks as this

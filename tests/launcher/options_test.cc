@@ -452,6 +452,10 @@ TEST(RankEnv, ErrorsNameTheVariable) {
             "SLURM_STEP_TASKS_PER_NODE=\"2(x3\" gives no task count for node 1 (SLURM_NODEID)");
   EXPECT_EQ(with("SLURM_STEP_TASKS_PER_NODE", "4"),
             "SLURM_STEP_TASKS_PER_NODE=\"4\" gives no task count for node 1 (SLURM_NODEID)");
+  // A count that does not cover the node: the variables and their values (it named neither).
+  EXPECT_EQ(with("SLURM_STEP_TASKS_PER_NODE", "1(x2)"),
+            "inconsistent layout from slurm: rank 3 of 4 (SLURM_PROCID=3, SLURM_NTASKS=4), "
+            "local rank 1 of 1 (SLURM_LOCALID=1, SLURM_STEP_TASKS_PER_NODE=1(x2) on node 1)");
   // An empty step count falls back to the job's.
   auto fallback = slurm;
   fallback["SLURM_STEP_TASKS_PER_NODE"] = "";
