@@ -90,8 +90,8 @@ std::string step_expired_text(const WatchedCall& c, double waited_s) {
   const std::string who = c.rank >= 0 ? "rank " + std::to_string(c.rank) : "this process";
   return "synk Timeout: " + who + ": " + c.step + " has waited " +
          std::to_string(static_cast<long long>(waited_s)) +
-         " s inside MPI without progress, past its deadline (" +
-         std::to_string(static_cast<long long>(c.timeout_s)) + " s: SYNK_TIMEOUT, at least " +
+         " s inside MPI without progress, past its deadline (" + seconds_text(c.timeout_s) +
+         ": SYNK_TIMEOUT, at least " +
          std::to_string(static_cast<long long>(kStepTimeoutFloor)) +
          " s for such a step). MPI cannot be interrupted, so this process ends (exit code " +
          std::to_string(kWatchdogExitCode) +
@@ -104,9 +104,8 @@ std::string call_expired_text(const WatchedCall& c, double waited_s) {
       "synk Timeout: rank " + std::to_string(c.rank) + ": " +
       describe_call(c.coll, c.count, c.dtype, c.op, c.root) + " on the " + c.backend +
       " backend has waited " + std::to_string(static_cast<long long>(waited_s)) +
-      " s inside MPI without progress, past SYNK_TIMEOUT (" +
-      std::to_string(static_cast<long long>(c.timeout_s)) +
-      " s). MPI cannot be interrupted, so this process ends (exit code " +
+      " s inside MPI without progress, past SYNK_TIMEOUT (" + seconds_text(c.timeout_s) +
+      "). MPI cannot be interrupted, so this process ends (exit code " +
       std::to_string(kWatchdogExitCode) +
       ") and mpirun ends the job. Some rank is not in this call: stopped, or busy elsewhere";
   text += c.calls_checked ? ""
