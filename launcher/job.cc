@@ -44,9 +44,8 @@ constexpr double kKillGraceSeconds = 3.0;
 // A second such signal kills at once, as a second Ctrl-C does to mpirun.
 constexpr double kSignalGraceSeconds = 10.0;
 // The same signal from the same process again this soon is the same request, not a second one:
-// GNU timeout sends its signal to synkrun and then to synkrun's process group, which killed the
-// job at once.
-constexpr auto kRepeatedSignalWindow = std::chrono::seconds(1);
+// GNU timeout sends its signal to synkrun and then, microseconds later, to its process group.
+constexpr auto kRepeatedSignalWindow = std::chrono::milliseconds(250);
 // After mpirun reports the job failed it ends its ranks and exits, within a second or two; one
 // still up this much later waits for a daemon it cannot reach (a host off the network), and
 // would wait for TCP to give up, minutes or hours: synkrun stops it.
@@ -138,6 +137,13 @@ std::vector<pid_t> live_children(pid_t parent) {
   return out;
 }
 
+// Whether `pid` is a rank of the job or a process a rank started: it has a rank's environment.
+bool is_rank_process(pid_t pid) {
+  const std::string env = '\0' + proc_file(pid, "environ");
+  return env.find(std::string("\0OMPI_COMM_WORLD_RANK=", 22)) != std::string::npos ||
+         env.find(std::string("\0PMIX_RANK=", 11)) != std::string::npos;
+}
+
 // What to signal to reach the ranks mpirun started on this node as mpirun does: each rank's
 // process group (-pgid, Open MPI's default), or the rank alone where it leads none. Nothing
 // where mpirun has no child or one that is not a rank (by its environment): an ssh or srun
@@ -146,8 +152,7 @@ std::vector<pid_t> local_rank_targets(pid_t mpirun) {
   const std::vector<pid_t> ranks = live_children(mpirun);
   std::vector<pid_t> targets;
   for (pid_t r : ranks) {
-    const std::string env = '\0' + proc_file(r, "environ");
-    if (env.find(std::string("\0OMPI_COMM_WORLD_RANK=", 22)) == std::string::npos) return {};
+    if (!is_rank_process(r)) return {};
     targets.push_back(getpgid(r) == r ? -r : r);
   }
   return targets;
@@ -193,8 +198,7 @@ struct RankGroup {
 std::vector<RankGroup> local_rank_groups(pid_t mpirun) {
   std::vector<RankGroup> out;
   for (pid_t r : live_children(mpirun)) {
-    const std::string env = '\0' + proc_file(r, "environ");
-    if (env.find(std::string("\0OMPI_COMM_WORLD_RANK=", 22)) == std::string::npos) continue;
+    if (!is_rank_process(r)) continue;
     if (getpgid(r) != r) continue;  // none of its own: mpirun's kill of it is enough
     out.push_back({r, start_time_of(r)});
   }
@@ -416,7 +420,7 @@ class JobSupervisor {
     const bool failed = !WIFEXITED(status_) || WEXITSTATUS(status_) != 0;
     if (failed || result_.forwarded_signal || result_.timed_out) kill_orphans();
     result_.exit_code = result_.timed_out ? 124 : status_to_code(status_);
-    if (WIFSIGNALED(status_)) result_.mpirun_signal = WTERMSIG(status_);
+    if (WIFSIGNALED(status_) && !killed_by_synkrun_) result_.mpirun_signal = WTERMSIG(status_);
     if (result_.stopped_after_failure) result_.exit_code = failing_rank_code();
     return result_;
   }
@@ -597,6 +601,7 @@ class JobSupervisor {
   // children: data loaders, a fork), and to mpirun's group: killed first, mpirun left them to
   // run on as orphans.
   void kill_job() {
+    killed_by_synkrun_ = true;
     signal_local_ranks(child_, SIGKILL);
     kill_stopped_rank_groups();
     kill(-child_, SIGKILL);
@@ -612,27 +617,36 @@ class JobSupervisor {
   // alone and left its children.
   void kill_stopped_rank_groups() { kill_rank_groups(rank_groups_); }
 
-  // What the ranks left running when the job failed or was stopped: processes whose parent, a
-  // rank, ended before them (a data loader of a rank that failed) come to synkrun, and go now,
-  // with their process groups. mpirun kills the groups of the ranks it ends, not of those that
-  // ended by themselves, and such a process held its GPU and CPU until killed by hand.
+  // What the job left running when it failed or was stopped: processes whose parent ended
+  // before them (a data loader of a rank that failed, or the ranks of a killed mpirun) come to
+  // synkrun, and go now, with their process groups. mpirun kills the groups of the ranks it
+  // ends, not of those that ended by themselves, and such a process held its GPU and CPU until
+  // killed by hand. Only the job's own (a rank's environment): mpirun's ssh may leave a shared
+  // connection master (ControlPersist) that is the user's.
   void kill_orphans() {
     std::string killed;
-    int count = 0;
+    std::vector<pid_t> done;
     for (int round = 0; round < 3; ++round) {  // an orphan's own children come to synkrun next
-      const std::vector<pid_t> left = live_children(getpid());
+      std::vector<pid_t> left;
+      for (pid_t p : live_children(getpid())) {
+        if (is_rank_process(p) && std::find(done.begin(), done.end(), p) == done.end()) {
+          left.push_back(p);
+        }
+      }
       if (left.empty()) break;
       for (pid_t p : left) {
         const pid_t group = getpgid(p);
         if (group > 0 && group != getpgrp()) kill(-group, SIGKILL);
         kill(p, SIGKILL);
-        if (++count <= 3) killed += (count > 1 ? ", " : "") + describe_process(p);
+        if (done.size() < 3) killed += (done.empty() ? "" : ", ") + describe_process(p);
+        done.push_back(p);
       }
       reap_within(left, std::chrono::seconds(1));
     }
-    if (count > 0) {
-      std::fprintf(stderr, "synkrun: killed %d process%s the ranks left running (%s%s)\n", count,
-                   count == 1 ? "" : "es", killed.c_str(), count > 3 ? ", ..." : "");
+    if (!done.empty()) {
+      std::fprintf(stderr, "synkrun: killed %zu process%s of the job left running (%s%s)\n",
+                   done.size(), done.size() == 1 ? "" : "es", killed.c_str(),
+                   done.size() > 3 ? ", ..." : "");
     }
   }
 
@@ -671,6 +685,7 @@ class JobSupervisor {
   std::vector<RankGroup> rank_groups_;  // the local ranks' groups when synkrun stopped the job
   Clock::time_point first_signal_at_{};  // when the signal that stopped the job came
   pid_t first_sender_ = 0;                // and from which process (0: the kernel, a terminal)
+  bool killed_by_synkrun_ = false;        // kill_job() sent mpirun SIGKILL
 };
 
 }  // namespace

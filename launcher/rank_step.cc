@@ -234,10 +234,18 @@ void number_node(const Options& o, RankEnv& env) {
 
 // Whether mpirun bound this rank itself (its default binding, or --bind-to): the plan replaces
 // that binding, made without regard to GPUs. CPUs a rank inherited unbound (taskset on mpirun,
-// a cpuset) are the user's, and the plan keeps to them, as synkrun's own launch does.
+// a cpuset) are the user's, and the plan keeps to them, as synkrun's own launch does. mpirun
+// binds a rank to fewer CPUs than its parent (mpirun, or its daemon) may use, in every version.
 bool bound_by_mpirun(const RankEnv& env) {
-  const char* bound = std::getenv("OMPI_MCA_orte_bound_at_launch");
-  return env.source != "openmpi" || (bound != nullptr && std::string(bound) == "1");
+  if (env.source != "openmpi") return true;
+  cpu_set_t mine, parents;
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0 ||
+      sched_getaffinity(getppid(), sizeof parents, &parents) != 0) {
+    return true;
+  }
+  cpu_set_t both;
+  CPU_AND(&both, &mine, &parents);
+  return CPU_EQUAL(&both, &mine) && !CPU_EQUAL(&mine, &parents);  // a strict subset
 }
 
 // The machine this rank plans on: the XML given with --topology, else the launcher's export of

@@ -3,8 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -32,22 +30,23 @@ TEST(Allocation, SlurmCountsItsNodes) {
   EXPECT_EQ(in({{"SLURM_JOB_ID", "42"}, {"SLURM_NNODES", "x"}}).nodes, 0);  // unreadable
 }
 
-TEST(Allocation, PbsCountsTheDistinctHostsOfItsNodeFile) {
-  const std::string file = testing::TempDir() + "pbs_nodefile";
-  FILE* f = std::fopen(file.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  std::fputs("n1\nn1\nn2\nn2\n", f);  // a line per slot
-  std::fclose(f);
-  const Allocation a = in({{"PBS_NODEFILE", file}});
-  EXPECT_EQ(a.manager, "PBS");
-  EXPECT_EQ(a.nodes, 2);
-  std::remove(file.c_str());
+// Inside an srun step (srun -n1 synkrun), mpirun gets the step's nodes, not the job's.
+TEST(Allocation, SlurmStepCountsTheStepsNodes) {
+  EXPECT_EQ(in({{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_NODES", "1"},
+                {"SLURM_JOB_NUM_NODES", "4"}})
+                .nodes,
+            1);
+  // Outside a step a stale step count is not read.
+  EXPECT_EQ(in({{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_NUM_NODES", "1"},
+                {"SLURM_JOB_NUM_NODES", "4"}})
+                .nodes,
+            4);
 }
 
-TEST(Allocation, LsfCountsItsHosts) {
-  const Allocation a = in({{"LSB_MCPU_HOSTS", "n1 8 n2 8 n3 4"}});
-  EXPECT_EQ(a.manager, "LSF");
-  EXPECT_EQ(a.nodes, 3);
+// PBS and LSF: mpirun reads them only where built with their support (Debian's is not).
+TEST(Allocation, OnlySlurmIsRead) {
+  EXPECT_EQ(in({{"PBS_NODEFILE", "/nonexistent"}}).manager, "");
+  EXPECT_EQ(in({{"LSB_MCPU_HOSTS", "n1 8 n2 8"}}).manager, "");
 }
 
 }  // namespace
