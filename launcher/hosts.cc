@@ -62,7 +62,7 @@ std::string hostfile_slots(const std::string& rest, std::optional<long long>& sl
     const auto eq = p.find('=');
     const std::string key = lower(p.substr(0, eq));
     if (key != "slots" && key != "count" && key != "cpu") continue;
-    // mpirun refuses the line ("multiple definitions"), where synkrun took the last.
+    // mpirun refuses the line ("multiple definitions").
     if (given) return "slots are given twice (\"" + p + "\"); give them once";
     given = true;
     slots = eq == std::string::npos ? std::nullopt : parse_count(p.substr(eq + 1), kMaxRanks);
@@ -72,7 +72,7 @@ std::string hostfile_slots(const std::string& rest, std::optional<long long>& sl
   return "";
 }
 
-// "node:4" is -H's form: in a hostfile mpirun took it for a host of that name (ssh "node:4").
+// "node:4" is -H's form: in a hostfile mpirun takes it for a host of that name (ssh "node:4").
 // An IPv6 address has more than one colon.
 std::string host_colon_slots_error(const std::string& host) {
   const auto colon = host.find(':');
@@ -152,7 +152,7 @@ std::string parse_hostfile(const std::string& text, long long default_slots,
   for (std::string line; std::getline(lines, line);) {
     ++number;
     const std::string where = "line " + std::to_string(number) + ": ";
-    // mpirun's parser stops at it ("parse error"), where synkrun read it as a blank.
+    // mpirun's parser stops at it ("parse error"); a blank to the words below.
     if (line.find('\r') != std::string::npos) {
       return where + "a carriage return (a file written on Windows): mpirun cannot read it; "
                      "convert the file (dos2unix)";

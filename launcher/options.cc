@@ -117,13 +117,13 @@ std::string unknown_option_text(const std::string& a) {
   static const char* const kMpirunOptions[] = {
       "--mca",     "-mca",     "--map-by",  "-map-by",   "--bind-to",       "-bind-to",
       "--rank-by", "-rank-by", "-N",        "--npernode", "-npernode",      "--oversubscribe",
-      "-oversubscribe",        "-wdir",     "--wdir",     "--prefix"};
+      "-oversubscribe",        "-wdir",     "--wdir"};
   const std::string name = a.substr(0, a.find('='));
   for (const char* o : kMpirunOptions) {
     if (name != o) continue;
     return "unknown option " + a + ": synkrun passes no mpirun options on; MCA parameters go "
-           "in the environment (OMPI_MCA_name=value), synkrun maps and binds the ranks itself "
-           "(--bind, --gpus) and oversubscribes where -np asks for more ranks than cores";
+           "in the environment (OMPI_MCA_name=value), and synkrun maps and binds the ranks "
+           "itself (--bind, --gpus)";
   }
   return "unknown option " + a;
 }

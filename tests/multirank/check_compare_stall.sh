@@ -14,7 +14,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 vader=$(mktemp -d)
 trap 'rm -rf "$vader"' EXIT
 start=$(date +%s)
-out=$(SYNK_TIMEOUT=2 SYNK_STALL_WARN=1 timeout -k 5 60 "$@" --mca btl_vader_backing_directory "$vader" \
+out=$(SYNK_TIMEOUT=2 SYNK_STALL_WARN=1 timeout -k 5 60 "$@" \
+        --mca btl_vader_backing_directory "$vader" \
         -np "$ranks" "$exe" compare "$backend" "$stuck" 2>&1)
 rc=$?
 elapsed=$(( $(date +%s) - start ))

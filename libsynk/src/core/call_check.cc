@@ -236,7 +236,8 @@ void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
   const auto give_up = limit + slow_after + std::chrono::milliseconds(100);
   bool announced = false;
   bool warn_pending = settings().stall_warn_s < timeout_s;
-  const auto warn_at = start + wait_duration(settings().stall_warn_s);
+  // Once the ranks that arrived have had time to say so, so that it names only missing ones.
+  const auto warn_at = start + wait_duration(settings().stall_warn_s) + slow_after;
   // Spin briefly, then yield for up to 10 ms (a rank on another core or node a little behind).
   poll_request(
       req, "MPI_Test of the call comparison's MPI_Iallgather", std::chrono::microseconds(200),
@@ -248,7 +249,7 @@ void wait_for_records(MPI_Request& req, Arrivals& st, const CommContext& ctx,
           announced = true;
         }
         if (announced) take_notices(st, ctx);
-        if (warn_pending && now >= warn_at) {
+        if (warn_pending && announced && now >= warn_at) {
           warn_pending = false;
           warn_comparison_stalled(st, ctx, mine);
         }

@@ -57,8 +57,8 @@ void ensure_mpi_initialized() {
   if (initialized) return;
   int provided = 0;
   // A malformed variable starts MPI with the defaults: the settings' agreement at the
-  // communicator's start then fails every rank, naming this one. (Refused here, before MPI,
-  // this rank alone failed, and the others waited in MPI_Init_thread for it.)
+  // communicator's start then fails every rank, naming this one, where a refusal here would
+  // fail this rank alone and leave the others in MPI_Init_thread.
   Settings s;
   try {
     s = settings();

@@ -86,9 +86,13 @@ std::atomic<std::int64_t> shortest_timeout_ns{0};  // sets how often the watchdo
 std::once_flag started;
 
 // What a stuck step that is no call says (making a communicator, split, alloc).
+// "rank 3", or "this process" before MPI (and the launcher) could say its rank.
+std::string who(const WatchedCall& c) {
+  return c.rank >= 0 ? "rank " + std::to_string(c.rank) : "this process";
+}
+
 std::string step_expired_text(const WatchedCall& c, double waited_s) {
-  const std::string who = c.rank >= 0 ? "rank " + std::to_string(c.rank) : "this process";
-  return "synk Timeout: " + who + ": " + c.step + " has waited " +
+  return "synk Timeout: " + who(c) + ": " + c.step + " has waited " +
          std::to_string(static_cast<long long>(waited_s)) +
          " s inside MPI without progress, past its deadline (" + seconds_text(c.timeout_s) +
          ": SYNK_TIMEOUT, at least " +
@@ -132,7 +136,7 @@ void warn_stalled(const WatchSlot& s, std::uint64_t calls, double waited_s) {
   const std::optional<WatchedCall> c = s.read(calls);
   if (!c) return;
   if (c->step != nullptr) {
-    SYNK_LOG_AT(warn, "rank " << c->rank << ": " << c->step << " has waited "
+    SYNK_LOG_AT(warn, who(*c) << ": " << c->step << " has waited "
                               << static_cast<long long>(waited_s)
                               << " s inside MPI (SYNK_STALL_WARN): some rank has not taken "
                                  "this step; this process ends after "
