@@ -127,6 +127,15 @@ Settings Settings::parse(const EnvGetter& get) {
 
 const Settings& settings() { return env::cached<Settings>(); }
 
+const Settings& settings_or_defaults() {
+  try {
+    return settings();
+  } catch (const Error&) {
+    static const Settings defaults;
+    return defaults;
+  }
+}
+
 const char* to_string(LogLevel level) noexcept {
   switch (level) {
     case LogLevel::error: return "error";

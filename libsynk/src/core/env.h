@@ -75,6 +75,9 @@ struct Settings {
 
 // The process's core settings, read from the environment on first use and cached.
 const Settings& settings();
+// settings(), or the defaults where a variable is malformed: for work that must go on before or
+// beside a communicator's start, which reports the variable (on every rank).
+const Settings& settings_or_defaults();
 
 const char* to_string(LogLevel level) noexcept;
 

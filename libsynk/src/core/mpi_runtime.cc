@@ -59,11 +59,7 @@ void ensure_mpi_initialized() {
   // A malformed variable starts MPI with the defaults: the settings' agreement at the
   // communicator's start then fails every rank, naming this one, where a refusal here would
   // fail this rank alone and leave the others in MPI_Init_thread.
-  Settings s;
-  try {
-    s = settings();
-  } catch (const Error&) {
-  }
+  const Settings& s = settings_or_defaults();
   const int level = s.mpi_threads == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
   {
     // MPI_Init_thread waits for every rank of the job: one that is late by more than

@@ -152,18 +152,10 @@ void warn_stalled(const WatchSlot& s, std::uint64_t calls, double waited_s) {
                             << seconds_text(c->timeout_s) << ")");
 }
 
-// A malformed variable is the Communicator's error to report (a program may catch it and go on
-// without synk); this thread takes the default rather than end the process.
-double stall_warn_setting() {
-  try {
-    return settings().stall_warn_s;
-  } catch (const Error&) {
-    return Settings{}.stall_warn_s;
-  }
-}
-
 void watch() {
-  const double stall_warn_s = stall_warn_setting();
+  // A malformed variable is the Communicator's error to report (a program may catch it and go
+  // on without synk): this thread takes the default rather than end the process.
+  const double stall_warn_s = settings_or_defaults().stall_warn_s;
   std::uint64_t seen[kSlots] = {};     // the count last seen in each slot
   std::uint64_t warned[kSlots] = {};   // the count of the last call warned of
   Clock::time_point since[kSlots] = {};  // when it was first seen
@@ -305,12 +297,8 @@ MpiWatch::~MpiWatch() {
 MpiWatch watch_step(const char* step, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  double timeout_s = Settings{}.timeout_s;  // a setting that cannot be read fails the start
-  try {
-    timeout_s = settings().timeout_s;
-  } catch (const Error&) {
-  }
-  return MpiWatch(step, rank, timeout_s);
+  // A setting that cannot be read fails the communicator's start, which this may watch.
+  return MpiWatch(step, rank, settings_or_defaults().timeout_s);
 }
 
 }  // namespace synk::detail
