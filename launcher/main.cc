@@ -181,14 +181,13 @@ struct NodePlan {
 std::string plan_node(const Options& o, const NodeTopology& topo, NodePlan& node) {
   node.rank_per_slot = node.multi_node && !o.np;
   // Across an allocation's nodes this one's share is unknown here: each rank step guards its own.
-  const bool guard_here = node.allocation.nodes <= 1;
-  if (node.rank_per_slot) return guard_here ? ranks_per_core_error(o, topo, 0) : "";
+  const auto guard = [&](int nranks) {
+    return node.allocation.nodes > 1 ? std::string() : ranks_per_core_error(o, topo, nranks);
+  };
+  if (node.rank_per_slot) return guard(0);
   try {
     node.nranks = o.np ? *o.np : default_rank_count(topo, o.plan);
-    if (std::string err = guard_here ? ranks_per_core_error(o, topo, node.nranks) : "";
-        !err.empty()) {
-      return err;
-    }
+    if (std::string err = guard(node.nranks); !err.empty()) return err;
     node.plan = make_plan(topo, node.nranks, o.plan);
     node.planned = true;
   } catch (const PlanError& e) {

@@ -57,6 +57,28 @@ wait_for_exit() {
   wait "$1"
 }
 
+# Starts synkrun -np 1 PROBE in the background (as $pid) under a fake mpirun, first on PATH
+# (synkrun's choice), that ignores the stop signals; returns once that mpirun runs, its pid in
+# $work/mpirun.pid.
+start_under_stuck_mpirun() {
+  if [ ! -x "$work/bin/mpirun" ]; then
+    mkdir -p "$work/bin"
+    cat >"$work/bin/mpirun" <<'FAKE'
+#!/bin/bash
+trap '' INT TERM HUP
+echo $$ > "$FAKE_MPIRUN_PID"
+while :; do sleep 0.2; done
+FAKE
+    chmod +x "$work/bin/mpirun"
+  fi
+  rm -f "$work/mpirun.pid"
+  FAKE_MPIRUN_PID="$work/mpirun.pid" PATH="$work/bin:$PATH" env --default-signal=INT \
+    "$SYNKRUN" -np 1 "$PROBE" >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 100); do [ -s "$work/mpirun.pid" ] && break; sleep 0.1; done
+  [ -s "$work/mpirun.pid" ] || fail "the fake mpirun did not start"
+}
+
 # "0-2,5" for the cpus of local rank $1 in synkrun's JSON plan for $2 ranks on this machine.
 planned_cpus() {
   "$SYNKRUN" --dry-run --json -np "$2" 2>/dev/null | python3 -c '
@@ -445,23 +467,9 @@ stderr_closed)
   ;;
 stuck_mpirun)
   # An mpirun that ignores the signal synkrun forwards (one was seen up 19 minutes after its
-  # ranks ended): killed with its group 10 s later, or at once on a second signal. A fake
-  # mpirun first on PATH (synkrun's choice) stands in for it.
-  mkdir "$work/bin"
-  cat >"$work/bin/mpirun" <<'FAKE'
-#!/bin/bash
-trap '' INT TERM HUP
-echo $$ > "$FAKE_MPIRUN_PID"
-while :; do sleep 0.2; done
-FAKE
-  chmod +x "$work/bin/mpirun"
+  # ranks ended): killed with its group 10 s later, or at once on a second signal.
   for signals in 1 2; do
-    rm -f "$work/mpirun.pid"
-    FAKE_MPIRUN_PID="$work/mpirun.pid" PATH="$work/bin:$PATH" env --default-signal=INT \
-      "$SYNKRUN" -np 1 "$PROBE" >"$work/out" 2>"$work/err" &
-    pid=$!
-    for _ in $(seq 100); do [ -s "$work/mpirun.pid" ] && break; sleep 0.1; done
-    [ -s "$work/mpirun.pid" ] || fail "the fake mpirun did not start"
+    start_under_stuck_mpirun
     start=$(now)
     kill -INT "$pid"
     [ "$signals" = 2 ] && sleep 0.5 && kill -INT "$pid"
@@ -483,21 +491,9 @@ FAKE
 repeated_signal)
   # The same signal from the same process 50 ms later is the same request, not a second one:
   # GNU timeout sends its signal to synkrun and again to its process group, and synkrun killed
-  # the job at once (SIGKILL), skipping the ranks' handlers. A fake mpirun that ignores the
-  # signal shows whether synkrun killed it at once or after the grace.
-  mkdir "$work/bin"
-  cat >"$work/bin/mpirun" <<'FAKE'
-#!/bin/bash
-trap '' INT TERM HUP
-echo $$ > "$FAKE_MPIRUN_PID"
-while :; do sleep 0.2; done
-FAKE
-  chmod +x "$work/bin/mpirun"
-  FAKE_MPIRUN_PID="$work/mpirun.pid" PATH="$work/bin:$PATH" env --default-signal=INT \
-    "$SYNKRUN" -np 1 "$PROBE" >"$work/out" 2>"$work/err" &
-  pid=$!
-  for _ in $(seq 100); do [ -s "$work/mpirun.pid" ] && break; sleep 0.1; done
-  [ -s "$work/mpirun.pid" ] || fail "the fake mpirun did not start"
+  # the job at once (SIGKILL), skipping the ranks' handlers. An mpirun that ignores the signal
+  # shows whether synkrun killed it at once or after the grace.
+  start_under_stuck_mpirun
   start=$(now)
   kill -INT "$pid"
   sleep 0.05
