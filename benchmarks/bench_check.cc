@@ -168,6 +168,14 @@ void fill_typed(const CallArgs& a, int rank, int n, std::uint32_t seed) {
         }
       }
       break;
+    case Coll::alltoall:  // block q goes to rank q: values of the pair (rank, q)
+      for (int q = 0; q < n; ++q) {
+        T* block = send + static_cast<std::size_t>(q) * l.block;
+        for (std::size_t i = 0; i < l.block; ++i) {
+          block[i] = from_int<T>(move_value(rank * n + q, i, seed));
+        }
+      }
+      break;
   }
 }
 
@@ -217,6 +225,14 @@ std::uint64_t count_typed(const CallArgs& a, int rank, int n, std::uint32_t seed
     case Coll::scatter:
       for (std::size_t i = 0; i < l.block; ++i)
         wrong += !same(recv[i], from_int<T>(move_value(rank, i, seed)));
+      break;
+    case Coll::alltoall:
+      for (int r = 0; r < n; ++r) {
+        const T* block = recv + static_cast<std::size_t>(r) * l.block;
+        for (std::size_t i = 0; i < l.block; ++i) {
+          wrong += !same(block[i], from_int<T>(move_value(r * n + rank, i, seed)));
+        }
+      }
       break;
   }
   return wrong;

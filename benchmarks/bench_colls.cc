@@ -11,7 +11,7 @@ namespace synk::bench {
 namespace {
 
 constexpr Coll kAllColls[] = {Coll::allreduce,      Coll::broadcast, Coll::reduce, Coll::allgather,
-                              Coll::reduce_scatter, Coll::gather,    Coll::scatter};
+                              Coll::reduce_scatter, Coll::gather,    Coll::scatter, Coll::alltoall};
 
 // MPI's type for moving (and, when reducible, reducing) dtype; float16 and bfloat16 move as
 // their 16 bits but cannot be reduced by MPI.
@@ -95,6 +95,8 @@ MpiBuffers mpi_buffers(MPI_Comm comm, const CallArgs& a) {
       return {root ? MPI_IN_PLACE : a.send, a.recv};
     case Coll::scatter:
       return {a.send, root ? MPI_IN_PLACE : a.recv};
+    case Coll::alltoall:  // no in place (the options refuse it)
+      break;
   }
   return {a.send, a.recv};
 }
@@ -117,6 +119,8 @@ const char* to_string(Coll c) noexcept {
       return "gather";
     case Coll::scatter:
       return "scatter";
+    case Coll::alltoall:
+      return "alltoall";
   }
   return "?";
 }
@@ -163,6 +167,7 @@ CallArgs placed(const CallArgs& a, int rank) {
       if (rank == a.root) p.recv = at_block(a.send, rank);
       break;
     case Coll::broadcast:
+    case Coll::alltoall:
       break;
   }
   return p;
@@ -187,7 +192,7 @@ bool has_root(Coll c) noexcept {
 
 bool is_blocked(Coll c) noexcept {
   return c == Coll::allgather || c == Coll::reduce_scatter || c == Coll::gather ||
-         c == Coll::scatter;
+         c == Coll::scatter || c == Coll::alltoall;
 }
 
 double busbw_factor(Coll c, int nranks) noexcept {
@@ -199,6 +204,7 @@ double busbw_factor(Coll c, int nranks) noexcept {
     case Coll::reduce_scatter:
     case Coll::gather:  // nccl-tests' gather_perf and scatter_perf too (it was 1 here)
     case Coll::scatter:
+    case Coll::alltoall:
       return (n - 1) / n;
     default:
       return 1.0;
@@ -234,6 +240,7 @@ Layout make_layout(Coll c, std::size_t bytes, DataType dtype, int nranks) {
       break;
     case Coll::allreduce:
     case Coll::reduce:
+    case Coll::alltoall:
       l.send_bytes = l.recv_bytes = l.bytes;
       break;
   }
@@ -253,6 +260,7 @@ void call_synk_nonblocking(Communicator& comm, const CallArgs& a) {
     case Coll::reduce_scatter: r = comm.ireduce_scatter(a.send, a.recv, b, a.dtype, a.op); break;
     case Coll::gather: r = comm.igather(a.send, a.recv, b, a.dtype, a.root); break;
     case Coll::scatter: r = comm.iscatter(a.send, a.recv, b, a.dtype, a.root); break;
+    case Coll::alltoall: r = comm.iall_to_all(a.send, a.recv, b, a.dtype); break;
   }
   r.wait();
 }
@@ -285,6 +293,9 @@ void call_synk(Communicator& comm, const CallArgs& base) {
       break;
     case Coll::scatter:
       comm.scatter(a.send, a.recv, b, a.dtype, a.root);
+      break;
+    case Coll::alltoall:
+      comm.all_to_all(a.send, a.recv, b, a.dtype);
       break;
   }
 }
@@ -320,6 +331,9 @@ void call_mpi(MPI_Comm comm, const CallArgs& a) {
       break;
     case Coll::scatter:
       check_mpi(MPI_Scatter(send, b, t, recv, b, t, a.root, comm), "MPI_Scatter");
+      break;
+    case Coll::alltoall:
+      check_mpi(MPI_Alltoall(send, b, t, recv, b, t, comm), "MPI_Alltoall");
       break;
   }
 }

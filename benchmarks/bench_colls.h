@@ -13,14 +13,23 @@
 
 namespace synk::bench {
 
-enum class Coll { allreduce, broadcast, reduce, allgather, reduce_scatter, gather, scatter };
+enum class Coll {
+  allreduce,
+  broadcast,
+  reduce,
+  allgather,
+  reduce_scatter,
+  gather,
+  scatter,
+  alltoall
+};
 
 const char* to_string(Coll c) noexcept;
 std::optional<Coll> parse_coll(std::string_view name);
 bool uses_op(Coll c) noexcept;
 bool has_root(Coll c) noexcept;
 // Blocked collectives split the buffer into one block per rank (allgather, reduce_scatter,
-// gather, scatter); size (as in nccl-tests) and count then describe the whole buffer.
+// gather, scatter, alltoall); size (as in nccl-tests) and count then describe the whole buffer.
 bool is_blocked(Coll c) noexcept;
 // nccl-tests' PERFORMANCE.md: busbw = algbw * factor.
 double busbw_factor(Coll c, int nranks) noexcept;

@@ -133,6 +133,7 @@ double shm_traffic_bytes(Coll coll, std::size_t bytes, int n) {
   switch (coll) {
     case Coll::allreduce:  // read the input, write the result
     case Coll::reduce:     // the root
+    case Coll::alltoall:   // read every block, write every block
       return 2 * s;
     case Coll::broadcast:  // the root reads, the others write
       return s;

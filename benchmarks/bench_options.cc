@@ -17,10 +17,11 @@ namespace {
 
 const char kFooter[] = R"(Sizes:
   size(B) describes the whole buffer, as in nccl-tests: for allgather, gather, scatter and
-  reduce_scatter the gathered (or scattered) buffer of all ranks. count does too, so each rank
-  contributes or receives count/ranks elements (nccl-tests' count column is one rank's part
-  for those). A size is rounded down to whole elements (and to a multiple of the number of
-  ranks for those four); a size too small for one element per rank is skipped.
+  reduce_scatter the gathered (or scattered) buffer of all ranks, for alltoall each rank's
+  send (and recv) buffer. count does too, so each rank contributes or receives count/ranks
+  elements (alltoall: to and from each rank; nccl-tests' count column is one rank's part for
+  those). A size is rounded down to whole elements (and to a multiple of the number of ranks
+  for those five); a size too small for one element per rank is skipped.
 
 Timing (per row):
   WARMUP untimed calls of synk, then WARMUP of MPI. Then 9 rounds; each round times ITERS
@@ -33,7 +34,8 @@ Timing (per row):
   The checked call (-c 1) gets other inputs than the timed calls, so a result left from an
   earlier call counts as wrong.
   algbw = size / time, busbw = algbw * factor (nccl-tests' PERFORMANCE.md): allreduce
-  2(n-1)/n; allgather, reduce_scatter, gather and scatter (n-1)/n; broadcast and reduce 1.
+  2(n-1)/n; allgather, reduce_scatter, gather, scatter and alltoall (n-1)/n; broadcast and
+  reduce 1.
   Cap: when the warmup (or, with -w 0, the previous row scaled by size) predicts that one side
   of a row would take more than about 2 s, that row uses fewer calls per round (at least 1)
   and a '# note:' line says so.
@@ -55,7 +57,7 @@ nccl-tests' flags:
 Baseline:
   mpi(us) is the raw MPI call with the same arguments on the same communicator
   (MPI_Allreduce, MPI_Bcast, MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Gather,
-  MPI_Scatter), timed in the same rounds (see Timing for speedup). avg runs as MPI_SUM
+  MPI_Scatter, MPI_Alltoall), timed in the same rounds (see Timing for speedup). avg runs as MPI_SUM
   (MPI has no average). float16 and bfloat16 move as MPI_UINT16_T; MPI cannot reduce them, so
   their reductions show '-'.
   --baseline nccl (with --backend nccl): the column is nccl(us) instead, the raw NCCL call
@@ -284,8 +286,9 @@ void add_buffer_options(CLI::App& app, Options& o, RawOptions& raw) {
                  "1: every call in place, as nccl-tests' in-place columns: synk's by NCCL's "
                  "conventions (send == recv; all_gather's and gather's send at its block of recv; "
                  "reduce_scatter's and scatter's recv at its block of send), the MPI column with "
-                 "MPI_IN_PLACE (reduce_scatter's result in the first block). Without -F 1 each "
-                 "timed call reduces the previous call's result. 0: separate buffers")
+                 "MPI_IN_PLACE (reduce_scatter's result in the first block); alltoall has no "
+                 "in place. Without -F 1 each timed call reduces the previous call's result. 0: "
+                 "separate buffers")
       ->type_name("0|1")
       ->capture_default_str();
 }
@@ -332,7 +335,7 @@ void check_rows(Options& o, const RawOptions& raw) {
   } else {
     throw UsageError("unknown collective '" + o.coll_name +
                      "' (expected allreduce, broadcast, reduce, allgather, reduce_scatter, "
-                     "gather, scatter or all; underscores are ignored)");
+                     "gather, scatter, alltoall or all; underscores are ignored)");
   }
   o.min_bytes = parse_size(raw.min_text, "-b");
   o.max_bytes = parse_size(raw.max_text, "-e");
@@ -374,6 +377,10 @@ void check_flags(Options& o, const RawOptions& raw, const CLI::App& app) {
   o.node_buffers = zero_or_one(raw.node_buffers, "-R");
   o.nonblocking = zero_or_one(raw.nonblocking, "-N");
   o.in_place = zero_or_one(raw.in_place, "-I");
+  if (o.in_place && std::find(o.colls.begin(), o.colls.end(), Coll::alltoall) != o.colls.end()) {
+    throw UsageError("-I 1: alltoall has no in place in synk (its send and recv must not "
+                     "overlap)");
+  }
   if (o.mpi_threads != "single" && o.mpi_threads != "multiple") {
     throw UsageError("--mpi-threads " + o.mpi_threads + ": expected single or multiple");
   }
@@ -417,8 +424,8 @@ Options parse_options(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("COLL", o.coll_name,
                  "Collective: allreduce, broadcast, reduce, allgather, reduce_scatter, gather, "
-                 "scatter, or all (= allreduce, broadcast, reduce, allgather, reduce_scatter); "
-                 "underscores are ignored (all_reduce, all_gather, reducescatter)")
+                 "scatter, alltoall, or all (= allreduce, broadcast, reduce, allgather, "
+                 "reduce_scatter); underscores are ignored (all_reduce, all_gather, all_to_all)")
       ->required();
   add_size_options(app, o, raw);
   add_type_options(app, o, raw);

@@ -73,7 +73,23 @@ class RawNcclComm final : public RawNccl {
       case Coll::gather:
       case Coll::scatter:
         return point_to_point(a, t);
+      case Coll::alltoall:
+        return all_to_all(a, t);
     }
+  }
+
+  // A send and a receive of a block with every rank, itself too, in one group (nccl-tests'
+  // alltoall).
+  void all_to_all(const CallArgs& a, ncclDataType_t t) {
+    const std::size_t block = a.layout.block;
+    const std::size_t block_bytes = a.layout.bytes / static_cast<std::size_t>(size_);
+    RAW_NCCL(ncclGroupStart());
+    for (int r = 0; r < size_; ++r) {
+      const std::size_t at = static_cast<std::size_t>(r) * block_bytes;
+      RAW_NCCL(ncclSend(static_cast<unsigned char*>(a.send) + at, block, t, r, comm_, stream_));
+      RAW_NCCL(ncclRecv(static_cast<unsigned char*>(a.recv) + at, block, t, r, comm_, stream_));
+    }
+    RAW_NCCL(ncclGroupEnd());
   }
 
   // gather: every rank sends its block to the root, which receives block r at r * block;

@@ -160,11 +160,12 @@ Buffer rows_in(Communicator& c, const py::array& a, int root, const std::string&
 // blocking call costs no allocation beyond its result.
 struct Call {
   enum class Kind { all_reduce, reduce, broadcast, all_gather, gather, scatter, reduce_scatter,
-                    gatherv, scatterv };
+                    gatherv, scatterv, all_to_all };
   Kind kind = Kind::all_reduce;
   const void* send = nullptr;
   void* recv = nullptr;
-  std::size_t count = 0;  // the send count; the receive count of scatter(v) and reduce_scatter
+  // The send count; the receive count of scatter(v) and reduce_scatter; all_to_all's per pair.
+  std::size_t count = 0;
   DataType dtype = DataType::float32;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
@@ -212,6 +213,7 @@ void run_call(Communicator& c, const Call& k) {
     case K::reduce_scatter: return c.reduce_scatter(k.send, k.recv, k.count, k.dtype, k.op);
     case K::gatherv: return c.gatherv(k.send, k.count, k.recv, *k.counts, k.dtype, k.root);
     case K::scatterv: return c.scatterv(k.send, *k.counts, k.recv, k.count, k.dtype, k.root);
+    case K::all_to_all: return c.all_to_all(k.send, k.recv, k.count, k.dtype);
   }
 }
 
@@ -227,6 +229,7 @@ Request start_call(Communicator& c, const Call& k) {
     case K::reduce_scatter: return c.ireduce_scatter(k.send, k.recv, k.count, k.dtype, k.op);
     case K::gatherv: return c.igatherv(k.send, k.count, k.recv, *k.counts, k.dtype, k.root);
     case K::scatterv: return c.iscatterv(k.send, *k.counts, k.recv, k.count, k.dtype, k.root);
+    case K::all_to_all: return c.iall_to_all(k.send, k.recv, k.count, k.dtype);
   }
   return {};
 }
@@ -355,6 +358,22 @@ Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, 
             .count = in.count / static_cast<std::size_t>(c.size()), .dtype = in.dtype,
             .op = rop, .input = a};
   result_into(call, out, a, block, "reduce_scatter", dtype);
+  return call;
+}
+
+// a's first axis in size() blocks: block r goes to rank r, and the result (a's shape) holds the
+// block each rank sent to this one, in rank order. out may not be a (no in place).
+Call all_to_all(Communicator& c, const py::array& a, const Array& out, const std::string& dtype) {
+  const Buffer in = as_buffer(a, "a", false, dtype);
+  if (in.shape.empty() || in.shape[0] % c.size() != 0) {
+    invalid("all_to_all: a's first axis must divide into one block per rank (" +
+            std::to_string(c.size()) + ")");
+  }
+  Call call{.kind = Call::Kind::all_to_all, .send = in.data,
+            .count = in.count / static_cast<std::size_t>(c.size()), .dtype = in.dtype,
+            .input = a};
+  result_into(call, out, a, std::vector<py::ssize_t>(in.shape.begin(), in.shape.end()),
+              "all_to_all", dtype);
   return call;
 }
 
@@ -658,6 +677,7 @@ void add_communicator(py::module_& m) {
             py::kw_only(), out, dtype);
   bind_call(cls, "reduce_scatter", &reduce_scatter, a, py::arg("op") = "sum", py::kw_only(), out,
             dtype);
+  bind_call(cls, "all_to_all", &all_to_all, a, py::kw_only(), out, dtype);
   add_fast_all_reduce(cls);
 }
 

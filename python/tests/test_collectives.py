@@ -108,6 +108,28 @@ def test_reduce_scatter(comm, dtype):
     np.testing.assert_array_equal(block[0], rank_values(comm.size - 1, 5, dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [0, 1, 4097])
+def test_all_to_all(comm, dtype, count):
+    n = comm.size
+    # Block q of rank r's a holds r * n + q + 0..count-1 (small enough for every dtype).
+    a = np.stack([(comm.rank * n + q + np.arange(count)) % 100 for q in range(n)]).astype(dtype)
+    got = comm.all_to_all(a)
+    assert got.shape == a.shape and got.dtype == a.dtype
+    expected = np.stack([(r * n + comm.rank + np.arange(count)) % 100 for r in range(n)])
+    np.testing.assert_array_equal(got, expected.astype(dtype))
+    out = np.empty_like(a)
+    assert comm.iall_to_all(a, out=out).wait() is out
+    np.testing.assert_array_equal(out, got)
+
+
+def test_all_to_all_refuses_in_place(comm):
+    a = np.zeros((comm.size, 2))
+    with pytest.raises(synk.InvalidUsage, match="all_to_all has no in place"):
+        comm.all_to_all(a, out=a)
+    comm.barrier()  # still usable on every rank: each refused its own call
+
+
 def test_split(comm):
     half = comm.split(comm.rank % 2, key=-comm.rank)
     assert half.size == (comm.size + 1 - comm.rank % 2) // 2

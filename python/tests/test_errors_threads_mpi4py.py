@@ -37,6 +37,7 @@ def test_error_classes():
     (lambda c: c.all_gather(np.ones(3, dtype=np.float32), out=np.empty((c.size, 3))), "out has dtype"),
     (lambda c: c.scatter(np.ones((c.size + 1, 2))), "one block per rank"),
     (lambda c: c.reduce_scatter(np.ones(())), "one block per rank"),  # 0-d: no first axis
+    (lambda c: c.all_to_all(np.ones(())), "one block per rank"),
     (lambda c: c.all_reduce(np.ones(3, dtype=np.float32), dtype="bfloat16"), "not uint16"),
     (lambda c: c.broadcast(np.ones(3), root=c.size), "root"),
 ])

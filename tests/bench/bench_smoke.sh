@@ -83,6 +83,12 @@ for coll in gather scatter; do
   grep -q "#wrong total: 0" "$work/in_place_$coll.txt"
 done
 refused 1 all -I 2 -- "-I 2: expected 0 or 1"
+refused 1 alltoall -I 1 -- "-I 1: alltoall has no in place"
+
+# alltoall (not in all): every backend, 3 ranks, checked against MPI_Alltoall's table
+run -np 3 "$bench" all_to_all -b 96 -e 96K -f 32 -n 2 -w 1 --backend all | tee "$work/a2a.txt"
+grep -q "^# alltoall (shm): avg busbw" "$work/a2a.txt"
+grep -q "#wrong total: 0" "$work/a2a.txt"
 
 # -P places every buffer that many bytes into a page; the results are still checked
 run -np 2 "$bench" all -b 64 -e 64K -f 32 -n 2 -w 1 -P 16 --backend shm | tee "$work/offset.txt"

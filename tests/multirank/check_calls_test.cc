@@ -175,6 +175,15 @@ TEST_F(CheckCalls, DifferentTypesAndOps) {
               HasSubstr("rank 1 called reduce(count 8, float32, max, root 0)"));
 }
 
+TEST_F(CheckCalls, AllToAllCounts) {
+  const std::size_t count = me == 1 ? 6 : 8;
+  const auto e = caught([&] { comm.all_to_all(a.data(), b.data(), count, DataType::float32); });
+  EXPECT_SYNK_ERROR(e, ErrorCode::InvalidUsage);
+  EXPECT_THAT(synk_test::message(e),
+              HasSubstr(the_others() + " called all_to_all(count 8, float32)"));
+  EXPECT_THAT(synk_test::message(e), HasSubstr("rank 1 called all_to_all(count 6, float32)"));
+}
+
 // Rank 1 alone passes a null buffer: it gets its own InvalidArgument, the others a Remote error
 // naming rank 1 and carrying its message.
 TEST_F(CheckCalls, NullBufferOnOneRank) {

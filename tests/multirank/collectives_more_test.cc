@@ -1,6 +1,6 @@
 // The rest of the collectives grid (linked into the same binary, so the chunked runs cover it):
 // gatherv and scatterv with rank-dependent sizes, avg on integer types, null buffers at count
-// 0, barrier.
+// 0, the typed helpers (all_to_all's among them), barrier.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -238,6 +238,7 @@ TEST(ZeroCount, NullBuffersAreAccepted) {
   const std::vector<std::size_t> zeros(static_cast<std::size_t>(comm.size()), 0);
   EXPECT_NO_THROW(comm.gatherv(nullptr, 0, nullptr, zeros, t, last));
   EXPECT_NO_THROW(comm.scatterv(nullptr, zeros, nullptr, 0, t, last));
+  EXPECT_NO_THROW(comm.all_to_all(nullptr, nullptr, 0, t));
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
@@ -295,6 +296,31 @@ TEST(Typed, VectorsAndSpansForEveryCollective) {
     } catch (const synk::Error& e) {
       EXPECT_EQ(e.code(), synk::ErrorCode::InvalidArgument);
       EXPECT_THAT(e.what(), ::testing::HasSubstr("not a multiple of the"));
+    }
+  }
+
+  // Block q of rank r's send is {10 * r + q, 100 + 10 * r + q}: rank q receives them in order of r.
+  std::vector<std::int32_t> a2a(2 * un);
+  for (std::size_t q = 0; q < un; ++q) {
+    a2a[2 * q] = 10 * me + static_cast<std::int32_t>(q);
+    a2a[2 * q + 1] = 100 + a2a[2 * q];
+  }
+  std::vector<std::int32_t> a2a_recv(2 * un, -1);
+  comm.iall_to_all(std::span<const std::int32_t>(a2a), std::span<std::int32_t>(a2a_recv)).wait();
+  for (const auto& got : {comm.all_to_all(a2a), a2a_recv}) {
+    ASSERT_EQ(got.size(), 2 * un);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(got[2 * static_cast<std::size_t>(r)], 10 * r + me);
+      EXPECT_EQ(got[2 * static_cast<std::size_t>(r) + 1], 100 + 10 * r + me);
+    }
+  }
+  if (n > 1) {
+    try {
+      (void)comm.all_to_all(mine(2 * un + 1));  // the same size on every rank: all throw
+      ADD_FAILURE() << "all_to_all of a send that does not split into the ranks returned";
+    } catch (const synk::Error& e) {
+      EXPECT_EQ(e.code(), synk::ErrorCode::InvalidArgument);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("blocks of 2 are needed"));
     }
   }
   EXPECT_TRUE(synk_test::still_usable(comm));

@@ -27,7 +27,16 @@ using synk_test::Root;
 using synk_test::root_of;
 using synk_test::world;
 
-enum class Coll { all_reduce, reduce, reduce_scatter, broadcast, all_gather, gather, scatter };
+enum class Coll {
+  all_reduce,
+  reduce,
+  reduce_scatter,
+  broadcast,
+  all_gather,
+  gather,
+  scatter,
+  all_to_all
+};
 enum class Place { out_of_place, in_place, mixed };  // mixed: odd ranks in place, even not
 
 const char* to_string(Coll c) {
@@ -46,6 +55,8 @@ const char* to_string(Coll c) {
       return "gather";
     case Coll::scatter:
       return "scatter";
+    case Coll::all_to_all:
+      return "all_to_all";
   }
   return "?";
 }
@@ -320,6 +331,23 @@ void run_scatter(const Case& c) {
   EXPECT_TRUE(recv.check(mine, what(c, "recv")));
 }
 
+// Block q of rank r's send holds data(r * n + q, i): every pair of ranks moves its own values.
+// recv must be untouched where the sender's send is (they do not overlap: no in place).
+void run_all_to_all(const Case& c) {
+  synk::Communicator& comm = world();
+  const int me = comm.rank(), n = comm.size();
+  const std::size_t count = c.count, total = count * static_cast<std::size_t>(n);
+  const auto block = [&](std::size_t k) { return static_cast<int>(k / count); };
+  const auto sent = [&](std::size_t k) { return data(me * n + block(k), k % count); };
+  const auto received = [&](std::size_t k) { return data(block(k) * n + me, k % count); };
+  Buffer send(c.dtype, total), recv(c.dtype, total);
+  send.fill(sent);
+  recv.fill_value(kSentinel);
+  comm.all_to_all(send.data(), recv.data(), count, c.dtype);
+  EXPECT_TRUE(recv.check(received, what(c, "recv")));
+  EXPECT_TRUE(send.check(sent, what(c, "send (must not change)")));
+}
+
 // ---- the grids --------------------------------------------------------------------------------
 
 std::vector<Case> reduction_cases() {
@@ -367,6 +395,12 @@ std::vector<Case> movement_cases() {
       }
     }
   }
+  for (DataType t : kAllTypes) {  // all_to_all: no root, no in place
+    for (std::size_t count : kCounts) {
+      if (!wanted(t, count)) continue;
+      out.push_back({Coll::all_to_all, t, ReduceOp::sum, count, Place::out_of_place, Root::first});
+    }
+  }
   return out;
 }
 
@@ -400,6 +434,9 @@ TEST_P(Grid, ExactOnEveryRank) {
       break;
     case Coll::scatter:
       run_scatter(c);
+      break;
+    case Coll::all_to_all:
+      run_all_to_all(c);
       break;
   }
 }

@@ -52,11 +52,11 @@ std::vector<unsigned char> filled(DataType t, std::size_t n, int r) {
 }
 
 enum class Coll { all_reduce, reduce, broadcast, all_gather, gather, gatherv, scatter, scatterv,
-                  reduce_scatter, barrier };
+                  reduce_scatter, all_to_all, barrier };
 constexpr Coll kColls[] = {Coll::all_reduce, Coll::reduce,   Coll::broadcast,
                            Coll::all_gather, Coll::gather,   Coll::gatherv,
                            Coll::scatter,    Coll::scatterv, Coll::reduce_scatter,
-                           Coll::barrier};
+                           Coll::all_to_all, Coll::barrier};
 
 // One call's buffers on this rank, made alike for the blocking and the non-blocking run.
 struct Case {
@@ -76,11 +76,13 @@ Case make_case(Coll c, DataType t, std::size_t count) {
   const std::size_t all_counts = std::accumulate(k.recv_counts.begin(), k.recv_counts.end(),
                                                  std::size_t{0});
   const std::size_t mine = count + static_cast<std::size_t>(comm.rank());
-  const std::size_t send_n = c == Coll::scatter || c == Coll::reduce_scatter ? count * n
+  const bool blocks_out = c == Coll::scatter || c == Coll::reduce_scatter || c == Coll::all_to_all;
+  const std::size_t send_n = blocks_out ? count * n
                              : c == Coll::gatherv  ? mine
                              : c == Coll::scatterv ? all_counts
                                                    : count;
-  const std::size_t recv_n = c == Coll::all_gather || c == Coll::gather ? count * n
+  const bool blocks_in = c == Coll::all_gather || c == Coll::gather || c == Coll::all_to_all;
+  const std::size_t recv_n = blocks_in ? count * n
                              : c == Coll::gatherv  ? all_counts
                              : c == Coll::scatterv ? mine
                                                    : count;
@@ -129,6 +131,9 @@ Request start(Case& k, bool blocking) {
     case Coll::reduce_scatter:
       if (blocking) return comm.reduce_scatter(s, r, n, t, ReduceOp::sum), Request();
       return comm.ireduce_scatter(s, r, n, t, ReduceOp::sum);
+    case Coll::all_to_all:
+      if (blocking) return comm.all_to_all(s, r, n, t), Request();
+      return comm.iall_to_all(s, r, n, t);
     case Coll::barrier:
       if (blocking) return comm.barrier(), Request();
       return comm.ibarrier();

@@ -49,17 +49,20 @@ expect_rows "$work/g.txt" gather
 expect_rows "$work/s.txt" scatter
 expect_rows "$work/rs.txt" reduce_scatter
 # --baseline nccl: the baseline column is raw NCCL on the same device buffers (the fake NCCL
-# here), for every collective, gather and scatter (ncclSend/ncclRecv groups) among them.
+# here), for every collective, gather, scatter and alltoall (ncclSend/ncclRecv groups) among
+# them.
 run -np 2 "$bench" all -b 8 -e 64K -f 64 -n 2 -w 1 --backend nccl --baseline nccl \
   --json "$work/raw.json" > "$work/raw.txt"
 run -np 2 "$bench" gather -b 8 -e 64K -f 64 -n 2 -w 1 -r 1 --backend nccl --baseline nccl \
   >> "$work/raw.txt"
 run -np 2 "$bench" scatter -b 8 -e 64K -f 64 -n 2 -w 1 --backend nccl --baseline nccl \
   >> "$work/raw.txt"
+run -np 2 "$bench" alltoall -b 8 -e 64K -f 64 -n 2 -w 1 --backend nccl --baseline nccl \
+  >> "$work/raw.txt"
 grep -q "its nccl(us) column is the raw NCCL call" "$work/raw.txt" ||
   { cat "$work/raw.txt"; exit 1; }
-[ "$(grep -c '^# .* nccl(us) *speedup$' "$work/raw.txt")" -eq 7 ] ||
-  { cat "$work/raw.txt"; echo "not 7 tables with an nccl(us) column"; exit 1; }
+[ "$(grep -c '^# .* nccl(us) *speedup$' "$work/raw.txt")" -eq 8 ] ||
+  { cat "$work/raw.txt"; echo "not 8 tables with an nccl(us) column"; exit 1; }
 awk '$6 == "nccl" && ($11 == "-" || $10 != 0) { bad = 1 } END { exit bad }' "$work/raw.txt" ||
   { cat "$work/raw.txt"; echo "an nccl row without its raw NCCL time, or wrong"; exit 1; }
 grep -q "raw NCCL .* GB/s over" "$work/raw.txt" || { cat "$work/raw.txt"; exit 1; }

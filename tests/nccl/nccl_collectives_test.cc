@@ -88,11 +88,12 @@ enum class Coll {
   gather,
   gatherv,
   scatter,
-  scatterv
+  scatterv,
+  all_to_all
 };
 constexpr const char* kCollNames[] = {"all_reduce", "reduce",  "reduce_scatter", "broadcast",
                                       "all_gather", "gather",  "gatherv",        "scatter",
-                                      "scatterv"};
+                                      "scatterv",   "all_to_all"};
 constexpr ReduceOp kAllOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
                                 ReduceOp::avg};
 constexpr std::size_t kCounts[] = {0, 1, 7, 4097};
@@ -116,7 +117,7 @@ bool has_root(Coll c) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;
-  for (int ci = 0; ci <= static_cast<int>(Coll::scatterv); ++ci) {
+  for (int ci = 0; ci <= static_cast<int>(Coll::all_to_all); ++ci) {
     const Coll c = static_cast<Coll>(ci);
     for (DataType t : kAllTypes) {
       for (ReduceOp op : kAllOps) {
@@ -126,7 +127,8 @@ std::vector<Case> all_cases() {
         if (is_reduction(c) && (t == DataType::int16 || t == DataType::uint16)) continue;
         for (std::size_t n : kCounts) {
           for (bool in_place : {false, true}) {
-            if (c == Coll::broadcast && in_place) continue;  // broadcast has one buffer
+            // broadcast has one buffer, all_to_all no in place
+            if ((c == Coll::broadcast || c == Coll::all_to_all) && in_place) continue;
             for (Root r : {Root::first, Root::last}) {
               if (!has_root(c) && r == Root::last) continue;
               out.push_back(Case{c, t, op, n, in_place, r});
@@ -365,6 +367,21 @@ TEST_P(NcclGrid, MatchesTheExactResult) {
       } else {
         EXPECT_TRUE(recv.check(mine, what + ", recv"));
       }
+      break;
+    }
+    case Coll::all_to_all: {  // block q of rank r's send holds data(r * n + q, i)
+      const auto pair = [&](std::size_t k) { return static_cast<int>(k / count); };
+      const auto sent = [&](std::size_t k) { return data(me * n + pair(k), k % count); };
+      const auto received = [&](std::size_t k) { return data(pair(k) * n + me, k % count); };
+      Buffer send(c.dtype, count * un), recv(c.dtype, count * un);
+      send.fill(sent);
+      recv.fill_value(kSentinel);
+      Device ds(send, c.dtype), dr(recv, c.dtype);
+      comm.all_to_all(ds.data(), dr.data(), count, c.dtype);
+      ds.copy_to(send);
+      dr.copy_to(recv);
+      EXPECT_TRUE(recv.check(received, what + ", recv"));
+      EXPECT_TRUE(send.check(sent, what + ", send unchanged"));
       break;
     }
   }

@@ -184,6 +184,20 @@ TEST_F(Validation, Scatterv) {
   EXPECT_NO_THROW(validate(off, root));
 }
 
+// all_to_all moves size() blocks each way and has no in place: any overlap is refused.
+TEST_F(Validation, AllToAll) {
+  float* buf = a_.data();
+  EXPECT_NO_THROW(validate(call(Collective::all_to_all, buf, b_.data(), 16), ctx_));
+  EXPECT_NO_THROW(validate(call(Collective::all_to_all, nullptr, nullptr, 0), ctx_));
+  auto m = rejected(call(Collective::all_to_all, buf, buf, 4), ctx_, ErrorCode::InvalidUsage);
+  EXPECT_THAT(m, HasSubstr("all_to_all"));
+  EXPECT_THAT(m, HasSubstr("(64 bytes) overlap, and all_to_all has no in place"));
+  rejected(call(Collective::all_to_all, buf, buf + 15, 4), ctx_, ErrorCode::InvalidUsage);
+  EXPECT_NO_THROW(validate(call(Collective::all_to_all, buf, buf + 16, 4), ctx_));  // adjacent
+  m = rejected(call(Collective::all_to_all, buf, nullptr, 2), ctx_, ErrorCode::InvalidArgument);
+  EXPECT_THAT(m, HasSubstr("recv is null but 32 bytes"));  // 4 ranks x 2 floats
+}
+
 TEST_F(Validation, SizesThatCannotExist) {
   const std::size_t huge = SIZE_MAX / 2;
   auto m = rejected(call(Collective::all_gather, a_.data(), b_.data(), huge), ctx_,

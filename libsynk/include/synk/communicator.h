@@ -56,7 +56,7 @@ struct CommOptions {
 //    gather, send == recv + rank * count elements; for scatter (at the root),
 //    recv == send + root * count; for gatherv and scatterv (at the root), the root's block is
 //    where the counts before it place it; for reduce_scatter, recv == send + rank * recv_count.
-//    Any other overlap of send and recv is an InvalidUsage error.
+//    all_to_all has no in place. Any other overlap of send and recv is an InvalidUsage error.
 //  - Counts are elements, not bytes, and may exceed 2^31.
 //  - A buffer that a rank does not use (recv of reduce/gather off the root, send of scatter
 //    and scatterv off the root) may be null there.
@@ -124,6 +124,10 @@ class Communicator {
   // send holds size() * recv_count elements; rank r receives the reduction of block r.
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType dtype,
                       ReduceOp op);
+  // send and recv hold size() * count elements each: block r of send (at offset r * count) goes
+  // to rank r, and block r of recv comes from rank r (MPI_Alltoall; Horovod's alltoall with equal
+  // splits). send and recv must not overlap.
+  void all_to_all(const void* send, void* recv, std::size_t count, DataType dtype);
   void barrier();
 
   // Non-blocking collectives: the same calls, arguments and conventions, started and returned
@@ -151,6 +155,7 @@ class Communicator {
                     std::size_t recv_count, DataType dtype, int root);
   Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType dtype,
                           ReduceOp op);
+  Request iall_to_all(const void* send, void* recv, std::size_t count, DataType dtype);
   Request ibarrier();
 
   // Typed non-blocking conveniences, on the caller's buffers.
@@ -212,6 +217,16 @@ class Communicator {
     check_blocks("reduce_scatter", recv.size(), send.size(), data_type_of<T>(), send.data(),
                  recv.data());
     return ireduce_scatter(send.data(), recv.data(), recv.size(), data_type_of<T>(), op);
+  }
+  // send and recv hold size() blocks of the same size.
+  template <class T>
+  Request iall_to_all(std::span<const T> send, std::span<T> recv) {
+    check_same_size("all_to_all", send.size(), recv.size(), data_type_of<T>(), send.data(),
+                    recv.data());
+    const std::size_t n = static_cast<std::size_t>(size());
+    check_blocks("all_to_all", send.size() / n, send.size(), data_type_of<T>(), send.data(),
+                 recv.data());
+    return iall_to_all(send.data(), recv.data(), send.size() / n, data_type_of<T>());
   }
 
   // Typed conveniences: the DataType comes from the element type.
@@ -293,6 +308,21 @@ class Communicator {
   template <class T>
   std::vector<T> reduce_scatter(const std::vector<T>& send, ReduceOp op = ReduceOp::sum) {
     return reduce_scatter(std::span<const T>(send), op);
+  }
+  // Block r of every rank's send, in rank order (size() blocks of equal size): rank r's part of
+  // an all_to_all.
+  template <class T>
+  std::vector<T> all_to_all(std::span<const T> send) {
+    const std::size_t n = static_cast<std::size_t>(size());
+    check_blocks("all_to_all", send.size() / n, send.size(), data_type_of<T>(), send.data(),
+                 nullptr);
+    std::vector<T> out(send.size());
+    all_to_all(send.data(), out.data(), send.size() / n, data_type_of<T>());
+    return out;
+  }
+  template <class T>
+  std::vector<T> all_to_all(const std::vector<T>& send) {
+    return all_to_all(std::span<const T>(send));
   }
 
  private:

@@ -29,6 +29,7 @@ enum class Collective {
   scatter,
   scatterv,
   reduce_scatter,
+  all_to_all,
   barrier,
 };
 const char* to_string(Collective c) noexcept;
@@ -67,7 +68,8 @@ struct CommContext {
 };
 
 // One call, as the user made it. Meaning of count: per rank for all_gather, gather and scatter,
-// the result size for reduce_scatter, the send count for gatherv (recv_counts at the root).
+// the result size for reduce_scatter, the send count for gatherv (recv_counts at the root), per
+// pair of ranks for all_to_all.
 struct CollArgs {
   Collective coll = Collective::barrier;
   const void* send = nullptr;
@@ -126,6 +128,7 @@ class Backend {
   virtual Request scatter(const CollArgs& a) = 0;
   virtual Request scatterv(const CollArgs& a) = 0;
   virtual Request reduce_scatter(const CollArgs& a) = 0;
+  virtual Request all_to_all(const CollArgs& a) = 0;
   virtual Request barrier() = 0;
   // The CUDA device the collectives run on (an index among this rank's visible devices), or -1
   // for a host backend.

@@ -426,6 +426,7 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
     case Collective::scatter: req = b.scatter(a); break;
     case Collective::scatterv: req = b.scatterv(a); break;
     case Collective::reduce_scatter: req = b.reduce_scatter(a); break;
+    case Collective::all_to_all: req = b.all_to_all(a); break;
     case Collective::barrier: req = b.barrier(); break;
   }
   if (watch) req.wait();  // inside the watch: MPI's waits are what it watches
@@ -582,7 +583,7 @@ CollArgs args(Collective c, const void* send, void* recv, std::size_t count, Dat
 // call of it.
 Collective collective_named(const std::string& op) {
   for (Collective c : {Collective::reduce_scatter, Collective::all_gather, Collective::gather,
-                       Collective::scatter}) {
+                       Collective::scatter, Collective::all_to_all}) {
     if (op == detail::to_string(c)) return c;
   }
   return Collective::all_reduce;
@@ -689,6 +690,10 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
   run(st(), args(Collective::reduce_scatter, send, recv, recv_count, dtype, op));
 }
 
+void Communicator::all_to_all(const void* send, void* recv, std::size_t count, DataType dtype) {
+  run(st(), args(Collective::all_to_all, send, recv, count, dtype));
+}
+
 void Communicator::barrier() { run(st(), args(Collective::barrier, nullptr, nullptr, 0, DataType::uint8)); }
 
 void Communicator::check_blocks(const char* op, std::size_t block, std::size_t whole,
@@ -752,6 +757,11 @@ Request Communicator::iscatterv(const void* send, std::span<const std::size_t> s
 Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count,
                                       DataType dtype, ReduceOp op) {
   return issue(st(), args(Collective::reduce_scatter, send, recv, recv_count, dtype, op));
+}
+
+Request Communicator::iall_to_all(const void* send, void* recv, std::size_t count,
+                                  DataType dtype) {
+  return issue(st(), args(Collective::all_to_all, send, recv, count, dtype));
 }
 
 Request Communicator::ibarrier() {

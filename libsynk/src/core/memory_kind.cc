@@ -82,6 +82,7 @@ CallBuffers call_buffers(const CollArgs& a, int rank) {
     case Collective::all_reduce:
     case Collective::all_gather:
     case Collective::reduce_scatter:
+    case Collective::all_to_all:
       add("send", a.send);
       add("recv", a.recv);
       break;

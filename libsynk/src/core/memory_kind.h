@@ -11,9 +11,9 @@ namespace synk::detail {
 enum class MemoryKind { none, host, device };
 
 // The buffers this rank's part of `a` reads or writes, named as in messages ("send", "recv",
-// "buf"): send and recv for all_reduce, all_gather and reduce_scatter; send, and recv at the
-// root, for reduce, gather and gatherv; the one buffer of broadcast; recv, and send at the root,
-// for scatter; none for a barrier.
+// "buf"): send and recv for all_reduce, all_gather, reduce_scatter and all_to_all; send, and
+// recv at the root, for reduce, gather and gatherv; the one buffer of broadcast; recv, and send
+// at the root, for scatter; none for a barrier.
 struct CallBuffer {
   const char* name;
   const void* p;

@@ -44,6 +44,7 @@ const char* to_string(Collective c) noexcept {
     case Collective::scatter: return "scatter";
     case Collective::scatterv: return "scatterv";
     case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_to_all: return "all_to_all";
     case Collective::barrier: return "barrier";
   }
   return "?";

@@ -102,6 +102,9 @@ BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx) {
       e.send_bytes = bytes_of(a, a.count, n);
       e.recv_bytes = bytes_of(a, a.count, 1);
       break;
+    case Collective::all_to_all:
+      e.send_bytes = e.recv_bytes = bytes_of(a, a.count, n);
+      break;
     case Collective::barrier:
       break;
   }
@@ -157,6 +160,12 @@ void check_overlap(const CollArgs& a, const CommContext& ctx, const BufferExtent
   const auto s = reinterpret_cast<std::uintptr_t>(a.send);
   const auto r = reinterpret_cast<std::uintptr_t>(a.recv);
   if (s >= r + e.recv_bytes || r >= s + e.send_bytes) return;  // disjoint
+  const std::string buffers = "send " + ptr_text(a.send) + " (" + std::to_string(e.send_bytes) +
+                              " bytes) and recv " + ptr_text(a.recv) + " (" +
+                              std::to_string(e.recv_bytes) + " bytes) overlap";
+  if (a.coll == Collective::all_to_all) {  // a block would be overwritten before it is sent
+    fail(ErrorCode::InvalidUsage, a, buffers + ", and all_to_all has no in place");
+  }
   const std::size_t es = size_of(a.dtype);
   std::uintptr_t expected_send = r, expected_recv = s;
   const char* rule = "send == recv";
@@ -199,9 +208,7 @@ void check_overlap(const CollArgs& a, const CommContext& ctx, const BufferExtent
   const bool ok = send_side ? r == expected_recv : s == expected_send;
   if (!ok) {
     fail(ErrorCode::InvalidUsage, a,
-         "send " + ptr_text(a.send) + " (" + std::to_string(e.send_bytes) + " bytes) and recv " +
-             ptr_text(a.recv) + " (" + std::to_string(e.recv_bytes) +
-             " bytes) overlap but are not in place (in place means " + rule + ")");
+         buffers + " but are not in place (in place means " + rule + ")");
   }
 }
 

@@ -399,6 +399,23 @@ Request MpiBackend::reduce_scatter(const CollArgs& a) {
   return {};
 }
 
+// Above the MPI int limit per pair, chunk j of every block travels in one MPI_Alltoall, a
+// strided block type placing it at rank * count on both sides.
+Request MpiBackend::all_to_all(const CollArgs& a) {
+  const MPI_Datatype t = mpi_datatype(a.dtype);
+  if (a.count <= max_chunk_) {
+    SYNK_CHECK_MPI(MPI_Alltoall(a.send, as_int(a.count), t, a.recv, as_int(a.count), t, ctx_.comm));
+    return {};
+  }
+  const std::size_t es = size_of(a.dtype);
+  for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
+    StridedBlock block(t, n, a.count * es);
+    SYNK_CHECK_MPI(MPI_Alltoall(at(a.send, off * es), 1, block.get(), at(a.recv, off * es), 1,
+                                block.get(), ctx_.comm));
+  });
+  return {};
+}
+
 Request MpiBackend::barrier() {
   SYNK_CHECK_MPI(MPI_Barrier(ctx_.comm));
   return {};

@@ -27,6 +27,7 @@ class MpiBackend final : public Backend {
   Request scatter(const CollArgs& a) override;
   Request scatterv(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
+  Request all_to_all(const CollArgs& a) override;
   Request barrier() override;
 
  private:

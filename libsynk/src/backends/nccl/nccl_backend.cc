@@ -1,6 +1,6 @@
 // See nccl_backend.h. Buffer conventions are NCCL's own (synk/communicator.h), so in-place calls
-// pass straight through; gather, gatherv, scatter and scatterv are point-to-point sends in one
-// NCCL group.
+// pass straight through; gather, gatherv, scatter, scatterv and all_to_all are point-to-point
+// sends in one NCCL group.
 #include "backends/nccl/nccl_backend.h"
 
 #include <string>
@@ -211,6 +211,35 @@ Request NcclBackend::scatterv(const CollArgs& a, const char* op) {
     SYNK_CHECK_CUDA(cudaMemcpyAsync(a.recv, own, a.count * es, cudaMemcpyDeviceToDevice, stream));
   }
   return comm_->finish(op, stream, comm_);
+}
+
+// One NCCL group of a send and a receive per peer, as nccl-tests' alltoall; the own block is a
+// device copy.
+Request NcclBackend::all_to_all(const CollArgs& a) {
+  SYNK_NCCL_BEGIN("all_to_all");
+  if (a.count == 0) return comm_->finish("all_to_all", stream, comm_);
+  const ncclDataType_t t = nccl_type(a.dtype);
+  const std::size_t block = a.count * size_of(a.dtype);
+  SYNK_NCCL_ISSUE("all_to_all", ncclGroupStart());
+  for (int r = 0; r < ctx_.size; ++r) {
+    if (r == ctx_.rank) continue;
+    const std::size_t displ = static_cast<std::size_t>(r) * block;
+    const char* call = "ncclSend(send + r * count, count, dtype, r, comm, stream)";
+    ncclResult_t rc = ncclSend(at(a.send, displ), a.count, t, r, comm_->get(), stream);
+    if (rc == ncclSuccess || rc == ncclInProgress) {
+      call = "ncclRecv(recv + r * count, count, dtype, r, comm, stream)";
+      rc = ncclRecv(at(a.recv, displ), a.count, t, r, comm_->get(), stream);
+    }
+    if (rc != ncclSuccess && rc != ncclInProgress) {  // end the group before the throw
+      ncclGroupEnd();
+      comm_->issue("all_to_all", call, rc);
+    }
+  }
+  SYNK_NCCL_ISSUE("all_to_all", ncclGroupEnd());
+  const std::size_t own = static_cast<std::size_t>(ctx_.rank) * block;
+  SYNK_CHECK_CUDA(
+      cudaMemcpyAsync(at(a.recv, own), at(a.send, own), block, cudaMemcpyDeviceToDevice, stream));
+  return comm_->finish("all_to_all", stream, comm_);
 }
 
 // A one-element all_reduce: it completes on a rank only after every rank has joined it.

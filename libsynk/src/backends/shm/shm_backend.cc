@@ -140,6 +140,10 @@ Request ShmBackend::scatterv(const CollArgs& a) {
   group_->scatterv(a);
   return {};
 }
+Request ShmBackend::all_to_all(const CollArgs& a) {
+  group_->all_to_all(a);
+  return {};
+}
 Request ShmBackend::scatter(const CollArgs& a) {
   group_->scatter(a);
   return {};

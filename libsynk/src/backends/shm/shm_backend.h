@@ -40,6 +40,7 @@ class ShmBackend final : public Backend {
   Request scatterv(const CollArgs& a) override;
   Request scatter(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
+  Request all_to_all(const CollArgs& a) override;
   Request barrier() override;
   void reject(const CollArgs& a, const Error& e) override;
   void leave() override { group_->close(); }

@@ -83,7 +83,9 @@ void Group::begin(const detail::CollArgs& a) {
   steps_.begin_call(c, a.count, a.dtype, a.op, a.root, a.name);
   algo_chosen_ = false;  // a call that threw before its end() leaves nothing to time
   const std::size_t bytes = a.count * size_of(a.dtype);
-  const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather;
+  // What this rank writes into its buffer: size() blocks for these, one for the others.
+  const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather ||
+                       c == detail::Collective::all_to_all;
   slots_.set_stores(
       store_tuner_.choose(static_cast<int>(c), bytes),
       store_tuner_.stream_out(gathers ? bytes * static_cast<std::size_t>(cfg_.size) : bytes));
