@@ -48,12 +48,35 @@ TEST(KvPlan, FusesUpToTheFusionSize) {
 
 TEST(KvPlan, ALargeKeyRunsAloneAndKindsDoNotMix) {
   const auto b = plan_buckets({key(0, 3, 100), key(1, 2, 5000), key(2, 1, 100, DataType::float64),
-                               key(3, 0, 100), key(4, 0, 100, DataType::float32, 1)},
+                               key(3, 0, 100), key(4, 0, 100, DataType::float32, 1),
+                               key(5, 0, 100)},
                               1000);
-  EXPECT_EQ(slots_of(b), (std::vector<std::vector<std::size_t>>{{0, 3}, {1}, {2}, {4}}));
+  EXPECT_EQ(slots_of(b), (std::vector<std::vector<std::size_t>>{{0}, {1}, {2}, {3, 5}, {4}}));
   EXPECT_TRUE(b[0].fused);
   EXPECT_FALSE(b[1].fused);
-  EXPECT_EQ(b[3].owner, 1);
+  EXPECT_EQ(b[4].owner, 1);
+}
+
+// A key of lower priority never joins a bucket that runs before a key of higher priority: a
+// tiny top key fused with a large low one waited for it, and a middle key of another dtype ran
+// after both.
+TEST(KvPlan, NoKeyRunsAfterOrWaitsForOneOfLowerPriority) {
+  const auto b = plan_buckets({key(0, 10, 64), key(1, 5, 128, DataType::float64),
+                               key(2, 1, 1 << 20), key(3, 1, 64)},
+                              64 << 20);
+  EXPECT_EQ(slots_of(b), (std::vector<std::vector<std::size_t>>{{0}, {1}, {2, 3}}));
+}
+
+// Within one priority, keys of one kind fuse whatever their slots' order.
+TEST(KvPlan, KeysOfOnePriorityFuseByKind) {
+  std::vector<ReadyKey> ready;
+  for (std::size_t s = 0; s < 6; ++s) {
+    ready.push_back(key(s, 0, 100, s % 2 == 0 ? DataType::float32 : DataType::float16));
+  }
+  const auto b = plan_buckets(ready, 1000);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].slots, (std::vector<std::size_t>{1, 3, 5}));  // float16 comes first
+  EXPECT_EQ(b[1].slots, (std::vector<std::size_t>{0, 2, 4}));
 }
 
 TEST(KvStall, FindsPartKeysAndNamesTheRanks) {

@@ -100,7 +100,8 @@ class KeyValue {
   // the key; `data` is synk's until this rank's pull of the key has completed. A higher priority
   // runs sooner: among the keys every rank has pushed, by the highest over the ranks of the
   // push's priority plus that of its pull, where the pull is there when the cycle runs (it may
-  // come after the push). Pushing a key again before its pull is an error naming the key.
+  // come after the push). Pushing a key again before its pull is an error naming the key; a
+  // push made after the pull, before its result is delivered, starts once it is.
   void push(int key, const void* data, int priority = 0);
   // Asks for the result of the key's push (the reduction, or with an Updater the owner's new
   // weights) in `out` (count elements; may be the pushed data itself); `callback`, if any, runs

@@ -16,6 +16,8 @@ const char* to_string(CallLabel label) {
   switch (label) {
     case CallLabel::kv_init_key:
       return "KeyValue::init_key";
+    case CallLabel::kv_cycle:
+      return "a KeyValue cycle";
     case CallLabel::user:
       break;
   }

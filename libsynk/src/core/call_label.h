@@ -11,6 +11,7 @@ namespace synk::detail {
 enum class CallLabel : std::int32_t {
   user = 0,     // the user's own call
   kv_init_key,  // KeyValue::init_key
+  kv_cycle,     // a KeyValue cycle: which keys every rank has pushed, and their reductions
 };
 
 // "KeyValue::init_key", or "" for the user's own call (and for a value it does not know).

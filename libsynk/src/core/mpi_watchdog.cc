@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/backoff.h"
+#include "core/call_label.h"
 #include "core/env.h"
 #include "core/logging.h"
 
@@ -35,6 +36,7 @@ struct WatchedCall {
   bool calls_checked = false;  // compared across the ranks before it ran
   bool at_issue = false;       // a non-blocking call run at issue (CollArgs::at_issue)
   const char* step = nullptr;  // a step that is no call (MpiWatch's second form), or null
+  CallLabel label = CallLabel::user;  // what the call is part of, when synk made it
 };
 
 // A thread's calls. No clock is read in the call: it only counts (odd while inside a call), and
@@ -57,13 +59,14 @@ struct WatchSlot {
   std::atomic<bool> calls_checked{false};
   std::atomic<bool> at_issue{false};
   std::atomic<const char*> step{nullptr};
+  std::atomic<CallLabel> label{CallLabel::user};
 
   // The call this slot held when its count was `seen`, or nothing if it has moved on since.
   std::optional<WatchedCall> read(std::uint64_t seen) const {
     constexpr auto r = std::memory_order_relaxed;
     WatchedCall c{timeout_s.load(r), coll.load(r),     count.load(r),         dtype.load(r),
                   op.load(r),        root.load(r),     rank.load(r),          backend.load(r),
-                  calls_checked.load(r), at_issue.load(r), step.load(r)};
+                  calls_checked.load(r), at_issue.load(r), step.load(r), label.load(r)};
     std::atomic_thread_fence(std::memory_order_acquire);
     if (calls.load(r) != seen) return std::nullopt;
     return c;
@@ -106,7 +109,8 @@ std::string step_expired_text(const WatchedCall& c, double waited_s) {
 std::string call_expired_text(const WatchedCall& c, double waited_s) {
   std::string text =
       "synk Timeout: rank " + std::to_string(c.rank) + ": " +
-      describe_call(c.coll, c.count, c.dtype, c.op, c.root) + " on the " + c.backend +
+      labeled_call(c.label, describe_call(c.coll, c.count, c.dtype, c.op, c.root)) + " on the " +
+      c.backend +
       " backend has waited " + std::to_string(static_cast<long long>(waited_s)) +
       " s inside MPI without progress, past SYNK_TIMEOUT (" + seconds_text(c.timeout_s) +
       "). MPI cannot be interrupted, so this process ends (exit code " +
@@ -144,7 +148,9 @@ void warn_stalled(const WatchSlot& s, std::uint64_t calls, double waited_s) {
     return;
   }
   SYNK_LOG_AT(warn, "rank " << c->rank << ": "
-                            << describe_call(c->coll, c->count, c->dtype, c->op, c->root)
+                            << labeled_call(c->label,
+                                            describe_call(c->coll, c->count, c->dtype, c->op,
+                                                          c->root))
                             << " on the " << c->backend << " backend has waited "
                             << static_cast<long long>(waited_s)
                             << " s inside MPI (SYNK_STALL_WARN): some rank has not reached it; "
@@ -269,6 +275,7 @@ MpiWatch::MpiWatch(const CollArgs& a, int rank, const char* backend, bool calls_
   s.backend.store(backend, r);
   s.calls_checked.store(calls_checked, r);
   s.at_issue.store(a.at_issue, r);
+  s.label.store(a.label, r);
   advance(s, 1);  // odd: inside a call
   armed_cell_ = &armed;
   *armed_cell_ = &s;

@@ -185,6 +185,7 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
     for (const KeySlot* k : keys) timeline::instant(key_track(k->key), "done", k->bytes);
   }
   std::vector<std::pair<KeySlot*, std::function<void()>>> callbacks;
+  std::vector<KeySlot*> queued;  // their queued pushes started
   bool wake = false;
   {
     std::lock_guard lk(m_);
@@ -201,6 +202,7 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
         }
         k.pull_done = true;
         wake = wake || k.waiters > 0;
+        if (start_queued_push_locked(k)) queued.push_back(&k);
         continue;
       }
       if (srcs[i] != k.result.data()) {
@@ -212,6 +214,7 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
   }
   if (callbacks.empty()) {
     if (wake) done_.notify_all();
+    for (KeySlot* k : queued) after_queued_push(*k);
     return;
   }
   for (auto& [k, callback] : callbacks) {
@@ -230,9 +233,11 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
     for (auto& [k, callback] : callbacks) {
       k->delivering = false;
       k->pull_done = true;
+      if (start_queued_push_locked(*k)) queued.push_back(k);
     }
   }
   done_.notify_all();
+  for (KeySlot* k : queued) after_queued_push(*k);
 }
 
 }  // namespace synk::detail

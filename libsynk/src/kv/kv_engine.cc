@@ -246,24 +246,20 @@ void KvEngine::push(int key, const void* data, int priority) {
     if (data == nullptr && k.bytes > 0) {
       throw Error(ErrorCode::InvalidArgument, "KeyValue::push: " + key_text(key) + ": data is null");
     }
-    if (k.push_pending || k.awaiting_pull || k.delivering) {
+    if (k.awaiting_pull || k.has_queued) {
       throw Error(ErrorCode::InvalidUsage,
                   "KeyValue::push: " + key_text(key) +
-                      " is pushed again before its pull (push, pull, pull_wait, then push)");
-    }
-    k.pushed = data;
-    k.push_pending = true;
-    // A pull made before the push (and not being completed) waits for it.
-    k.awaiting_pull = !(k.pull_open && !k.pull_done && !k.delivering);
-    k.push_priority = priority;
-    k.pushed_at = KvClock::now();
-    k.warned = false;
-    if (timeline::on()) {
-      timeline::instant(key_track(key), "pushed", k.bytes);
-      k.pushed_ns = timeline::clock_ns();  // after the point: its "queued" span starts there
+                      " is pushed again before its pull (every push of a key is pulled before "
+                      "its next push)");
     }
     ++pending_;
-    ++pushes_;
+    if (k.push_pending || k.delivering) {  // its pull is there: the push starts after it
+      k.queued = data;
+      k.has_queued = true;
+      k.queued_priority = priority;
+      return;
+    }
+    start_push_locked(k, data, priority);
     slot = &k;
   }
   if (engine_comm_.size() == 1) {
@@ -271,6 +267,37 @@ void KvEngine::push(int key, const void* data, int priority) {
     return;
   }
   wake_.notify_one();  // no system call when the engine is not waiting
+}
+
+void KvEngine::start_push_locked(KeySlot& k, const void* data, int priority) {
+  k.pushed = data;
+  k.push_pending = true;
+  // A pull made before the push (and not being completed) waits for it.
+  k.awaiting_pull = !(k.pull_open && !k.pull_done && !k.delivering);
+  k.push_priority = priority;
+  k.pushed_at = KvClock::now();
+  k.warned = false;
+  if (timeline::on()) {
+    timeline::instant(key_track(k.key), "pushed", k.bytes);
+    k.pushed_ns = timeline::clock_ns();  // after the point: its "queued" span starts there
+  }
+  ++pushes_;
+}
+
+bool KvEngine::start_queued_push_locked(KeySlot& k) {
+  if (!k.has_queued) return false;
+  k.has_queued = false;
+  start_push_locked(k, k.queued, k.queued_priority);
+  return true;
+}
+
+// One rank reduces at once; else the engine, asleep or pausing, learns of the push.
+void KvEngine::after_queued_push(KeySlot& k) {
+  if (engine_comm_.size() == 1) {
+    reduce_alone(k);
+  } else {
+    wake_.notify_one();
+  }
 }
 
 void KvEngine::pull(int key, void* out, int priority, std::function<void()> callback) {
@@ -308,8 +335,10 @@ void KvEngine::pull(int key, void* out, int priority, std::function<void()> call
   lk.lock();
   k.delivering = false;
   k.pull_done = true;
+  const bool queued = start_queued_push_locked(k);
   lk.unlock();
   done_.notify_all();
+  if (queued) after_queued_push(k);
   if (thrown) std::rethrow_exception(thrown);
 }
 
@@ -460,6 +489,8 @@ bool KvEngine::try_cycle(CycleOutcome& o) {
 }
 
 KvEngine::CycleOutcome KvEngine::run_cycle() {
+  // A Timeout of these calls names the cycle: the user made none of them.
+  const ScopedCallLabel label(CallLabel::kv_cycle);
   std::int64_t header[4] = {};
   {
     std::lock_guard lk(m_);

@@ -60,6 +60,12 @@ struct KeySlot {
   KvClock::time_point pushed_at;
   bool warned = false;  // this push has been part of a stall warning
   std::uint64_t pushed_ns = 0;  // timeline::clock_ns() at the push, when the timeline is on
+  // The next push, made after this push's pull but before its result was delivered: it starts
+  // when the delivery has ended (start_queued_push), so that whether a push is taken never
+  // depends on how far the reduction has come.
+  const void* queued = nullptr;
+  bool has_queued = false;
+  int queued_priority = 0;
 
   // A result that came before its pull.
   std::vector<std::byte> result;
@@ -115,6 +121,12 @@ class KvEngine {
   std::exception_ptr update_on_owner(KeySlot& k, void* reduced);
   void agree_on_update(const std::exception_ptr& failed);
   void deliver(const std::vector<KeySlot*>& keys, const std::vector<const void*>& srcs);
+  // Under m_: the key's push of data starts (pending_ counts it already).
+  void start_push_locked(KeySlot& k, const void* data, int priority);
+  // Under m_, once the key's delivery has ended: its queued push, if any, starts. Returns
+  // whether one did; then the caller, after unlocking, calls after_queued_push.
+  bool start_queued_push_locked(KeySlot& k);
+  void after_queued_push(KeySlot& k);
   void trace_ready(const std::vector<ReadyKey>& ready, const std::vector<KeySlot*>& by_slot);
   // Runs the user's code (a pull callback, an Updater call) under cycle_m_, one call at a time
   // on whichever thread; while it runs, pull_wait and close on its thread are refused (they
@@ -140,7 +152,7 @@ class KvEngine {
   std::condition_variable done_;  // pull_wait and close wait on it
   std::deque<KeySlot> slots_;     // deque: a slot stays where it is while others are added
   std::unordered_map<int, std::size_t> index_;
-  std::size_t pending_ = 0;       // pushes not yet reduced
+  std::size_t pending_ = 0;       // pushes not yet reduced, queued ones included
   std::uint64_t pushes_ = 0;      // every push counts, so a pause can end at the next
   bool closing_ = false;
   KvClock::time_point closing_since_;  // close's wait for the other ranks ends at SYNK_TIMEOUT

@@ -2,27 +2,38 @@
 #include "kv/kv_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <tuple>
 
 namespace synk::detail {
 
+namespace {
+
+// What a key must share with a bucket to fuse into it.
+template <class KeyOrBucket>
+std::tuple<int, int, int> kind_of(const KeyOrBucket& k) {
+  return {static_cast<int>(k.dtype), static_cast<int>(k.op), k.owner};
+}
+
+}  // namespace
+
 std::vector<Bucket> plan_buckets(std::vector<ReadyKey> ready, std::size_t fusion_bytes) {
+  // Within one priority the order is free: keys of one kind stand together, so they fuse.
   std::sort(ready.begin(), ready.end(), [](const ReadyKey& a, const ReadyKey& b) {
-    return a.priority != b.priority ? a.priority > b.priority : a.slot < b.slot;
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (kind_of(a) != kind_of(b)) return kind_of(a) < kind_of(b);
+    return a.slot < b.slot;
   });
   std::vector<Bucket> buckets;
-  // The open bucket of each kind, as an index into buckets.
-  std::map<std::tuple<int, int, int>, std::size_t> open;
+  bool last_open = false;  // the last bucket takes more keys of its kind
   for (const ReadyKey& k : ready) {
     const bool alone = fusion_bytes == 0 || k.bytes > fusion_bytes;
-    const auto kind = std::make_tuple(static_cast<int>(k.dtype), static_cast<int>(k.op), k.owner);
-    auto it = open.find(kind);
-    if (!alone && it != open.end() && buckets[it->second].bytes + k.bytes <= fusion_bytes) {
-      Bucket& b = buckets[it->second];
-      b.slots.push_back(k.slot);
-      b.bytes += k.bytes;
-      continue;
+    if (!alone && last_open) {
+      Bucket& b = buckets.back();
+      if (kind_of(b) == kind_of(k) && b.bytes + k.bytes <= fusion_bytes) {
+        b.slots.push_back(k.slot);
+        b.bytes += k.bytes;
+        continue;
+      }
     }
     Bucket b;
     b.slots.push_back(k.slot);
@@ -32,7 +43,7 @@ std::vector<Bucket> plan_buckets(std::vector<ReadyKey> ready, std::size_t fusion
     b.op = k.op;
     b.owner = k.owner;
     buckets.push_back(std::move(b));
-    if (!alone) open[kind] = buckets.size() - 1;
+    last_open = !alone;
   }
   return buckets;
 }

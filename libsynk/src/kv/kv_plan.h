@@ -32,9 +32,11 @@ struct Bucket {
   int owner = -1;
 };
 
-// The buckets in the order to run them: keys by priority (then slot), each joining the open
-// bucket of its kind (dtype, op, owner) while it fits in fusion_bytes; a key larger than that,
-// or every key when fusion_bytes is 0, runs alone. Buckets run in the order of their first key.
+// The buckets in the order to run them: keys by priority, each joining the bucket before it
+// where that is of its kind (dtype, op, owner) and it still fits in fusion_bytes; a key larger
+// than that, or every key when fusion_bytes is 0, runs alone. So no bucket runs before one
+// holding a key of higher priority (a bucket ends where a key of another kind comes between);
+// keys of one priority are ordered by kind, then slot, so that those of a kind fuse.
 std::vector<Bucket> plan_buckets(std::vector<ReadyKey> ready, std::size_t fusion_bytes);
 
 }  // namespace synk::detail
