@@ -25,6 +25,14 @@ inline std::string seconds_text(double seconds) {
   return t + " s";
 }
 
+// The pause of a poll that sleeps, `waited` into its wait: a sixteenth of that, from 50 us to
+// 1 ms, so that a long wait costs next to no core time and what it waits for is noticed within
+// about 6% (at most 1 ms) of the time it took.
+inline std::chrono::microseconds sleep_pause(std::chrono::steady_clock::duration waited) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(waited) / 16;
+  return std::clamp(us, std::chrono::microseconds(50), std::chrono::microseconds(1000));
+}
+
 // Call once per unsuccessful poll; `spins` counts the polls of this wait (start it at 0).
 inline void backoff(int& spins) {
   if (++spins < 64) return;

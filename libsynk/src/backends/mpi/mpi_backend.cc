@@ -2,14 +2,17 @@
 #include "backends/mpi/mpi_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "backends/mpi/mpi_settings.h"
 #include "backends/mpi/mpi_types.h"
+#include "core/backoff.h"
 #include "core/byte_offset.h"
 #include "core/env.h"
 #include "core/mpi_check.h"
@@ -135,13 +138,64 @@ float* MpiBackend::stage(std::vector<float>& v, std::size_t n) {
   return v.data();
 }
 
+// Where the communicator's waits yield the core (CommOptions::yield_when_waiting: KeyValue's
+// thread, beside the rank's computation on its core), the non-blocking call tested with
+// backoff(): in the blocking one Open MPI polls the core until the call ends, for as long as a
+// late rank keeps it waiting.
+void MpiBackend::wait_yielding(MPI_Request& req) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    SYNK_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (spins < 64) continue;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited < std::chrono::microseconds(200)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(sleep_pause(waited));
+    }
+  }
+}
+
+void MpiBackend::allreduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op) {
+  if (!ctx_.yields_core) {
+    SYNK_CHECK_MPI(MPI_Allreduce(send, recv, n, t, op, ctx_.comm));
+    return;
+  }
+  MPI_Request req;
+  SYNK_CHECK_MPI(MPI_Iallreduce(send, recv, n, t, op, ctx_.comm, &req));
+  wait_yielding(req);
+}
+
+void MpiBackend::reduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op,
+                        int root) {
+  if (!ctx_.yields_core) {
+    SYNK_CHECK_MPI(MPI_Reduce(send, recv, n, t, op, root, ctx_.comm));
+    return;
+  }
+  MPI_Request req;
+  SYNK_CHECK_MPI(MPI_Ireduce(send, recv, n, t, op, root, ctx_.comm, &req));
+  wait_yielding(req);
+}
+
+void MpiBackend::bcast(void* buf, int n, MPI_Datatype t, int root) {
+  if (!ctx_.yields_core) {
+    SYNK_CHECK_MPI(MPI_Bcast(buf, n, t, root, ctx_.comm));
+    return;
+  }
+  MPI_Request req;
+  SYNK_CHECK_MPI(MPI_Ibcast(buf, n, t, root, ctx_.comm, &req));
+  wait_yielding(req);
+}
+
 Request MpiBackend::all_reduce(const CollArgs& a) {
   const std::size_t es = size_of(a.dtype);
   if (is_16bit_float(a.dtype)) {
     for_chunks(a.count, stage_chunk_, [&](std::size_t off, std::size_t n) {
       float* buf = stage(stage_in_, n);
       widen(at(a.send, off * es), a.dtype, buf, n);
-      SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, as_int(n), MPI_FLOAT, mpi_reduce_op(a.op), ctx_.comm));
+      allreduce(MPI_IN_PLACE, buf, as_int(n), MPI_FLOAT, mpi_reduce_op(a.op));
       if (a.op == ReduceOp::avg) scale_avg(buf, n, DataType::float32, ctx_.size);
       narrow(buf, a.dtype, at(a.recv, off * es), n);
     });
@@ -149,8 +203,8 @@ Request MpiBackend::all_reduce(const CollArgs& a) {
   }
   const bool in_place = a.send == a.recv;
   for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
-    SYNK_CHECK_MPI(MPI_Allreduce(in_place ? MPI_IN_PLACE : at(a.send, off * es), at(a.recv, off * es),
-                                 as_int(n), mpi_datatype(a.dtype), mpi_reduce_op(a.op), ctx_.comm));
+    allreduce(in_place ? MPI_IN_PLACE : at(a.send, off * es), at(a.recv, off * es), as_int(n),
+              mpi_datatype(a.dtype), mpi_reduce_op(a.op));
   });
   if (a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
   return {};
@@ -163,8 +217,8 @@ Request MpiBackend::reduce(const CollArgs& a) {
     for_chunks(a.count, stage_chunk_, [&](std::size_t off, std::size_t n) {
       float* buf = stage(stage_in_, n);
       widen(at(a.send, off * es), a.dtype, buf, n);
-      SYNK_CHECK_MPI(MPI_Reduce(root ? MPI_IN_PLACE : buf, root ? buf : nullptr, as_int(n), MPI_FLOAT,
-                                mpi_reduce_op(a.op), a.root, ctx_.comm));
+      reduce(root ? MPI_IN_PLACE : buf, root ? buf : nullptr, as_int(n), MPI_FLOAT,
+             mpi_reduce_op(a.op), a.root);
       if (root) {
         if (a.op == ReduceOp::avg) scale_avg(buf, n, DataType::float32, ctx_.size);
         narrow(buf, a.dtype, at(a.recv, off * es), n);
@@ -174,9 +228,8 @@ Request MpiBackend::reduce(const CollArgs& a) {
   }
   const bool in_place = root && a.send == a.recv;
   for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
-    SYNK_CHECK_MPI(MPI_Reduce(in_place ? MPI_IN_PLACE : at(a.send, off * es),
-                              root ? at(a.recv, off * es) : nullptr, as_int(n), mpi_datatype(a.dtype),
-                              mpi_reduce_op(a.op), a.root, ctx_.comm));
+    reduce(in_place ? MPI_IN_PLACE : at(a.send, off * es), root ? at(a.recv, off * es) : nullptr,
+           as_int(n), mpi_datatype(a.dtype), mpi_reduce_op(a.op), a.root);
   });
   if (root && a.op == ReduceOp::avg) scale_avg(a.recv, a.count, a.dtype, ctx_.size);
   return {};
@@ -185,7 +238,7 @@ Request MpiBackend::reduce(const CollArgs& a) {
 Request MpiBackend::broadcast(const CollArgs& a) {
   const std::size_t es = size_of(a.dtype);
   for_chunks(a.count, max_chunk_, [&](std::size_t off, std::size_t n) {
-    SYNK_CHECK_MPI(MPI_Bcast(at(a.recv, off * es), as_int(n), mpi_datatype(a.dtype), a.root, ctx_.comm));
+    bcast(at(a.recv, off * es), as_int(n), mpi_datatype(a.dtype), a.root);
   });
   return {};
 }

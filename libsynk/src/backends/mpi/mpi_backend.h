@@ -37,6 +37,12 @@ class MpiBackend final : public Backend {
   void by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& own,
                  const char* receiving_root);
   float* stage(std::vector<float>& v, std::size_t n);
+  // MPI_Allreduce, MPI_Reduce and MPI_Bcast on ctx_.comm (KeyValue's calls), or where the
+  // communicator yields the core the non-blocking ones, waited for by wait_yielding.
+  void allreduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op);
+  void reduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op, int root);
+  void bcast(void* buf, int n, MPI_Datatype t, int root);
+  void wait_yielding(MPI_Request& req);
 
   CommContext ctx_;
   std::size_t max_chunk_;  // elements per MPI call (INT_MAX, or SYNK_MPI_MAX_CHUNK for tests)

@@ -39,10 +39,9 @@ using layout::entry_of;
 
 namespace {
 
-// GroupConfig::sleep_when_waiting: after this long yielding, a waiting rank sleeps this long
-// between polls (a late peer is noticed that much later; an idle wait costs no core).
+// GroupConfig::sleep_when_waiting: after this long yielding, a waiting rank sleeps between
+// polls (detail::sleep_pause: a late peer is noticed a little later; an idle wait costs no core).
 constexpr auto kYieldBeforeSleep = std::chrono::microseconds(200);
-constexpr auto kSleepBetweenPolls = std::chrono::microseconds(50);
 // How long a rank that found a peer closed waits to see the peer's process end.
 constexpr auto kClosedPeerExitGrace = std::chrono::seconds(1);
 
@@ -305,7 +304,7 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word,
   bool sleeping = false;
   for (std::uint32_t i = 1;; ++i) {
     if (sleeping) {
-      std::this_thread::sleep_for(kSleepBetweenPolls);
+      std::this_thread::sleep_for(detail::sleep_pause(Clock::now() - start));
     } else if (yielding) {
       sched_yield();
     } else {
