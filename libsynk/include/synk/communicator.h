@@ -44,7 +44,9 @@ struct CommOptions {
   // "auto", "mpi", "shm" or "nccl"; empty means the SYNK_BACKEND variable (default auto).
   std::string backend;
   // A rank that waits in a call for the others yields its core at once, instead of polling
-  // first (SYNK_SHM_SPIN_US): for calls made on a thread beside computation on the same core.
+  // first (SYNK_SHM_SPIN_US), and sleeps in a long wait: for calls made on a thread beside
+  // computation on the same core (KeyValue's). On mpi, all_reduce, reduce and broadcast then
+  // wait in MPI's non-blocking calls, tested between sleeps, not in Open MPI's polling ones.
   bool yield_when_waiting = false;
 };
 
