@@ -192,6 +192,7 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
     for (std::size_t i = 0; i < keys.size(); ++i) {
       KeySlot& k = *keys[i];
       k.push_pending = false;
+      pending_slots_[k.index] = 0;
       --pending_;
       if (k.pull_open && !k.pull_done) {
         if (k.out != srcs[i] && k.bytes > 0) std::memcpy(k.out, srcs[i], k.bytes);

@@ -45,8 +45,6 @@ void refuse_in_callback(const KvEngine* engine, const char* call, std::optional<
               "may push and pull, not wait (pull_wait, close)");
 }
 
-constexpr std::int64_t kNoPriority = std::numeric_limits<std::int64_t>::min();
-
 // How long the engine pauses between cycles that reduced nothing while some rank still has a
 // push waiting: short, since a late rank's push waits for the others' next cycle.
 constexpr auto kPause = std::chrono::microseconds(500);
@@ -226,8 +224,10 @@ void KvEngine::init_key(int key, std::size_t count, DataType dtype, ReduceOp op,
   KeySlot* added = nullptr;
   {
     std::lock_guard lk(m_);
-    index_[key] = slots_.size();
+    s.index = slots_.size();
+    index_[key] = s.index;
     added = &slots_.emplace_back(std::move(s));
+    pending_slots_.push_back(0);
   }
   // After the slot exists on every rank: an init that throws fails this call on the owner
   // alone, and the slots stay the same on every rank.
@@ -272,6 +272,7 @@ void KvEngine::push(int key, const void* data, int priority) {
 void KvEngine::start_push_locked(KeySlot& k, const void* data, int priority) {
   k.pushed = data;
   k.push_pending = true;
+  pending_slots_[k.index] = 1;
   // A pull made before the push (and not being completed) waits for it.
   k.awaiting_pull = !(k.pull_open && !k.pull_done && !k.delivering);
   k.push_priority = priority;
@@ -488,6 +489,46 @@ bool KvEngine::try_cycle(CycleOutcome& o) {
   }
 }
 
+// The keys every rank has pushed, with their priorities: a byte per slot (max: 0 means every rank
+// has pushed it), then the ready keys' priorities (max over the ranks of push + pull priority).
+// by_slot gets each ready slot's key. Every rank makes the same calls: the second's count comes
+// from the first's result.
+std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot) {
+  std::vector<std::uint8_t> not_pushed(n, 1);
+  {
+    std::lock_guard lk(m_);
+    for (std::size_t i = 0; i < n && i < pending_slots_.size(); ++i) {
+      not_pushed[i] = pending_slots_[i] == 0 ? 1 : 0;
+    }
+  }
+  engine_comm_.all_reduce(not_pushed.data(), not_pushed.data(), n, DataType::uint8,
+                          ReduceOp::max);
+  std::vector<ReadyKey> ready;
+  {
+    std::lock_guard lk(m_);  // a deque's elements stay where they are; its index does not
+    for (std::size_t i = 0; i < n; ++i) {
+      if (not_pushed[i] != 0) continue;
+      KeySlot& k = slots_[i];
+      by_slot[i] = &k;
+      ready.push_back({i, 0, k.bytes, k.dtype, k.op, k.owner});
+    }
+  }
+  if (ready.empty()) return ready;
+  std::vector<std::int64_t> priority(ready.size());
+  {
+    std::lock_guard lk(m_);  // a pull made since adds its priority
+    for (std::size_t j = 0; j < ready.size(); ++j) {
+      const KeySlot& k = *by_slot[ready[j].slot];
+      const bool pulled = k.pull_open && !k.pull_done;
+      priority[j] = std::int64_t{k.push_priority} + (pulled ? k.pull_priority : 0);
+    }
+  }
+  engine_comm_.all_reduce(priority.data(), priority.data(), priority.size(), DataType::int64,
+                          ReduceOp::max);
+  for (std::size_t j = 0; j < ready.size(); ++j) ready[j].priority = priority[j];
+  return ready;
+}
+
 KvEngine::CycleOutcome KvEngine::run_cycle() {
   // A Timeout of these calls names the cycle: the user made none of them.
   const ScopedCallLabel label(CallLabel::kv_cycle);
@@ -496,7 +537,9 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     std::lock_guard lk(m_);
     const auto now = KvClock::now();
     bool stalled = false;
-    for (const KeySlot& k : slots_) {
+    for (std::size_t i = 0; i < pending_slots_.size(); ++i) {
+      if (pending_slots_[i] == 0) continue;
+      const KeySlot& k = slots_[i];
       const KeyStatus s = status_of(k, now, stall_warn_s_, timeout_s_);
       stalled = stalled || s == kTimedOut || (s == kStalled && !k.warned);
     }
@@ -513,31 +556,8 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
   // With a push waiting somewhere, the stall inspector names the keys and ranks instead.
   if (!o.group_active) refuse_endless_close(all_closing);
   if (o.group_active) {
-    // Per slot: 1 where this rank has not pushed it (max: 0 means every rank has), then the
-    // priority (max over the ranks that pushed it).
-    std::vector<std::int64_t> agreed(2 * n, 1);
     std::vector<KeySlot*> by_slot(n, nullptr);
-    {
-      std::lock_guard lk(m_);
-      for (std::size_t i = 0; i < n; ++i) {
-        agreed[n + i] = kNoPriority;
-        if (i >= slots_.size()) continue;
-        KeySlot& k = slots_[i];
-        by_slot[i] = &k;
-        if (!k.push_pending) continue;
-        agreed[i] = 0;
-        const bool pulled = k.pull_open && !k.pull_done;
-        agreed[n + i] = std::int64_t{k.push_priority} + (pulled ? k.pull_priority : 0);
-      }
-    }
-    engine_comm_.all_reduce(agreed.data(), agreed.data(), agreed.size(), DataType::int64,
-                            ReduceOp::max);
-    std::vector<ReadyKey> ready;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (agreed[i] != 0) continue;
-      const KeySlot& k = *by_slot[i];
-      ready.push_back({i, agreed[n + i], k.bytes, k.dtype, k.op, k.owner});
-    }
+    const std::vector<ReadyKey> ready = agree_on_ready(n, by_slot);
     if (timeline::on()) trace_ready(ready, by_slot);
     for (const Bucket& b : plan_buckets(ready, fusion_bytes_)) {
       std::vector<KeySlot*> keys;

@@ -45,6 +45,7 @@ std::string key_track(int key);  // the timeline's row of a key: "KeyValue key 3
 
 struct KeySlot {
   int key = 0;
+  std::size_t index = 0;  // its place in the order of init_key (the cycles' slot)
   std::size_t count = 0;
   DataType dtype = DataType::float32;
   ReduceOp op = ReduceOp::sum;
@@ -111,6 +112,7 @@ class KvEngine {
   void run_cycles_until(const std::function<bool()>& done);
   bool try_cycle(CycleOutcome& o);
   CycleOutcome run_cycle();
+  std::vector<ReadyKey> agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot);
   void refuse_endless_close(bool all_closing);
   void inspect(std::size_t slots, bool closing_everywhere);
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
@@ -153,6 +155,9 @@ class KvEngine {
   std::deque<KeySlot> slots_;     // deque: a slot stays where it is while others are added
   std::unordered_map<int, std::size_t> index_;
   std::size_t pending_ = 0;       // pushes not yet reduced, queued ones included
+  // Per slot, 1 while its push is pending (KeySlot::push_pending): a cycle reads a byte per
+  // key, not each key's slot, so that keys not pushed cost next to nothing.
+  std::vector<std::uint8_t> pending_slots_;
   std::uint64_t pushes_ = 0;      // every push counts, so a pause can end at the next
   bool closing_ = false;
   KvClock::time_point closing_since_;  // close's wait for the other ranks ends at SYNK_TIMEOUT
