@@ -160,7 +160,7 @@ Buffer rows_in(Communicator& c, const py::array& a, int root, const std::string&
 // blocking call costs no allocation beyond its result.
 struct Call {
   enum class Kind { all_reduce, reduce, broadcast, all_gather, gather, scatter, reduce_scatter,
-                    gatherv, scatterv, all_to_all };
+                    gatherv, scatterv, all_to_all, all_to_allv };
   Kind kind = Kind::all_reduce;
   const void* send = nullptr;
   void* recv = nullptr;
@@ -170,6 +170,7 @@ struct Call {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   std::shared_ptr<const std::vector<std::size_t>> counts{};  // gatherv's and scatterv's
+  std::shared_ptr<const std::vector<std::size_t>> recv_counts{};  // all_to_allv's
   py::object result{};
   py::object input{};
   // This rank's out did not fit: raised once the call has ended (see result_into).
@@ -214,6 +215,8 @@ void run_call(Communicator& c, const Call& k) {
     case K::gatherv: return c.gatherv(k.send, k.count, k.recv, *k.counts, k.dtype, k.root);
     case K::scatterv: return c.scatterv(k.send, *k.counts, k.recv, k.count, k.dtype, k.root);
     case K::all_to_all: return c.all_to_all(k.send, k.recv, k.count, k.dtype);
+    case K::all_to_allv:
+      return c.all_to_allv(k.send, *k.counts, k.recv, *k.recv_counts, k.dtype);
   }
 }
 
@@ -230,6 +233,8 @@ Request start_call(Communicator& c, const Call& k) {
     case K::gatherv: return c.igatherv(k.send, k.count, k.recv, *k.counts, k.dtype, k.root);
     case K::scatterv: return c.iscatterv(k.send, *k.counts, k.recv, k.count, k.dtype, k.root);
     case K::all_to_all: return c.iall_to_all(k.send, k.recv, k.count, k.dtype);
+    case K::all_to_allv:
+      return c.iall_to_allv(k.send, *k.counts, k.recv, *k.recv_counts, k.dtype);
   }
   return {};
 }
@@ -358,22 +363,6 @@ Call reduce_scatter(Communicator& c, const py::array& a, const std::string& op, 
             .count = in.count / static_cast<std::size_t>(c.size()), .dtype = in.dtype,
             .op = rop, .input = a};
   result_into(call, out, a, block, "reduce_scatter", dtype);
-  return call;
-}
-
-// a's first axis in size() blocks: block r goes to rank r, and the result (a's shape) holds the
-// block each rank sent to this one, in rank order. out may not be a (no in place).
-Call all_to_all(Communicator& c, const py::array& a, const Array& out, const std::string& dtype) {
-  const Buffer in = as_buffer(a, "a", false, dtype);
-  if (in.shape.empty() || in.shape[0] % c.size() != 0) {
-    invalid("all_to_all: a's first axis must divide into one block per rank (" +
-            std::to_string(c.size()) + ")");
-  }
-  Call call{.kind = Call::Kind::all_to_all, .send = in.data,
-            .count = in.count / static_cast<std::size_t>(c.size()), .dtype = in.dtype,
-            .input = a};
-  result_into(call, out, a, std::vector<py::ssize_t>(in.shape.begin(), in.shape.end()),
-              "all_to_all", dtype);
   return call;
 }
 
@@ -608,6 +597,89 @@ PyRequest start(Communicator& c, Call call) {
   return PyRequest(std::move(r), std::move(call), py::cast(&c));
 }
 
+// What the ranks agree on before an all_to_all with splits, by one all_gather: whether each
+// rank's own checks failed, its dtype and row size, and its splits; so that every rank refuses
+// alike, and each learns how many rows every rank sends it.
+enum SplitsField { sp_failed, sp_dtype, sp_row, sp_splits };
+
+// a's rows, splits[q] of them to rank q one after another; the result holds the rows every rank
+// sent this one, in rank order.
+Call all_to_all_split(Communicator& c, const py::array& a, const std::vector<std::int64_t>& splits,
+                      const Array& out, const std::string& dtype) {
+  const auto n = static_cast<std::size_t>(c.size());
+  std::vector<std::int64_t> mine(sp_splits + n, 0);
+  Buffer in;
+  const std::optional<Error> failed = failure_of([&] {
+    in = as_buffer(a, "a", false, dtype);
+    if (in.shape.empty()) invalid("all_to_all: a needs a first axis (its rows)");
+    mine[sp_dtype] = static_cast<std::int64_t>(in.dtype);
+    mine[sp_row] = static_cast<std::int64_t>(row_elems(in));
+    if (splits.size() != n) {
+      invalid("all_to_all: splits has " + std::to_string(splits.size()) +
+              " entries, expected one per rank (" + std::to_string(n) + ")");
+    }
+    std::int64_t sum = 0;
+    for (std::int64_t s : splits) {
+      if (s < 0 || s > in.shape[0]) invalid("all_to_all: splits must be rows of a, 0 or more");
+      sum += s;
+    }
+    if (sum != in.shape[0]) {
+      invalid("all_to_all: splits add up to " + std::to_string(sum) + " rows, a has " +
+              std::to_string(in.shape[0]));
+    }
+    std::copy(splits.begin(), splits.end(), mine.begin() + sp_splits);
+  });
+  mine[sp_failed] = failed ? 1 : 0;
+  std::vector<std::int64_t> all(n * mine.size());
+  without_gil([&] { c.all_gather(mine.data(), all.data(), mine.size(), DataType::int64); });
+  const auto at = [&](int r, std::size_t f) {
+    return all[mine.size() * static_cast<std::size_t>(r) + f];
+  };
+  refuse_as_agreed(c, "all_to_all", failed, [&](int r) { return at(r, sp_failed) != 0; },
+                   [](int) { return 0; });
+  same_dtype_everywhere(c, "all_to_all", in.dtype, [&](int r) { return at(r, sp_dtype); });
+  const std::int64_t row = mine[sp_row];
+  auto send_counts = std::make_shared<std::vector<std::size_t>>();
+  auto recv_counts = std::make_shared<std::vector<std::size_t>>();
+  py::ssize_t rows_here = 0;
+  for (int r = 0; r < c.size(); ++r) {
+    if (at(r, sp_row) != row) {
+      invalid("all_to_all: rank " + std::to_string(r) + "'s rows have " +
+              std::to_string(at(r, sp_row)) + " elements, this rank's " + std::to_string(row));
+    }
+    const std::int64_t from_r = at(r, sp_splits + static_cast<std::size_t>(c.rank()));
+    send_counts->push_back(static_cast<std::size_t>(splits[static_cast<std::size_t>(r)] * row));
+    recv_counts->push_back(static_cast<std::size_t>(from_r * row));
+    rows_here += from_r;
+  }
+  std::vector<py::ssize_t> shape(in.shape.begin(), in.shape.end());
+  shape[0] = rows_here;
+  Call call{.kind = Call::Kind::all_to_allv, .send = in.data, .count = in.count,
+            .dtype = in.dtype, .counts = send_counts, .recv_counts = recv_counts, .input = a};
+  result_into(call, out, a, shape, "all_to_all", dtype);
+  return call;
+}
+
+// a's first axis in size() blocks: block r goes to rank r, and the result (a's shape) holds the
+// block each rank sent to this one, in rank order. out may not be a (no in place). With splits,
+// all_to_all_split.
+Call all_to_all(Communicator& c, const py::array& a,
+                const std::optional<std::vector<std::int64_t>>& splits, const Array& out,
+                const std::string& dtype) {
+  if (splits) return all_to_all_split(c, a, *splits, out, dtype);
+  const Buffer in = as_buffer(a, "a", false, dtype);
+  if (in.shape.empty() || in.shape[0] % c.size() != 0) {
+    invalid("all_to_all: a's first axis must divide into one block per rank (" +
+            std::to_string(c.size()) + ")");
+  }
+  Call call{.kind = Call::Kind::all_to_all, .send = in.data,
+            .count = in.count / static_cast<std::size_t>(c.size()), .dtype = in.dtype,
+            .input = a};
+  result_into(call, out, a, std::vector<py::ssize_t>(in.shape.begin(), in.shape.end()),
+              "all_to_all", dtype);
+  return call;
+}
+
 // Binds `prepare` as iNAME (returns a synk.Request whose wait() returns the result).
 template <typename... A, typename... Extra>
 void bind_started(py::class_<Communicator>& cls, const std::string& name,
@@ -677,7 +749,8 @@ void add_communicator(py::module_& m) {
             py::kw_only(), out, dtype);
   bind_call(cls, "reduce_scatter", &reduce_scatter, a, py::arg("op") = "sum", py::kw_only(), out,
             dtype);
-  bind_call(cls, "all_to_all", &all_to_all, a, py::kw_only(), out, dtype);
+  bind_call(cls, "all_to_all", &all_to_all, a, py::arg("splits") = py::none(), py::kw_only(),
+            out, dtype);
   add_fast_all_reduce(cls);
 }
 

@@ -123,6 +123,31 @@ def test_all_to_all(comm, dtype, count):
     np.testing.assert_array_equal(out, got)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.float32, np.float64])
+def test_all_to_all_with_splits(comm, dtype):
+    n, me = comm.size, comm.rank
+    # Rank r sends rank q (r + q) % 3 rows of 2, each holding 10 r + q (Horovod's splits).
+    splits = [(me + q) % 3 for q in range(n)]
+    a = np.concatenate([np.full((s, 2), 10 * me + q) for q, s in enumerate(splits)])
+    a = a.reshape(-1, 2).astype(dtype)
+    expected = np.concatenate([np.full(((r + me) % 3, 2), 10 * r + me) for r in range(n)])
+    expected = expected.reshape(-1, 2).astype(dtype)
+    np.testing.assert_array_equal(comm.all_to_all(a, splits), expected)
+    out = np.empty_like(expected)
+    assert comm.iall_to_all(a, splits, out=out).wait() is out
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_all_to_all_splits_wrong_on_one_rank_fail_every_rank(comm):
+    a = np.zeros((comm.size + 2, 3), np.float32)
+    splits = [1] * comm.size
+    splits[0] = 3 if comm.rank != comm.size - 1 else 2  # there: size + 1 rows of size + 2
+    error = synk.InvalidArgument if comm.rank == comm.size - 1 else synk.Remote
+    with pytest.raises(error, match="splits add up to"):
+        comm.all_to_all(a, splits)
+    comm.barrier()
+
+
 def test_all_to_all_refuses_in_place(comm):
     a = np.zeros((comm.size, 2))
     with pytest.raises(synk.InvalidUsage, match="all_to_all has no in place"):

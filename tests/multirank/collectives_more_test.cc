@@ -1,6 +1,6 @@
 // The rest of the collectives grid (linked into the same binary, so the chunked runs cover it):
-// gatherv and scatterv with rank-dependent sizes, avg on integer types, null buffers at count
-// 0, the typed helpers (all_to_all's among them), barrier.
+// gatherv, scatterv and all_to_allv with rank-dependent sizes, avg on integer types, null
+// buffers at count 0, the typed helpers (all_to_all's among them), barrier.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -185,6 +186,95 @@ TEST_P(Scatterv, RankDependentSizes) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, Scatterv, ::testing::ValuesIn(gatherv_cases()), gatherv_name);
 
+// ---- all_to_allv -------------------------------------------------------------------------------
+
+// How many elements rank r sends rank q: a ramp, a ramp with zeros (half the pairs, the own
+// block among them on even ranks), and steps of 700 that cross SYNK_MPI_MAX_CHUNK=1000 and the
+// smallest slot's steps. Block (r, q) holds data(r * n + q, j).
+std::size_t pair_count(Sizes s, int r, int q) {
+  const auto ur = static_cast<std::size_t>(r), uq = static_cast<std::size_t>(q);
+  switch (s) {
+    case Sizes::ramp:
+      return (ur * 3 + uq * 5) % 7 + 1;
+    case Sizes::with_zeros:
+      return (r + q) % 2 == 0 ? 0 : ur * 3 + uq + 1;
+    case Sizes::steps:
+      return (ur + uq) * 700 + 1;
+  }
+  return 0;
+}
+
+class AllToAllv : public ::testing::TestWithParam<std::tuple<DataType, Sizes, bool>> {};
+
+TEST_P(AllToAllv, PairDependentSizes) {
+  const auto [dtype, sizes, nonblocking] = GetParam();
+  synk::Communicator& comm = world();
+  const int me = comm.rank(), n = comm.size();
+  std::vector<std::size_t> send_counts, recv_counts;
+  std::vector<double> sent, received;
+  for (int q = 0; q < n; ++q) {
+    send_counts.push_back(pair_count(sizes, me, q));
+    recv_counts.push_back(pair_count(sizes, q, me));
+    for (std::size_t j = 0; j < send_counts.back(); ++j) sent.push_back(data(me * n + q, j));
+    for (std::size_t j = 0; j < recv_counts.back(); ++j) received.push_back(data(q * n + me, j));
+  }
+  const std::string where = "rank " + std::to_string(me) + " of " + std::to_string(n) +
+                            ", all_to_allv " + synk::to_string(dtype);
+  Buffer send(dtype, sent.size()), recv(dtype, received.size());
+  send.fill([&](std::size_t k) { return sent[k]; });
+  recv.fill_value(kSentinel);
+  if (nonblocking) {
+    comm.iall_to_allv(send.data(), send_counts, recv.data(), recv_counts, dtype).wait();
+  } else {
+    comm.all_to_allv(send.data(), send_counts, recv.data(), recv_counts, dtype);
+  }
+  EXPECT_TRUE(recv.check([&](std::size_t k) { return received[k]; }, where + ", recv"));
+  EXPECT_TRUE(send.check([&](std::size_t k) { return sent[k]; }, where + ", send (unchanged)"));
+}
+
+std::vector<std::tuple<DataType, Sizes, bool>> all_to_allv_cases() {
+  std::vector<std::tuple<DataType, Sizes, bool>> out;
+  for (DataType t : kAllTypes) {
+    for (Sizes s : {Sizes::ramp, Sizes::with_zeros, Sizes::steps}) {
+      if (pair_count(s, 3, 3) > max_count()) continue;  // the largest count of a 4-rank run
+      for (bool nonblocking : {false, true}) out.emplace_back(t, s, nonblocking);
+    }
+  }
+  return out;
+}
+
+std::string all_to_allv_name(
+    const ::testing::TestParamInfo<std::tuple<DataType, Sizes, bool>>& info) {
+  const auto [t, s, nonblocking] = info.param;
+  const char* sizes = s == Sizes::ramp ? "ramp" : s == Sizes::steps ? "steps700" : "withzeros";
+  return std::string(synk::to_string(t)) + "_" + sizes + (nonblocking ? "_nonblocking" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, AllToAllv, ::testing::ValuesIn(all_to_allv_cases()),
+                         all_to_allv_name);
+
+// Rank 1's recv_counts[0] is one more than rank 0 sends it: every rank fails alike where the
+// backend compares (shm's counts step, hier's and SYNK_CHECK_CALLS's comparison).
+TEST(AllToAllvCounts, ThatDisagreeFailEveryRankAlike) {
+  synk::Communicator& comm = world();
+  const char* checked = std::getenv("SYNK_CHECK_CALLS");
+  const bool compares = comm.backend() != "mpi" || (checked && std::string(checked) == "1");
+  if (comm.size() < 2 || !compares) GTEST_SKIP() << "needs 2 ranks and a backend that compares";
+  const auto un = static_cast<std::size_t>(comm.size());
+  std::vector<std::size_t> send_counts(un, 2), recv_counts(un, 2);
+  if (comm.rank() == 1) recv_counts[0] = 3;
+  std::vector<float> send(2 * un, 1.0f), recv(2 * un + 1, 0.0f);
+  try {
+    comm.all_to_allv(send.data(), send_counts, recv.data(), recv_counts, DataType::float32);
+    ADD_FAILURE() << "counts that disagree were taken";
+  } catch (const synk::Error& e) {
+    EXPECT_EQ(e.code(), synk::ErrorCode::InvalidUsage) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("all_to_allv: rank 0 sends 2 elements to rank 1 but rank 1's "
+                                    "recv_counts[0] is 3"));
+  }
+  EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
 // ---- avg on integers, null buffers at count 0, barrier ----------------------------------------
 
 class AvgOnIntegers : public ::testing::TestWithParam<std::tuple<std::string, DataType>> {};
@@ -239,6 +329,7 @@ TEST(ZeroCount, NullBuffersAreAccepted) {
   EXPECT_NO_THROW(comm.gatherv(nullptr, 0, nullptr, zeros, t, last));
   EXPECT_NO_THROW(comm.scatterv(nullptr, zeros, nullptr, 0, t, last));
   EXPECT_NO_THROW(comm.all_to_all(nullptr, nullptr, 0, t));
+  EXPECT_NO_THROW(comm.all_to_allv(nullptr, zeros, nullptr, zeros, t));
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 

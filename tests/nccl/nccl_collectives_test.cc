@@ -89,11 +89,12 @@ enum class Coll {
   gatherv,
   scatter,
   scatterv,
-  all_to_all
+  all_to_all,
+  all_to_allv
 };
 constexpr const char* kCollNames[] = {"all_reduce", "reduce",  "reduce_scatter", "broadcast",
                                       "all_gather", "gather",  "gatherv",        "scatter",
-                                      "scatterv",   "all_to_all"};
+                                      "scatterv",   "all_to_all", "all_to_allv"};
 constexpr ReduceOp kAllOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
                                 ReduceOp::avg};
 constexpr std::size_t kCounts[] = {0, 1, 7, 4097};
@@ -117,7 +118,7 @@ bool has_root(Coll c) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;
-  for (int ci = 0; ci <= static_cast<int>(Coll::all_to_all); ++ci) {
+  for (int ci = 0; ci <= static_cast<int>(Coll::all_to_allv); ++ci) {
     const Coll c = static_cast<Coll>(ci);
     for (DataType t : kAllTypes) {
       for (ReduceOp op : kAllOps) {
@@ -128,7 +129,10 @@ std::vector<Case> all_cases() {
         for (std::size_t n : kCounts) {
           for (bool in_place : {false, true}) {
             // broadcast has one buffer, all_to_all no in place
-            if ((c == Coll::broadcast || c == Coll::all_to_all) && in_place) continue;
+            const bool one_buffer = c == Coll::broadcast;
+            if ((one_buffer || c == Coll::all_to_all || c == Coll::all_to_allv) && in_place) {
+              continue;
+            }
             for (Root r : {Root::first, Root::last}) {
               if (!has_root(c) && r == Root::last) continue;
               out.push_back(Case{c, t, op, n, in_place, r});
@@ -382,6 +386,27 @@ TEST_P(NcclGrid, MatchesTheExactResult) {
       dr.copy_to(recv);
       EXPECT_TRUE(recv.check(received, what + ", recv"));
       EXPECT_TRUE(send.check(sent, what + ", send unchanged"));
+      break;
+    }
+    case Coll::all_to_allv: {  // rank r sends rank q count + (r + q) % 3 of data(r * n + q, i)
+      const auto pair = [&](int r, int q) { return count + static_cast<std::size_t>(r + q) % 3; };
+      std::vector<std::size_t> send_counts, recv_counts;
+      std::vector<double> sent, received;
+      for (int q = 0; q < n; ++q) {
+        send_counts.push_back(pair(me, q));
+        recv_counts.push_back(pair(q, me));
+        for (std::size_t i = 0; i < send_counts.back(); ++i) sent.push_back(data(me * n + q, i));
+        for (std::size_t i = 0; i < recv_counts.back(); ++i) {
+          received.push_back(data(q * n + me, i));
+        }
+      }
+      Buffer send(c.dtype, sent.size()), recv(c.dtype, received.size());
+      send.fill([&](std::size_t k) { return sent[k]; });
+      recv.fill_value(kSentinel);
+      Device ds(send, c.dtype), dr(recv, c.dtype);
+      comm.all_to_allv(ds.data(), send_counts, dr.data(), recv_counts, c.dtype);
+      dr.copy_to(recv);
+      EXPECT_TRUE(recv.check([&](std::size_t k) { return received[k]; }, what + ", recv"));
       break;
     }
   }

@@ -138,14 +138,16 @@ using detail::Collective;
 detail::CollArgs call(Collective c, const void* send, void* recv, std::size_t count, DataType t,
                       ReduceOp op = ReduceOp::sum, int root = 0,
                       std::span<const std::size_t> recv_counts = {}) {
-  return {.coll = c,
-          .send = send,
-          .recv = recv,
-          .count = count,
-          .dtype = t,
-          .op = op,
-          .root = root,
-          .counts = recv_counts};
+  detail::CollArgs a;
+  a.coll = c;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = t;
+  a.op = op;
+  a.root = root;
+  a.counts = recv_counts;
+  return a;
 }
 
 }  // namespace

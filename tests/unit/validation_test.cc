@@ -198,6 +198,37 @@ TEST_F(Validation, AllToAll) {
   EXPECT_THAT(m, HasSubstr("recv is null but 32 bytes"));  // 4 ranks x 2 floats
 }
 
+// all_to_allv: a count per rank each way, what a rank sends itself it receives, no in place.
+TEST_F(Validation, AllToAllv) {
+  float* buf = a_.data();
+  const std::vector<std::size_t> sends{1, 2, 3, 4}, recvs{4, 2, 1, 0}, three{1, 2, 3};
+  CollArgs a = call(Collective::all_to_allv, buf, b_.data(), 10);
+  a.counts = sends;
+  a.recv_counts = recvs;
+  EXPECT_NO_THROW(validate(a, ctx_));  // rank 1 of 4: sends itself 2, receives 2
+  CollArgs bad = a;
+  bad.recv_counts = three;
+  auto m = rejected(bad, ctx_, ErrorCode::InvalidArgument);
+  EXPECT_THAT(m, HasSubstr("all_to_allv: recv_counts has 3 entries, expected one per rank (4)"));
+  bad = a;
+  bad.counts = three;
+  m = rejected(bad, ctx_, ErrorCode::InvalidArgument);
+  EXPECT_THAT(m, HasSubstr("send_counts has 3 entries"));
+  const std::vector<std::size_t> own_differs{4, 5, 1, 0};
+  bad = a;
+  bad.recv_counts = own_differs;
+  m = rejected(bad, ctx_, ErrorCode::InvalidArgument);
+  EXPECT_THAT(m, HasSubstr("send_counts[1] is 2 but recv_counts[1] is 5"));
+  bad = a;
+  bad.recv = buf + 9;  // send holds 10 floats: the last one overlaps
+  m = rejected(bad, ctx_, ErrorCode::InvalidUsage);
+  EXPECT_THAT(m, HasSubstr("overlap, and all_to_allv has no in place"));
+  bad = a;
+  bad.send = nullptr;
+  m = rejected(bad, ctx_, ErrorCode::InvalidArgument);
+  EXPECT_THAT(m, HasSubstr("send is null but 40 bytes"));
+}
+
 TEST_F(Validation, SizesThatCannotExist) {
   const std::size_t huge = SIZE_MAX / 2;
   auto m = rejected(call(Collective::all_gather, a_.data(), b_.data(), huge), ctx_,

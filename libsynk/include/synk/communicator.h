@@ -52,13 +52,13 @@ struct CommOptions {
 
 // Buffer conventions (those of NCCL):
 //  - Every call is collective: every rank of the communicator makes it, in the same order,
-//    with the same count (gatherv and scatterv: its own, as the root's counts say), dtype, op
-//    and root.
+//    with the same count (gatherv and scatterv: its own, as the root's counts say; all_to_allv:
+//    its own counts, which its peers' agree with), dtype, op and root.
 //  - In place means send == recv for all_reduce, reduce and broadcast; for all_gather and
 //    gather, send == recv + rank * count elements; for scatter (at the root),
 //    recv == send + root * count; for gatherv and scatterv (at the root), the root's block is
 //    where the counts before it place it; for reduce_scatter, recv == send + rank * recv_count.
-//    all_to_all has no in place. Any other overlap of send and recv is an InvalidUsage error.
+//    all_to_all(v) has no in place. Any other overlap of send and recv is an InvalidUsage error.
 //  - Counts are elements, not bytes, and may exceed 2^31.
 //  - A buffer that a rank does not use (recv of reduce/gather off the root, send of scatter
 //    and scatterv off the root) may be null there.
@@ -130,6 +130,12 @@ class Communicator {
   // to rank r, and block r of recv comes from rank r (MPI_Alltoall; Horovod's alltoall with equal
   // splits). send and recv must not overlap.
   void all_to_all(const void* send, void* recv, std::size_t count, DataType dtype);
+  // Rank r sends send_counts[q] elements to rank q, taken one after another in rank order from
+  // send, and receives recv_counts[q] from rank q, placed one after another in rank order in
+  // recv (MPI_Alltoallv without displacements; Horovod's alltoall with splits). recv_counts[q]
+  // must be rank q's send_counts[r]. send and recv must not overlap.
+  void all_to_allv(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                   std::span<const std::size_t> recv_counts, DataType dtype);
   void barrier();
 
   // Non-blocking collectives: the same calls, arguments and conventions, started and returned
@@ -158,6 +164,8 @@ class Communicator {
   Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DataType dtype,
                           ReduceOp op);
   Request iall_to_all(const void* send, void* recv, std::size_t count, DataType dtype);
+  Request iall_to_allv(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                       std::span<const std::size_t> recv_counts, DataType dtype);
   Request ibarrier();
 
   // Typed non-blocking conveniences, on the caller's buffers.

@@ -30,6 +30,7 @@ enum class Collective {
   scatterv,
   reduce_scatter,
   all_to_all,
+  all_to_allv,
   barrier,
 };
 const char* to_string(Collective c) noexcept;
@@ -45,6 +46,10 @@ inline bool has_root(Collective c) noexcept {
 // gatherv and scatterv: the count differs by rank, the root's counts say each one's.
 inline bool has_counts(Collective c) noexcept {
   return c == Collective::gatherv || c == Collective::scatterv;
+}
+// Those and all_to_allv: the ranks' counts differ, so calls are not compared by count.
+inline bool counts_differ(Collective c) noexcept {
+  return has_counts(c) || c == Collective::all_to_allv;
 }
 // "all_reduce(count 100, float32, sum)": the fields the collective uses, for error messages.
 std::string describe_call(Collective c, std::uint64_t count, DataType t, ReduceOp op, int root);
@@ -69,7 +74,7 @@ struct CommContext {
 
 // One call, as the user made it. Meaning of count: per rank for all_gather, gather and scatter,
 // the result size for reduce_scatter, the send count for gatherv (recv_counts at the root), per
-// pair of ranks for all_to_all.
+// pair of ranks for all_to_all, every element sent for all_to_allv.
 struct CollArgs {
   Collective coll = Collective::barrier;
   const void* send = nullptr;
@@ -79,8 +84,10 @@ struct CollArgs {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   // Per rank, read at the root: how many elements gatherv receives from, and scatterv sends
-  // to, each rank.
+  // to, each rank. all_to_allv: how many this rank sends to each rank.
   std::span<const std::size_t> counts;
+  // all_to_allv: how many this rank receives from each rank.
+  std::span<const std::size_t> recv_counts;
   void* stream = nullptr;  // cudaStream_t for device backends; null means the backend's own
   // A typed helper's own argument check failed with this text: validate() throws it, so it
   // fails the call on every rank the way any rejected argument does.
@@ -129,6 +136,7 @@ class Backend {
   virtual Request scatterv(const CollArgs& a) = 0;
   virtual Request reduce_scatter(const CollArgs& a) = 0;
   virtual Request all_to_all(const CollArgs& a) = 0;
+  virtual Request all_to_allv(const CollArgs& a) = 0;
   virtual Request barrier() = 0;
   // The CUDA device the collectives run on (an index among this rank's visible devices), or -1
   // for a host backend.

@@ -281,12 +281,36 @@ void throw_if_rejected(const CollArgs& a, const CommContext& ctx,
                                      std::to_string(first) + " rejected its arguments: " + text);
 }
 
+// all_to_allv: rank r's recv_counts[q] must be rank q's send_counts[r]. Each rank learns what
+// every rank sends it (an MPI_Alltoall of a count per pair) and checks its own; the first
+// disagreement anywhere (by receiving rank, then sender) fails the call on every rank alike.
+void compare_pairs(const CollArgs& a, const CommContext& ctx) {
+  const auto n = static_cast<std::size_t>(ctx.size);
+  std::vector<std::uint64_t> sends(a.counts.begin(), a.counts.end()), sent_here(n);
+  SYNK_CHECK_MPI(MPI_Alltoall(sends.data(), 1, MPI_UINT64_T, sent_here.data(), 1, MPI_UINT64_T,
+                              ctx.comm));
+  std::uint64_t first = n * n;  // receiver * n + sender of this rank's first disagreement
+  for (std::size_t q = 0; q < n && first == n * n; ++q) {
+    if (sent_here[q] != a.recv_counts[q]) first = static_cast<std::size_t>(ctx.rank) * n + q;
+  }
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_UINT64_T, MPI_MIN, ctx.comm));
+  if (first == n * n) return;
+  const auto receiver = static_cast<int>(first / n), sender = static_cast<int>(first % n);
+  std::uint64_t values[2] = {sent_here[first % n], a.recv_counts[first % n]};
+  SYNK_CHECK_MPI(MPI_Bcast(values, 2, MPI_UINT64_T, receiver, ctx.comm));
+  throw Error(ErrorCode::InvalidUsage,
+              "all_to_allv: rank " + std::to_string(sender) + " sends " +
+                  std::to_string(values[0]) + " elements to rank " + std::to_string(receiver) +
+                  " but rank " + std::to_string(receiver) + "'s recv_counts[" +
+                  std::to_string(sender) + "] is " + std::to_string(values[1]));
+}
+
 // Whether two ranks' records are the same call (gatherv's and scatterv's counts may differ).
 bool same_call(const CallRecord& x, const CallRecord& y) {
   const auto c = static_cast<Collective>(x.coll);
   return x.coll == y.coll && x.label == y.label && x.dtype == y.dtype &&
          (!uses_op(c) || x.op == y.op) &&
-         (!has_root(c) || x.root == y.root) && (has_counts(c) || x.count == y.count);
+         (!has_root(c) || x.root == y.root) && (counts_differ(c) || x.count == y.count);
 }
 
 // "rank 3", "ranks 0 and 2", "ranks 1-3, 5 and 7": sorted ranks, runs of 3 or more shortened.
@@ -402,6 +426,7 @@ void validate_across_ranks(const CollArgs& a, const CommContext& ctx) {
   throw_if_rejected(a, ctx, *all, local_error);
   compare_records(a, *all);
   if (has_counts(a.coll)) compare_counts(a, ctx, *all);
+  if (a.coll == Collective::all_to_allv) compare_pairs(a, ctx);
 }
 
 }  // namespace synk::detail

@@ -254,7 +254,7 @@ std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& o
 detail::CommState& route(detail::CommState& st, const CollArgs& a) {
   if (!st.routes_by_memory) return st;
   bool device = false;
-  if (detail::has_counts(a.coll)) {
+  if (detail::counts_differ(a.coll)) {
     int kind = 0;  // 0 host or nothing, 1 device, 2 buffers of both kinds
     try {
       kind = detail::call_memory(a, st.ctx.rank) == detail::MemoryKind::device ? 1 : 0;
@@ -427,6 +427,7 @@ Request dispatch(detail::CommState& st, CollArgs&& a) {
     case Collective::scatterv: req = b.scatterv(a); break;
     case Collective::reduce_scatter: req = b.reduce_scatter(a); break;
     case Collective::all_to_all: req = b.all_to_all(a); break;
+    case Collective::all_to_allv: req = b.all_to_allv(a); break;
     case Collective::barrier: req = b.barrier(); break;
   }
   if (watch) req.wait();  // inside the watch: MPI's waits are what it watches
@@ -500,13 +501,16 @@ void run(detail::CommState& st, CollArgs&& a, detail::CommState* routed = nullpt
 // (scatterv's send_counts).
 class QueuedCollective final : public detail::QueuedCall {
  public:
-  QueuedCollective(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts)
+  QueuedCollective(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts,
+                   std::vector<std::size_t> recv_counts)
       : QueuedCall(detail::to_string(a.coll)),
         st_(st),
         a_(std::move(a)),
         counts_(std::move(counts)),
+        recv_counts_(std::move(recv_counts)),
         issued_ns_(detail::timeline::on() ? detail::timeline::clock_ns() : 0) {
     if (!counts_.empty()) a_.counts = counts_;
+    if (!recv_counts_.empty()) a_.recv_counts = recv_counts_;
   }
   void run() override {
     if (issued_ns_ != 0 && detail::timeline::on()) {  // its wait in the queue, then it runs
@@ -519,12 +523,13 @@ class QueuedCollective final : public detail::QueuedCall {
  private:
   detail::CommState& st_;
   CollArgs a_;
-  std::vector<std::size_t> counts_;
+  std::vector<std::size_t> counts_, recv_counts_;
   std::uint64_t issued_ns_;  // timeline::clock_ns() at issue, when the timeline is on
 };
 
 // A non-blocking call; its errors reach the program through the Request, wherever it ran.
-Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts = {}) {
+Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> counts = {},
+              std::vector<std::size_t> recv_counts = {}) {
   try {
     detail::refuse_after_finalize(detail::to_string(a.coll));
     detail::refuse_if_master_alone(st, detail::to_string(a.coll));
@@ -545,7 +550,7 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
       if (detail::CallQueue* q = st.queue.load(std::memory_order_acquire)) {
         q->run_in_order([] {});
       }
-      return issue(*to, std::move(a), std::move(counts));
+      return issue(*to, std::move(a), std::move(counts), std::move(recv_counts));
     }
   }
   if (st.on_device || !st.background) {
@@ -563,7 +568,8 @@ Request issue(detail::CommState& st, CollArgs&& a, std::vector<std::size_t> coun
       return detail::failed_request(std::current_exception());
     }
   }
-  return st.calls().submit<QueuedCollective>(st, std::move(a), std::move(counts));
+  return st.calls().submit<QueuedCollective>(st, std::move(a), std::move(counts),
+                                             std::move(recv_counts));
 }
 
 CollArgs args(Collective c, const void* send, void* recv, std::size_t count, DataType dtype,
@@ -694,6 +700,27 @@ void Communicator::all_to_all(const void* send, void* recv, std::size_t count, D
   run(st(), args(Collective::all_to_all, send, recv, count, dtype));
 }
 
+namespace {
+
+// all_to_allv's call; its count, for messages and the call comparisons, is what it sends.
+CollArgs all_to_allv_args(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                          std::span<const std::size_t> recv_counts, DataType dtype) {
+  std::size_t total = 0;
+  for (std::size_t c : send_counts) total += c;  // wraps only where validation refuses the sum
+  CollArgs a = args(Collective::all_to_allv, send, recv, total, dtype);
+  a.counts = send_counts;
+  a.recv_counts = recv_counts;
+  return a;
+}
+
+}  // namespace
+
+void Communicator::all_to_allv(const void* send, std::span<const std::size_t> send_counts,
+                               void* recv, std::span<const std::size_t> recv_counts,
+                               DataType dtype) {
+  run(st(), all_to_allv_args(send, send_counts, recv, recv_counts, dtype));
+}
+
 void Communicator::barrier() { run(st(), args(Collective::barrier, nullptr, nullptr, 0, DataType::uint8)); }
 
 void Communicator::check_blocks(const char* op, std::size_t block, std::size_t whole,
@@ -762,6 +789,14 @@ Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t 
 Request Communicator::iall_to_all(const void* send, void* recv, std::size_t count,
                                   DataType dtype) {
   return issue(st(), args(Collective::all_to_all, send, recv, count, dtype));
+}
+
+Request Communicator::iall_to_allv(const void* send, std::span<const std::size_t> send_counts,
+                                   void* recv, std::span<const std::size_t> recv_counts,
+                                   DataType dtype) {
+  return issue(st(), all_to_allv_args(send, send_counts, recv, recv_counts, dtype),
+               std::vector<std::size_t>(send_counts.begin(), send_counts.end()),
+               std::vector<std::size_t>(recv_counts.begin(), recv_counts.end()));
 }
 
 Request Communicator::ibarrier() {

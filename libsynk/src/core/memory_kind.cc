@@ -83,6 +83,7 @@ CallBuffers call_buffers(const CollArgs& a, int rank) {
     case Collective::all_gather:
     case Collective::reduce_scatter:
     case Collective::all_to_all:
+    case Collective::all_to_allv:
       add("send", a.send);
       add("recv", a.recv);
       break;

@@ -11,7 +11,7 @@ namespace synk::detail {
 enum class MemoryKind { none, host, device };
 
 // The buffers this rank's part of `a` reads or writes, named as in messages ("send", "recv",
-// "buf"): send and recv for all_reduce, all_gather, reduce_scatter and all_to_all; send, and
+// "buf"): send and recv for all_reduce, all_gather, reduce_scatter and all_to_all(v); send, and
 // recv at the root, for reduce, gather and gatherv; the one buffer of broadcast; recv, and send
 // at the root, for scatter; none for a barrier.
 struct CallBuffer {

@@ -45,6 +45,7 @@ const char* to_string(Collective c) noexcept {
     case Collective::scatterv: return "scatterv";
     case Collective::reduce_scatter: return "reduce_scatter";
     case Collective::all_to_all: return "all_to_all";
+    case Collective::all_to_allv: return "all_to_allv";
     case Collective::barrier: return "barrier";
   }
   return "?";

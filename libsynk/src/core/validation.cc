@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <limits>
 #include <numeric>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "synk/error.h"
 
@@ -45,21 +47,24 @@ std::size_t bytes_of(const CollArgs& a, std::size_t count, std::size_t factor) {
 
 // The name of the user's counts argument, for messages.
 const char* counts_name(Collective c) {
-  return c == Collective::scatterv ? "send_counts" : "recv_counts";
+  return c == Collective::scatterv || c == Collective::all_to_allv ? "send_counts"
+                                                                    : "recv_counts";
 }
 
-// The elements of gatherv's recv or scatterv's send at the root.
-std::size_t sum_of_counts(const CollArgs& a) {
+// The elements of `counts` (named `name` in messages) in all.
+std::size_t sum_of(const CollArgs& a, std::span<const std::size_t> counts, const char* name) {
   std::size_t total = 0;
-  for (std::size_t c : a.counts) {
+  for (std::size_t c : counts) {
     if (c > std::numeric_limits<std::size_t>::max() - total) {
-      fail(ErrorCode::InvalidArgument, a, std::string("the sum of ") + counts_name(a.coll) +
-                                              " overflows size_t");
+      fail(ErrorCode::InvalidArgument, a, std::string("the sum of ") + name + " overflows size_t");
     }
     total += c;
   }
   return total;
 }
+
+// The elements of gatherv's recv or scatterv's send at the root, all_to_allv's send.
+std::size_t sum_of_counts(const CollArgs& a) { return sum_of(a, a.counts, counts_name(a.coll)); }
 
 }  // namespace
 
@@ -105,6 +110,10 @@ BufferExtent buffer_extent(const CollArgs& a, const CommContext& ctx) {
     case Collective::all_to_all:
       e.send_bytes = e.recv_bytes = bytes_of(a, a.count, n);
       break;
+    case Collective::all_to_allv:
+      e.send_bytes = bytes_of(a, sum_of_counts(a), 1);
+      e.recv_bytes = bytes_of(a, sum_of(a, a.recv_counts, "recv_counts"), 1);
+      break;
     case Collective::barrier:
       break;
   }
@@ -132,8 +141,29 @@ void check_dtype_and_op(const CollArgs& a) {
   }
 }
 
+// all_to_allv's counts: one per rank each, and what this rank sends itself it receives.
+void check_all_to_allv_counts(const CollArgs& a, const CommContext& ctx) {
+  const auto n = static_cast<std::size_t>(ctx.size);
+  for (const auto& [counts, name] : {std::pair{a.counts, "send_counts"},
+                                     std::pair{a.recv_counts, "recv_counts"}}) {
+    if (counts.size() != n) {
+      fail(ErrorCode::InvalidArgument, a,
+           std::string(name) + " has " + std::to_string(counts.size()) +
+               " entries, expected one per rank (" + std::to_string(ctx.size) + ")");
+    }
+  }
+  const auto me = static_cast<std::size_t>(ctx.rank);
+  if (a.counts[me] != a.recv_counts[me]) {
+    fail(ErrorCode::InvalidArgument, a,
+         "send_counts[" + std::to_string(me) + "] is " + std::to_string(a.counts[me]) +
+             " but recv_counts[" + std::to_string(me) + "] is " +
+             std::to_string(a.recv_counts[me]) + ": what a rank sends itself it receives");
+  }
+}
+
 // The root, and gatherv's recv_counts (scatterv's send_counts) at the root.
 void check_root_and_counts(const CollArgs& a, const CommContext& ctx) {
+  if (a.coll == Collective::all_to_allv) return check_all_to_allv_counts(a, ctx);
   if (has_root(a.coll) && (a.root < 0 || a.root >= ctx.size)) {
     fail(ErrorCode::InvalidArgument, a,
          "root " + std::to_string(a.root) + " is out of range for " + std::to_string(ctx.size) +
@@ -163,8 +193,9 @@ void check_overlap(const CollArgs& a, const CommContext& ctx, const BufferExtent
   const std::string buffers = "send " + ptr_text(a.send) + " (" + std::to_string(e.send_bytes) +
                               " bytes) and recv " + ptr_text(a.recv) + " (" +
                               std::to_string(e.recv_bytes) + " bytes) overlap";
-  if (a.coll == Collective::all_to_all) {  // a block would be overwritten before it is sent
-    fail(ErrorCode::InvalidUsage, a, buffers + ", and all_to_all has no in place");
+  if (a.coll == Collective::all_to_all || a.coll == Collective::all_to_allv) {
+    // a block would be overwritten before it is sent
+    fail(ErrorCode::InvalidUsage, a, buffers + ", and " + to_string(a.coll) + " has no in place");
   }
   const std::size_t es = size_of(a.dtype);
   std::uintptr_t expected_send = r, expected_recv = s;

@@ -37,6 +37,7 @@ class HierBackend final : public Backend {
   Request scatterv(const CollArgs& a) override { return mpi_.scatterv(a); }
   Request reduce_scatter(const CollArgs& a) override { return mpi_.reduce_scatter(a); }
   Request all_to_all(const CollArgs& a) override { return mpi_.all_to_all(a); }
+  Request all_to_allv(const CollArgs& a) override { return mpi_.all_to_allv(a); }
   Request barrier() override;
 
  private:

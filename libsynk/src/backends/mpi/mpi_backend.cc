@@ -469,6 +469,65 @@ Request MpiBackend::all_to_all(const CollArgs& a) {
   return {};
 }
 
+// A receive and a send per pair, in chunks of at most max_chunk_ elements, all posted, then
+// waited for, each receive checked against what arrived (where counts disagree, MPI takes a
+// shorter message silently); a rank's own block is a copy. Counts and displacements of any size
+// work, which MPI_Alltoallv's ints do not.
+Request MpiBackend::all_to_allv(const CollArgs& a) {
+  const std::size_t es = size_of(a.dtype);
+  const MPI_Datatype t = mpi_datatype(a.dtype);
+  std::vector<MPI_Request> reqs;
+  std::vector<std::pair<int, std::size_t>> from_and_due;  // per receive, first in reqs
+  std::vector<MPI_Status> statuses;
+  try {
+    for (int pass = 0; pass < 2; ++pass) {  // the receives, then the sends
+      const bool receive = pass == 0;
+      std::size_t displ = 0;
+      for (int q = 0; q < ctx_.size; ++q) {
+        const std::size_t c = (receive ? a.recv_counts : a.counts)[static_cast<std::size_t>(q)];
+        if (q != ctx_.rank) {
+          for_chunks(c, max_chunk_, [&](std::size_t off, std::size_t n) {
+            reqs.push_back(MPI_REQUEST_NULL);
+            if (receive) {
+              from_and_due.emplace_back(q, n);
+              SYNK_CHECK_MPI(MPI_Irecv(at(a.recv, (displ + off) * es), as_int(n), t, q,
+                                       kAllToAllvTag, ctx_.comm, &reqs.back()));
+            } else {
+              SYNK_CHECK_MPI(MPI_Isend(at(a.send, (displ + off) * es), as_int(n), t, q,
+                                       kAllToAllvTag, ctx_.comm, &reqs.back()));
+            }
+          });
+        }
+        displ += c;
+      }
+    }
+    statuses.resize(reqs.size());
+    SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), statuses.data()));
+  } catch (...) {
+    cancel_pending(reqs);
+    throw;
+  }
+  for (std::size_t i = 0; i < from_and_due.size(); ++i) {
+    check_received(statuses[i], t, from_and_due[i].second, "all_to_allv", from_and_due[i].first);
+  }
+  copy_own_block(a);
+  return {};
+}
+
+// all_to_allv's block from this rank to itself (its counts agree: validation checked them).
+void MpiBackend::copy_own_block(const CollArgs& a) const {
+  const std::size_t es = size_of(a.dtype);
+  const auto me = static_cast<std::size_t>(ctx_.rank);
+  std::size_t send_displ = 0, recv_displ = 0;
+  for (std::size_t q = 0; q < me; ++q) {
+    send_displ += a.counts[q];
+    recv_displ += a.recv_counts[q];
+  }
+  if (a.counts[me] > 0) {
+    std::memcpy(at(a.recv, recv_displ * es), at(a.send, send_displ * es), a.counts[me] * es);
+  }
+}
+
 Request MpiBackend::barrier() {
   SYNK_CHECK_MPI(MPI_Barrier(ctx_.comm));
   return {};

@@ -28,6 +28,7 @@ class MpiBackend final : public Backend {
   Request scatterv(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
   Request all_to_all(const CollArgs& a) override;
+  Request all_to_allv(const CollArgs& a) override;
   Request barrier() override;
 
  private:
@@ -43,6 +44,7 @@ class MpiBackend final : public Backend {
   void reduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op, int root);
   void bcast(void* buf, int n, MPI_Datatype t, int root);
   void wait_yielding(MPI_Request& req);
+  void copy_own_block(const CollArgs& a) const;
 
   CommContext ctx_;
   std::size_t max_chunk_;  // elements per MPI call (INT_MAX, or SYNK_MPI_MAX_CHUNK for tests)

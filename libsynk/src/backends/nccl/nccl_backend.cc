@@ -1,6 +1,6 @@
 // See nccl_backend.h. Buffer conventions are NCCL's own (synk/communicator.h), so in-place calls
-// pass straight through; gather, gatherv, scatter, scatterv and all_to_all are point-to-point
-// sends in one NCCL group.
+// pass straight through; gather, gatherv, scatter, scatterv and all_to_all(v) are
+// point-to-point sends in one NCCL group.
 #include "backends/nccl/nccl_backend.h"
 
 #include <string>
@@ -240,6 +240,44 @@ Request NcclBackend::all_to_all(const CollArgs& a) {
   SYNK_CHECK_CUDA(
       cudaMemcpyAsync(at(a.recv, own), at(a.send, own), block, cudaMemcpyDeviceToDevice, stream));
   return comm_->finish("all_to_all", stream, comm_);
+}
+
+// all_to_all's group with each pair's own count, at the displacements the counts make.
+Request NcclBackend::all_to_allv(const CollArgs& a) {
+  SYNK_NCCL_BEGIN("all_to_allv");
+  const ncclDataType_t t = nccl_type(a.dtype);
+  const std::size_t es = size_of(a.dtype);
+  std::size_t send_displ = 0, recv_displ = 0, own_send = 0, own_recv = 0;
+  SYNK_NCCL_ISSUE("all_to_allv", ncclGroupStart());
+  for (int r = 0; r < ctx_.size; ++r) {
+    const std::size_t sc = a.counts[static_cast<std::size_t>(r)];
+    const std::size_t rc = a.recv_counts[static_cast<std::size_t>(r)];
+    if (r == ctx_.rank) {
+      own_send = send_displ;
+      own_recv = recv_displ;
+    } else {
+      const char* call = "ncclSend(send + displ, send_counts[r], dtype, r, comm, stream)";
+      ncclResult_t result = ncclSuccess;
+      if (sc > 0) result = ncclSend(at(a.send, send_displ * es), sc, t, r, comm_->get(), stream);
+      if ((result == ncclSuccess || result == ncclInProgress) && rc > 0) {
+        call = "ncclRecv(recv + displ, recv_counts[r], dtype, r, comm, stream)";
+        result = ncclRecv(at(a.recv, recv_displ * es), rc, t, r, comm_->get(), stream);
+      }
+      if (result != ncclSuccess && result != ncclInProgress) {  // end the group before the throw
+        ncclGroupEnd();
+        comm_->issue("all_to_allv", call, result);
+      }
+    }
+    send_displ += sc;
+    recv_displ += rc;
+  }
+  SYNK_NCCL_ISSUE("all_to_allv", ncclGroupEnd());
+  const std::size_t own = a.counts[static_cast<std::size_t>(ctx_.rank)];
+  if (own > 0) {
+    SYNK_CHECK_CUDA(cudaMemcpyAsync(at(a.recv, own_recv * es), at(a.send, own_send * es),
+                                    own * es, cudaMemcpyDeviceToDevice, stream));
+  }
+  return comm_->finish("all_to_allv", stream, comm_);
 }
 
 // A one-element all_reduce: it completes on a rank only after every rank has joined it.

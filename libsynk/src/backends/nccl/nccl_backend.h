@@ -33,6 +33,7 @@ class NcclBackend final : public Backend {
   Request scatterv(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
   Request all_to_all(const CollArgs& a) override;
+  Request all_to_allv(const CollArgs& a) override;
   Request barrier() override;
   int device() const override;
   bool has_buffer_rules() const override { return true; }

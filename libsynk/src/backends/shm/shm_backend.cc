@@ -144,6 +144,10 @@ Request ShmBackend::all_to_all(const CollArgs& a) {
   group_->all_to_all(a);
   return {};
 }
+Request ShmBackend::all_to_allv(const CollArgs& a) {
+  group_->all_to_allv(a);
+  return {};
+}
 Request ShmBackend::scatter(const CollArgs& a) {
   group_->scatter(a);
   return {};

@@ -41,6 +41,7 @@ class ShmBackend final : public Backend {
   Request scatter(const CollArgs& a) override;
   Request reduce_scatter(const CollArgs& a) override;
   Request all_to_all(const CollArgs& a) override;
+  Request all_to_allv(const CollArgs& a) override;
   Request barrier() override;
   void reject(const CollArgs& a, const Error& e) override;
   void leave() override { group_->close(); }

@@ -1,7 +1,7 @@
 // Which algorithm (algorithms/) each collective of shm::Group runs: eager through the entries
 // up to a limit per collective, then through the slots or, where the measurement of
 // algo_chooser.h finds it faster, by cross-memory attach (scatter's single copy starts at a
-// fixed size instead; gatherv, scatterv, reduce_scatter and all_to_all have none). Large
+// fixed size instead; gatherv, scatterv, reduce_scatter and all_to_all(v) have none). Large
 // all-reduces, and reduces of more than root_reduces_bytes on more than 2 ranks, reduce in
 // slices.
 #include <algorithm>
@@ -163,6 +163,12 @@ void Group::reduce_scatter(const detail::CollArgs& a) {
 void Group::all_to_all(const detail::CollArgs& a) {
   begin(a);
   algo::all_to_all_slots(parts_, a);
+  end();
+}
+
+void Group::all_to_allv(const detail::CollArgs& a) {
+  begin(a);
+  algo::all_to_allv_slots(parts_, a);
   end();
 }
 

@@ -85,7 +85,7 @@ void Group::begin(const detail::CollArgs& a) {
   const std::size_t bytes = a.count * size_of(a.dtype);
   // What this rank writes into its buffer: size() blocks for these, one for the others.
   const bool gathers = c == detail::Collective::all_gather || c == detail::Collective::gather ||
-                       c == detail::Collective::all_to_all;
+                       c == detail::Collective::all_to_all;  // all_to_allv: a rank's total
   slots_.set_stores(
       store_tuner_.choose(static_cast<int>(c), bytes),
       store_tuner_.stream_out(gathers ? bytes * static_cast<std::size_t>(cfg_.size) : bytes));

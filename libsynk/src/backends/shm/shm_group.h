@@ -57,6 +57,7 @@ class Group {
   void scatter(const detail::CollArgs& a);
   void reduce_scatter(const detail::CollArgs& a);
   void all_to_all(const detail::CollArgs& a);
+  void all_to_allv(const detail::CollArgs& a);
   void barrier();
   // Takes part in the call `c` only to fail it (StepChannel::reject). Always throws.
   [[noreturn]] void reject(detail::Collective c, ErrorCode code, const std::string& message,

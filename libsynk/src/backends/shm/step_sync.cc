@@ -56,7 +56,9 @@ constexpr std::uint64_t back_from(std::uint64_t step, std::uint64_t n) {
 }
 
 // gatherv's and scatterv's counts differ by rank.
-bool counts_differ(int coll) { return detail::has_counts(static_cast<detail::Collective>(coll)); }
+bool counts_differ(int coll) {
+  return detail::counts_differ(static_cast<detail::Collective>(coll));
+}
 
 // Two ranks' calls of one step agree (their error codes are compared elsewhere).
 bool same_call(const Call& a, const Call& b) {

@@ -88,6 +88,7 @@ void reduce_scatter_eager(Parts& p, const detail::CollArgs& a);
 void reduce_scatter_slots(Parts& p, const detail::CollArgs& a);
 
 void all_to_all_slots(Parts& p, const detail::CollArgs& a);
+void all_to_allv_slots(Parts& p, const detail::CollArgs& a);
 
 }  // namespace algo
 }  // namespace synk::shm
