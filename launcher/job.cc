@@ -21,8 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -109,9 +107,22 @@ class BlockedSignals {
   sigset_t set_, old_;
 };
 
+// A /proc file of `pid`, or what could be read of it: the process may end while it is read,
+// and a read then fails with ESRCH (std::ifstream threw that out of synkrun).
 std::string proc_file(long pid, const char* name) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/" + name, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return out;
 }
 
 // The live children of process `parent` (zombies left out).
