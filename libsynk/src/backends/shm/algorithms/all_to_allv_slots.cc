@@ -41,19 +41,21 @@ std::size_t agree_on_pairs(Parts& p, const detail::CollArgs& a) {
   std::size_t largest = 0;
   for (int q = 0; q < p.size(); ++q) {
     if (bad < 0 && sends(p, q, me) != a.recv_counts[static_cast<std::size_t>(q)]) bad = q;
-    for (std::size_t r = 0; r < ranks; ++r) largest = std::max<std::size_t>(largest, sends(p, q, r));
+    for (std::size_t r = 0; r < ranks; ++r) {
+      largest = std::max<std::size_t>(largest, sends(p, q, r));
+    }
   }
   p.steps.set_status(bad);
   p.steps.sync();
   for (int receiver = 0; receiver < p.size(); ++receiver) {
     const std::int64_t sender = p.steps.status_of(receiver);
     if (sender < 0) continue;
-    const std::uint64_t sent = sends(p, static_cast<int>(sender), static_cast<std::size_t>(receiver));
+    const auto from = static_cast<std::size_t>(sender);
+    const std::uint64_t sent =
+        sends(p, static_cast<int>(sender), static_cast<std::size_t>(receiver));
     // The receiver's recv_counts[sender] is its own: two more syncs share it.
     p.steps.sync();
-    if (p.rank() == receiver) {
-      p.steps.set_status(static_cast<std::int64_t>(a.recv_counts[static_cast<std::size_t>(sender)]));
-    }
+    if (p.rank() == receiver) p.steps.set_status(static_cast<std::int64_t>(a.recv_counts[from]));
     p.steps.sync();
     throw Error(ErrorCode::InvalidUsage,
                 "all_to_allv: rank " + std::to_string(sender) + " sends " + std::to_string(sent) +
