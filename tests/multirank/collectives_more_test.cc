@@ -188,8 +188,8 @@ INSTANTIATE_TEST_SUITE_P(Grid, Scatterv, ::testing::ValuesIn(gatherv_cases()), g
 
 // ---- all_to_allv -------------------------------------------------------------------------------
 
-// How many elements rank r sends rank q: a ramp, a ramp with zeros (half the pairs, the own
-// block among them on even ranks), and steps of 700 that cross SYNK_MPI_MAX_CHUNK=1000 and the
+// How many elements rank r sends rank q: a ramp, a ramp with zeros (half the pairs, every own
+// block among them), and steps of 700 that cross SYNK_MPI_MAX_CHUNK=1000 and the
 // smallest slot's steps. Block (r, q) holds data(r * n + q, j).
 std::size_t pair_count(Sizes s, int r, int q) {
   const auto ur = static_cast<std::size_t>(r), uq = static_cast<std::size_t>(q);
@@ -273,6 +273,38 @@ TEST(AllToAllvCounts, ThatDisagreeFailEveryRankAlike) {
                                     "recv_counts[0] is 3"));
   }
   EXPECT_TRUE(synk_test::still_usable(comm));
+}
+
+// On mpi, where calls are not compared, rank 1 expects nothing from rank 0, which sends it 2
+// (and then the other way round): rank 1's receive fails, and no message is left behind for a
+// later call (an empty block was no message, and the next call took the stray one's data).
+TEST(AllToAllvCounts, OnUncheckedMpiTheReceiverFailsAndNothingIsLeft) {
+  synk::Communicator& comm = world();
+  const char* checked = std::getenv("SYNK_CHECK_CALLS");
+  if (comm.size() < 2 || comm.backend() != "mpi" || (checked && std::string(checked) == "1")) {
+    GTEST_SKIP() << "the mpi backend without SYNK_CHECK_CALLS, 2 ranks or more";
+  }
+  const auto un = static_cast<std::size_t>(comm.size());
+  const auto exact_call = [&] {
+    std::vector<std::size_t> counts(un, 1);
+    std::vector<std::int32_t> send(un), recv(un, -1);
+    for (std::size_t q = 0; q < un; ++q) send[q] = 10 * comm.rank() + static_cast<int>(q);
+    comm.all_to_allv(send.data(), counts, recv.data(), counts, DataType::int32);
+    for (int r = 0; r < comm.size(); ++r) {
+      EXPECT_EQ(recv[static_cast<std::size_t>(r)], 10 * r + comm.rank()) << "from rank " << r;
+    }
+  };
+  for (const bool rank0_sends : {true, false}) {
+    std::vector<std::size_t> send_counts(un, 0), recv_counts(un, 0);
+    if (comm.rank() == 0 && rank0_sends) send_counts[1] = 2;
+    if (comm.rank() == 1 && !rank0_sends) recv_counts[0] = 2;
+    std::vector<std::int32_t> send(2, 7), recv(2, 0);
+    const auto e = synk_test::caught([&] {
+      comm.all_to_allv(send.data(), send_counts, recv.data(), recv_counts, DataType::int32);
+    });
+    EXPECT_EQ(e.has_value(), comm.rank() == 1) << (e ? e->what() : "no error");
+    exact_call();
+  }
 }
 
 // ---- avg on integers, null buffers at count 0, barrier ----------------------------------------

@@ -253,6 +253,26 @@ TEST(Comm, MpiBackendOnRequest) {
   EXPECT_TRUE(synk_test::still_usable(m));
 }
 
+// yield_when_waiting changes which MPI calls an mpi communicator makes (non-blocking ones for
+// small calls), and those do not match the blocking ones: ranks that pass it differently are
+// refused at the start, on every rank alike.
+TEST(Comm, YieldWhenWaitingMustBeTheSameOnEveryRank) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  synk::CommOptions options{"mpi"};
+  options.yield_when_waiting = world().rank() == 1;
+  try {
+    synk::Communicator m(MPI_COMM_WORLD, options);
+    ADD_FAILURE() << "a communicator whose ranks yield differently was made";
+  } catch (const synk::Error& e) {
+    EXPECT_EQ(e.code(), synk::ErrorCode::InvalidUsage) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("CommOptions::yield_when_waiting differs across the ranks"));
+    EXPECT_THAT(e.what(), HasSubstr("pass it alike on every rank"));
+  }
+  options.yield_when_waiting = true;
+  synk::Communicator m(MPI_COMM_WORLD, options);
+  EXPECT_TRUE(synk_test::still_usable(m));
+}
+
 // On mpi, gatherv and scatterv go point to point, and MPI takes a message shorter than its
 // receive without a word: the root's recv_counts said 5, rank 1 sent 3, and the root kept two
 // stale elements. The receiving side now names the disagreement (the sender's call succeeds).

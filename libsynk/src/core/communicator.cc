@@ -201,7 +201,7 @@ constexpr bool kBuiltWithNccl = false;
 
 std::unique_ptr<detail::CommState> bootstrap(MPI_Comm comm, const CommOptions& options) {
   const detail::MpiWatch watch = detail::watch_step("making a communicator", comm);
-  detail::agree_on_settings(comm, options.backend);
+  detail::agree_on_settings(comm, options.backend, options.yield_when_waiting);
   const detail::Settings& s = detail::settings();
   auto state = std::make_unique<detail::CommState>();
   state->ctx = detail::make_context(comm, s.simulate_nodes);

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,7 +45,8 @@ std::string bytes_setting(long long bytes, long long unset) {
 }
 
 // The settings that must be the same on every rank, by name, as this rank has them ("": unset).
-std::vector<std::pair<const char*, std::string>> shared_settings(const std::string& backend) {
+std::vector<std::pair<const char*, std::string>> shared_settings(const std::string& backend,
+                                                                 bool yield_when_waiting) {
   const Settings& s = settings();
   const ShmSettings& shm = shm_settings();
   return {
@@ -59,12 +62,13 @@ std::vector<std::pair<const char*, std::string>> shared_settings(const std::stri
       {"SYNK_SHM_ONE_STEP_BYTES", bytes_setting(shm.one_step_bytes, -1)},
       {"SYNK_SHM_ROOT_REDUCES_BYTES", bytes_setting(shm.root_reduces_bytes, -1)},
       {"SYNK_SHM_ALGO", shm::to_string(shm.forced_algos)},
+      {"CommOptions::yield_when_waiting", yield_when_waiting ? "true" : "false"},
   };
 }
 
 }  // namespace
 
-void agree_on_settings(MPI_Comm comm, const std::string& backend) {
+void agree_on_settings(MPI_Comm comm, const std::string& backend, bool yield_when_waiting) {
   std::string text;
   const std::exception_ptr error = read_every_setting(text);
   if (const auto failed = first_failure(comm, error != nullptr, text)) {
@@ -73,7 +77,7 @@ void agree_on_settings(MPI_Comm comm, const std::string& backend) {
                                        " cannot read its SYNK_* settings: " + failed->text);
   }
   // Each setting's hash: the same on every rank, or the setting differs somewhere.
-  const auto shared = shared_settings(backend);
+  const auto shared = shared_settings(backend, yield_when_waiting);
   std::vector<std::uint64_t> hashes(shared.size());
   for (std::size_t i = 0; i < shared.size(); ++i) {
     hashes[i] = std::hash<std::string>{}(shared[i].second);  // one library on every rank
@@ -84,11 +88,14 @@ void agree_on_settings(MPI_Comm comm, const std::string& backend) {
   for (std::size_t i = 0; i < shared.size(); ++i) {
     if (spread.same(i)) continue;
     const auto& [name, value] = shared[i];
+    const bool option = std::string_view(name).starts_with("CommOptions");
     throw Error(ErrorCode::InvalidUsage,
                 std::string(name) + " differs across the ranks (this rank's: " +
                     (value.empty() ? "unset, the default" : "'" + value + "'") +
-                    "); it must be the same on every rank: set it alike everywhere (synkrun "
-                    "passes the SYNK_* variables set where it starts; mpirun needs -x)");
+                    "); it must be the same on every rank: " +
+                    (option ? "pass it alike on every rank"
+                            : "set it alike everywhere (synkrun passes the SYNK_* variables set "
+                              "where it starts; mpirun needs -x)"));
   }
 }
 

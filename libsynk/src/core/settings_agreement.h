@@ -15,6 +15,7 @@ namespace synk::detail {
 // timeline, the fusion and MPI chunk sizes, the shm backend's sizes and forced ways) must be equal:
 // else InvalidUsage on every rank naming the first that differs, where ranks hung in a split or
 // took different ways through a call (wrong values on one rank).
-void agree_on_settings(MPI_Comm comm, const std::string& backend);
+// yield_when_waiting (CommOptions) too: on mpi it changes which MPI calls a rank makes.
+void agree_on_settings(MPI_Comm comm, const std::string& backend, bool yield_when_waiting);
 
 }  // namespace synk::detail

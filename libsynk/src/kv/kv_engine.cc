@@ -65,6 +65,7 @@ KeyStatus status_of(const KeySlot& k, KvClock::time_point now, double warn_s, do
 
 void KvEngine::run_user_code(const std::function<void()>& code) {
   const std::lock_guard turn(cycle_m_);
+  const ScopedCallLabel label(CallLabel::user);  // the user's collectives, even in a cycle
   delivering_here.push_back(this);
   try {
     code();

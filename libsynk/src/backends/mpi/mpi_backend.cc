@@ -139,12 +139,19 @@ float* MpiBackend::stage(std::vector<float>& v, std::size_t n) {
 }
 
 // Where the communicator's waits yield the core (CommOptions::yield_when_waiting: KeyValue's
-// thread, beside the rank's computation on its core), the non-blocking call tested with
-// backoff(): in the blocking one Open MPI polls the core until the call ends, for as long as a
-// late rank keeps it waiting.
+// thread, beside the rank's computation on its core), a small call is the non-blocking one,
+// tested between sleeps: in the blocking one Open MPI polls the core for as long as a late rank
+// keeps it waiting. A large one stays blocking: Open MPI moves its data only while polled.
+bool MpiBackend::yields(int n, MPI_Datatype t) const {
+  if (!ctx_.yields_core) return false;
+  int type_bytes = 0;
+  MPI_Type_size(t, &type_bytes);
+  return static_cast<long long>(n) * type_bytes <= kYieldingBytes;
+}
+
 void MpiBackend::wait_yielding(MPI_Request& req) {
   const auto start = std::chrono::steady_clock::now();
-  for (int spins = 0;; ++spins) {
+  for (int spins = 0;; spins = std::min(spins + 1, 64)) {
     int done = 0;
     SYNK_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
@@ -159,7 +166,7 @@ void MpiBackend::wait_yielding(MPI_Request& req) {
 }
 
 void MpiBackend::allreduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op) {
-  if (!ctx_.yields_core) {
+  if (!yields(n, t)) {
     SYNK_CHECK_MPI(MPI_Allreduce(send, recv, n, t, op, ctx_.comm));
     return;
   }
@@ -170,7 +177,7 @@ void MpiBackend::allreduce(const void* send, void* recv, int n, MPI_Datatype t, 
 
 void MpiBackend::reduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op,
                         int root) {
-  if (!ctx_.yields_core) {
+  if (!yields(n, t)) {
     SYNK_CHECK_MPI(MPI_Reduce(send, recv, n, t, op, root, ctx_.comm));
     return;
   }
@@ -180,7 +187,7 @@ void MpiBackend::reduce(const void* send, void* recv, int n, MPI_Datatype t, MPI
 }
 
 void MpiBackend::bcast(void* buf, int n, MPI_Datatype t, int root) {
-  if (!ctx_.yields_core) {
+  if (!yields(n, t)) {
     SYNK_CHECK_MPI(MPI_Bcast(buf, n, t, root, ctx_.comm));
     return;
   }
@@ -469,10 +476,10 @@ Request MpiBackend::all_to_all(const CollArgs& a) {
   return {};
 }
 
-// A receive and a send per pair, in chunks of at most max_chunk_ elements, all posted, then
-// waited for, each receive checked against what arrived (where counts disagree, MPI takes a
-// shorter message silently); a rank's own block is a copy. Counts and displacements of any size
-// work, which MPI_Alltoallv's ints do not.
+// A receive and a send per pair (one message at least), in chunks of at most max_chunk_
+// elements, all posted, then waited for, each receive checked against what arrived (where counts
+// disagree, MPI takes a shorter message silently); a rank's own block is a copy. Counts and
+// displacements of any size work, which MPI_Alltoallv's ints do not.
 Request MpiBackend::all_to_allv(const CollArgs& a) {
   const std::size_t es = size_of(a.dtype);
   const MPI_Datatype t = mpi_datatype(a.dtype);
@@ -485,19 +492,21 @@ Request MpiBackend::all_to_allv(const CollArgs& a) {
       std::size_t displ = 0;
       for (int q = 0; q < ctx_.size; ++q) {
         const std::size_t c = (receive ? a.recv_counts : a.counts)[static_cast<std::size_t>(q)];
-        if (q != ctx_.rank) {
-          for_chunks(c, max_chunk_, [&](std::size_t off, std::size_t n) {
-            reqs.push_back(MPI_REQUEST_NULL);
-            if (receive) {
-              from_and_due.emplace_back(q, n);
-              SYNK_CHECK_MPI(MPI_Irecv(at(a.recv, (displ + off) * es), as_int(n), t, q,
-                                       kAllToAllvTag, ctx_.comm, &reqs.back()));
-            } else {
-              SYNK_CHECK_MPI(MPI_Isend(at(a.send, (displ + off) * es), as_int(n), t, q,
-                                       kAllToAllvTag, ctx_.comm, &reqs.back()));
-            }
-          });
-        }
+        const auto post = [&](std::size_t off, std::size_t n) {
+          reqs.push_back(MPI_REQUEST_NULL);
+          if (receive) {
+            from_and_due.emplace_back(q, n);
+            SYNK_CHECK_MPI(MPI_Irecv(at(a.recv, (displ + off) * es), as_int(n), t, q,
+                                     kAllToAllvTag, ctx_.comm, &reqs.back()));
+          } else {
+            SYNK_CHECK_MPI(MPI_Isend(at(a.send, (displ + off) * es), as_int(n), t, q,
+                                     kAllToAllvTag, ctx_.comm, &reqs.back()));
+          }
+        };
+        // An empty block is an empty message: against a peer's count it fails the receive,
+        // where skipping it left the peer's message for a later call.
+        if (q != ctx_.rank && c == 0) post(0, 0);
+        if (q != ctx_.rank) for_chunks(c, max_chunk_, post);
         displ += c;
       }
     }

@@ -43,6 +43,9 @@ class MpiBackend final : public Backend {
   void allreduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op);
   void reduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op, int root);
   void bcast(void* buf, int n, MPI_Datatype t, int root);
+  // Calls up to this size wait in wait_yielding where the communicator yields the core.
+  static constexpr long long kYieldingBytes = 64 * 1024;
+  bool yields(int n, MPI_Datatype t) const;
   void wait_yielding(MPI_Request& req);
   void copy_own_block(const CollArgs& a) const;
 
