@@ -213,42 +213,25 @@ Request NcclBackend::scatterv(const CollArgs& a, const char* op) {
   return comm_->finish(op, stream, comm_);
 }
 
-// One NCCL group of a send and a receive per peer, as nccl-tests' alltoall; the own block is a
-// device copy.
 Request NcclBackend::all_to_all(const CollArgs& a) {
-  SYNK_NCCL_BEGIN("all_to_all");
-  if (a.count == 0) return comm_->finish("all_to_all", stream, comm_);
-  const ncclDataType_t t = nccl_type(a.dtype);
-  const std::size_t block = a.count * size_of(a.dtype);
-  SYNK_NCCL_ISSUE("all_to_all", ncclGroupStart());
-  for (int r = 0; r < ctx_.size; ++r) {
-    if (r == ctx_.rank) continue;
-    const std::size_t displ = static_cast<std::size_t>(r) * block;
-    const char* call = "ncclSend(send + r * count, count, dtype, r, comm, stream)";
-    ncclResult_t rc = ncclSend(at(a.send, displ), a.count, t, r, comm_->get(), stream);
-    if (rc == ncclSuccess || rc == ncclInProgress) {
-      call = "ncclRecv(recv + r * count, count, dtype, r, comm, stream)";
-      rc = ncclRecv(at(a.recv, displ), a.count, t, r, comm_->get(), stream);
-    }
-    if (rc != ncclSuccess && rc != ncclInProgress) {  // end the group before the throw
-      ncclGroupEnd();
-      comm_->issue("all_to_all", call, rc);
-    }
-  }
-  SYNK_NCCL_ISSUE("all_to_all", ncclGroupEnd());
-  const std::size_t own = static_cast<std::size_t>(ctx_.rank) * block;
-  SYNK_CHECK_CUDA(
-      cudaMemcpyAsync(at(a.recv, own), at(a.send, own), block, cudaMemcpyDeviceToDevice, stream));
-  return comm_->finish("all_to_all", stream, comm_);
+  // all_to_all is all_to_allv with equal counts, as gather is gatherv.
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(ctx_.size), a.count);
+  CollArgs v = a;
+  v.counts = counts;
+  v.recv_counts = counts;
+  return all_to_allv(v, "all_to_all");
 }
 
-// all_to_all's group with each pair's own count, at the displacements the counts make.
-Request NcclBackend::all_to_allv(const CollArgs& a) {
-  SYNK_NCCL_BEGIN("all_to_allv");
+Request NcclBackend::all_to_allv(const CollArgs& a) { return all_to_allv(a, "all_to_allv"); }
+
+// One NCCL group of a send and a receive per peer with each pair's count, at the displacements
+// the counts make, as nccl-tests' alltoall; the own block is a device copy.
+Request NcclBackend::all_to_allv(const CollArgs& a, const char* op) {
+  SYNK_NCCL_BEGIN(op);
   const ncclDataType_t t = nccl_type(a.dtype);
   const std::size_t es = size_of(a.dtype);
   std::size_t send_displ = 0, recv_displ = 0, own_send = 0, own_recv = 0;
-  SYNK_NCCL_ISSUE("all_to_allv", ncclGroupStart());
+  SYNK_NCCL_ISSUE(op, ncclGroupStart());
   for (int r = 0; r < ctx_.size; ++r) {
     const std::size_t sc = a.counts[static_cast<std::size_t>(r)];
     const std::size_t rc = a.recv_counts[static_cast<std::size_t>(r)];
@@ -265,19 +248,19 @@ Request NcclBackend::all_to_allv(const CollArgs& a) {
       }
       if (result != ncclSuccess && result != ncclInProgress) {  // end the group before the throw
         ncclGroupEnd();
-        comm_->issue("all_to_allv", call, result);
+        comm_->issue(op, call, result);
       }
     }
     send_displ += sc;
     recv_displ += rc;
   }
-  SYNK_NCCL_ISSUE("all_to_allv", ncclGroupEnd());
+  SYNK_NCCL_ISSUE(op, ncclGroupEnd());
   const std::size_t own = a.counts[static_cast<std::size_t>(ctx_.rank)];
   if (own > 0) {
     SYNK_CHECK_CUDA(cudaMemcpyAsync(at(a.recv, own_recv * es), at(a.send, own_send * es),
                                     own * es, cudaMemcpyDeviceToDevice, stream));
   }
-  return comm_->finish("all_to_allv", stream, comm_);
+  return comm_->finish(op, stream, comm_);
 }
 
 // A one-element all_reduce: it completes on a rank only after every rank has joined it.

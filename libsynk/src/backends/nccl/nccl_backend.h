@@ -42,6 +42,8 @@ class NcclBackend final : public Backend {
  private:
   // scatterv, named `op` in its errors (scatter is scatterv with equal counts).
   Request scatterv(const CollArgs& a, const char* op);
+  // all_to_allv, named `op` in its errors (all_to_all is all_to_allv with equal counts).
+  Request all_to_allv(const CollArgs& a, const char* op);
   std::size_t grouped_blocks(const CollArgs& a, const char* op, const char* call,
                              const std::function<int(int, std::size_t, std::size_t)>& post);
   CommContext ctx_;
