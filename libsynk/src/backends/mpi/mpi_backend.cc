@@ -58,6 +58,21 @@ void cancel_pending(std::vector<MPI_Request>& reqs) noexcept {
   }
 }
 
+// post() starts requests into reqs; then every one is waited for, its status in statuses. Where
+// posting or the wait fails, what is still pending is cancelled first (cancel_pending).
+template <class Post>
+void post_and_wait_all(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
+                       Post&& post) {
+  try {
+    post();
+    statuses.resize(reqs.size());
+    SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), statuses.data()));
+  } catch (...) {
+    cancel_pending(reqs);
+    throw;
+  }
+}
+
 void widen(const void* src, DataType t, float* dst, std::size_t n) {
   if (t == DataType::float16) {
     const float16* s = static_cast<const float16*>(src);
@@ -347,7 +362,7 @@ void MpiBackend::by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& 
   std::vector<MPI_Request> reqs;
   std::vector<std::pair<int, std::size_t>> from_and_due;  // per request
   std::vector<MPI_Status> statuses;
-  try {
+  post_and_wait_all(reqs, statuses, [&] {
     std::size_t displ = 0;
     for (int r = 0; r < ctx_.size; ++r) {
       const std::size_t c = a.counts[static_cast<std::size_t>(r)];
@@ -362,12 +377,7 @@ void MpiBackend::by_blocks(const CollArgs& a, Move&& move, Start&& start, Own&& 
       }
       displ += c;
     }
-    statuses.resize(reqs.size());
-    SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), statuses.data()));
-  } catch (...) {
-    cancel_pending(reqs);
-    throw;
-  }
+  });
   if (receiving_root == nullptr) return;
   for (std::size_t i = 0; i < statuses.size(); ++i) {
     check_received(statuses[i], mpi_datatype(a.dtype), from_and_due[i].second, receiving_root,
@@ -486,7 +496,7 @@ Request MpiBackend::all_to_allv(const CollArgs& a) {
   std::vector<MPI_Request> reqs;
   std::vector<std::pair<int, std::size_t>> from_and_due;  // per receive, first in reqs
   std::vector<MPI_Status> statuses;
-  try {
+  post_and_wait_all(reqs, statuses, [&] {
     for (int pass = 0; pass < 2; ++pass) {  // the receives, then the sends
       const bool receive = pass == 0;
       std::size_t displ = 0;
@@ -510,31 +520,20 @@ Request MpiBackend::all_to_allv(const CollArgs& a) {
         displ += c;
       }
     }
-    statuses.resize(reqs.size());
-    SYNK_CHECK_MPI(MPI_Waitall(as_int(reqs.size()), reqs.data(), statuses.data()));
-  } catch (...) {
-    cancel_pending(reqs);
-    throw;
-  }
+  });
   for (std::size_t i = 0; i < from_and_due.size(); ++i) {
     check_received(statuses[i], t, from_and_due[i].second, "all_to_allv", from_and_due[i].first);
   }
-  copy_own_block(a);
+  // This rank's block to itself (its two counts agree: validation checked them).
+  const auto me = static_cast<std::ptrdiff_t>(ctx_.rank);
+  const std::size_t send_displ = std::accumulate(a.counts.begin(), a.counts.begin() + me,
+                                                 std::size_t{0});
+  const std::size_t recv_displ = std::accumulate(a.recv_counts.begin(),
+                                                 a.recv_counts.begin() + me, std::size_t{0});
+  if (const std::size_t own = a.counts[static_cast<std::size_t>(me)]; own > 0) {
+    std::memcpy(at(a.recv, recv_displ * es), at(a.send, send_displ * es), own * es);
+  }
   return {};
-}
-
-// all_to_allv's block from this rank to itself (its counts agree: validation checked them).
-void MpiBackend::copy_own_block(const CollArgs& a) const {
-  const std::size_t es = size_of(a.dtype);
-  const auto me = static_cast<std::size_t>(ctx_.rank);
-  std::size_t send_displ = 0, recv_displ = 0;
-  for (std::size_t q = 0; q < me; ++q) {
-    send_displ += a.counts[q];
-    recv_displ += a.recv_counts[q];
-  }
-  if (a.counts[me] > 0) {
-    std::memcpy(at(a.recv, recv_displ * es), at(a.send, send_displ * es), a.counts[me] * es);
-  }
 }
 
 Request MpiBackend::barrier() {

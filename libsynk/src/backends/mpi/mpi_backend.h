@@ -47,7 +47,6 @@ class MpiBackend final : public Backend {
   static constexpr long long kYieldingBytes = 64 * 1024;
   bool yields(int n, MPI_Datatype t) const;
   void wait_yielding(MPI_Request& req);
-  void copy_own_block(const CollArgs& a) const;
 
   CommContext ctx_;
   std::size_t max_chunk_;  // elements per MPI call (INT_MAX, or SYNK_MPI_MAX_CHUNK for tests)
