@@ -9,7 +9,9 @@ SYNKRUN=$BIN/synkrun
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 WORK=$(mktemp -d /tmp/synk-multihost.XXXXXX)
 FAILED=0
-trap 'rm -rf "$WORK"; bed_down' EXIT
+# Also once bed_up has set its own traps (they run BED_CLEANUP).
+BED_CLEANUP='rm -rf "$WORK"'
+trap 'bed_down; eval "$BED_CLEANUP"' EXIT
 
 fail() {
   echo "FAIL: $*"
@@ -88,9 +90,11 @@ expect_hosts_clean() {
 }
 
 # PASSED, or the end of every job's output, for whoever reads the failure.
+# The work folder goes here too: a case's last bed_down has taken the traps away.
 case_end() {
   if [ "$FAILED" = 0 ]; then
     echo "PASSED"
+    rm -rf "$WORK"
     exit 0
   fi
   local f
@@ -99,5 +103,6 @@ case_end() {
     echo "--- the end of $(basename "$f")"
     tail -n 30 "$f" | sed 's/^/    | /'
   done
+  rm -rf "$WORK"
   exit 1
 }

@@ -9,6 +9,8 @@
 #   link_down HOST             cut HOST off the network
 #   bed_down                   remove everything (also run by the trap bed_up sets)
 #
+# BED_CLEANUP, if set, is run (eval) after bed_down by the traps bed_up sets, which replace the
+# caller's own: a case's work folder, say.
 # Open MPI reaches the hosts through agent.sh, its rsh agent, which enters a host's namespaces
 # where ssh would log in. Every name the bed makes starts with "synkmh-"; everything of a run
 # killed before it could clean up is removed by the next bed_up, and a lock keeps two beds apart.
@@ -117,10 +119,10 @@ bed_lock() {
 bed_up() {
   mkdir -p "$BED_DIR"
   bed_lock || return 1
-  trap 'bed_down' EXIT
-  trap 'bed_down; exit 130' INT
-  trap 'bed_down; exit 143' TERM
-  trap 'bed_down; exit 129' HUP
+  trap 'bed_down; eval "${BED_CLEANUP:-}"' EXIT
+  trap 'bed_down; eval "${BED_CLEANUP:-}"; exit 130' INT
+  trap 'bed_down; eval "${BED_CLEANUP:-}"; exit 143' TERM
+  trap 'bed_down; eval "${BED_CLEANUP:-}"; exit 129' HUP
   bed_clean
   BED_HOSTS=("$@")
   {
