@@ -421,6 +421,84 @@ TEST(KeyValue, PrioritiesHoldAcrossKindsWithFusion) {
   EXPECT_EQ(middle.back(), static_cast<double>(world().size()));
 }
 
+// One split key of count elements of T, reduced with op: the pull made before the push (the
+// parts land in its buffer), right after it into the pushed buffer, or after the result (the
+// parts wait in the slot). Rank r pushes small integers, exact in every dtype and sum.
+template <class T>
+void expect_split_key_exact(KeyValue& kv, int key, std::size_t count, ReduceOp op, int mode) {
+  const int n = world().size();
+  const auto mine = [](int r, std::size_t i) { return static_cast<T>(r + 1 + static_cast<int>(i % 3)); };
+  std::vector<T> in(count), out(count, T{0});
+  for (std::size_t i = 0; i < count; ++i) in[i] = mine(world().rank(), i);
+  kv.init_key(key, count, synk::data_type_of<T>(), op);
+  T* dest = mode == 1 ? in.data() : out.data();
+  if (mode == 0) kv.pull(key, dest);
+  kv.push(key, in.data());
+  if (mode == 1) kv.pull(key, dest);
+  if (mode == 2) {
+    world().barrier();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    kv.pull(key, dest);
+  }
+  kv.pull_wait(key);
+  for (std::size_t i = 0; i < count; ++i) {
+    T want = mine(0, i);
+    for (int r = 1; r < n; ++r) want = op == ReduceOp::max ? std::max(want, mine(r, i))
+                                                          : static_cast<T>(want + mine(r, i));
+    ASSERT_EQ(dest[i], want) << "key " << key << " element " << i << " of " << count;
+  }
+}
+
+// Run with SYNK_PARTITION_BYTES=65536 (or smaller): keys about a part's size and larger, of
+// element sizes 1 to 8, each reduced in parts, exactly, however its pull comes.
+TEST(KeyValuePartitions, SplitKeysAreExact) {
+  KeyValue kv(world());
+  int key = 0;
+  for (int mode = 0; mode < 3; ++mode) {
+    for (std::size_t count : {16383u, 16384u, 16385u, 3u * 16384u + 7u}) {
+      expect_split_key_exact<float>(kv, key++, count, ReduceOp::sum, mode);
+    }
+    expect_split_key_exact<double>(kv, key++, 20001, ReduceOp::max, mode);
+    expect_split_key_exact<std::int8_t>(kv, key++, 200003, ReduceOp::sum, mode);
+    expect_split_key_exact<std::uint16_t>(kv, key++, 65537, ReduceOp::sum, mode);
+  }
+}
+
+// Run with SYNK_PARTITION_BYTES=65536 (or smaller): a key of top priority pushed while a 64 MiB
+// key of low priority is being reduced completes first, between two of its parts. Whole, the
+// large key ran to its end first.
+TEST(KeyValuePartitions, ALargeKeyGivesWayToALaterPushOfHigherPriority) {
+  const char* part = std::getenv("SYNK_PARTITION_BYTES");
+  if (part == nullptr || std::atoll(part) <= 0 || std::atoll(part) > 65536) {
+    GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
+  }
+  KeyValue kv(world());
+  constexpr std::size_t kLarge = std::size_t{1} << 24;
+  kv.init_key(0, kLarge, DataType::float32);
+  kv.init_key(1, 16, DataType::float32);
+  std::vector<float> large(kLarge, 1.0f), out(kLarge, 0.0f), top(16, 1.0f);
+  std::mutex m;
+  std::vector<int> order;
+  const auto record = [&](int k) {
+    return [&, k] {
+      std::lock_guard lk(m);
+      order.push_back(k);
+    };
+  };
+  world().barrier();
+  kv.pull(0, out.data(), 0, record(0));
+  kv.push(0, large.data(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the large key is running
+  kv.push(1, top.data(), 10);
+  kv.pull(1, top.data(), 0, record(1));
+  kv.pull_wait(1);
+  kv.pull_wait(0);
+  EXPECT_EQ(order, (std::vector<int>{1, 0}));
+  const auto n = static_cast<float>(world().size());
+  EXPECT_EQ(top[0], n);
+  EXPECT_EQ(std::count(out.begin(), out.end(), n), static_cast<std::ptrdiff_t>(kLarge));
+}
+
 // An SGD updater on the owner: the weights every rank pulls equal a one-process SGD on the
 // summed gradients, exactly (small integers and lr 0.5 are exact in float).
 class Sgd : public synk::Updater {

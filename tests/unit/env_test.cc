@@ -65,6 +65,7 @@ TEST(Env, Defaults) {
   EXPECT_EQ(s.kv.fusion_bytes, std::size_t{64} << 20);
   EXPECT_DOUBLE_EQ(s.stall_warn_s, 60.0);
   EXPECT_EQ(s.kv.cycle_ms, 0);
+  EXPECT_EQ(s.kv.partition_bytes, std::size_t{4} << 20);
   EXPECT_EQ(s.timeline, "");
 }
 
@@ -73,11 +74,14 @@ TEST(Env, KeyValueSettings) {
   EXPECT_EQ(parse({{"SYNK_FUSION_BYTES", " 4096 "}}).kv.fusion_bytes, 4096u);
   EXPECT_DOUBLE_EQ(parse({{"SYNK_STALL_WARN", "0.5"}}).stall_warn_s, 0.5);
   EXPECT_EQ(parse({{"SYNK_CYCLE_MS", "5"}}).kv.cycle_ms, 5);
+  EXPECT_EQ(parse({{"SYNK_PARTITION_BYTES", "0"}}).kv.partition_bytes, 0u);
+  EXPECT_EQ(parse({{"SYNK_PARTITION_BYTES", "65536"}}).kv.partition_bytes, 65536u);
   EXPECT_EQ(parse({{"SYNK_TIMELINE", " /tmp/t.json"}}).timeline, "/tmp/t.json");
   expect_rejected("SYNK_FUSION_BYTES", "-1");
   expect_rejected("SYNK_FUSION_BYTES", "64M");
   expect_rejected("SYNK_STALL_WARN", "0");
   expect_rejected("SYNK_CYCLE_MS", "10001");
+  expect_rejected("SYNK_PARTITION_BYTES", "4M");
 }
 
 TEST(Env, EmptyMeansDefault) {

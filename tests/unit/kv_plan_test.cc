@@ -57,6 +57,15 @@ TEST(KvPlan, ALargeKeyRunsAloneAndKindsDoNotMix) {
   EXPECT_EQ(b[4].owner, 1);
 }
 
+// A split key (reduced in parts) runs alone even where it would fit in a bucket.
+TEST(KvPlan, ASplitKeyIsNeverFused) {
+  ReadyKey split = key(1, 0, 300);
+  split.split = true;
+  const auto b = plan_buckets({key(0, 0, 100), split, key(2, 0, 100)}, 1000);
+  EXPECT_EQ(slots_of(b), (std::vector<std::vector<std::size_t>>{{0}, {1}, {2}}));
+  EXPECT_FALSE(b[1].fused);
+}
+
 // A key of lower priority never joins a bucket that runs before a key of higher priority: a
 // tiny top key fused with a large low one waited for it, and a middle key of another dtype ran
 // after both.

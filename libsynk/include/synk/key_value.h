@@ -3,8 +3,9 @@
 // Each rank pushes an array under a key (a layer's gradient, as backprop makes it) and later
 // pulls the key's reduction over the ranks (before that layer's next forward); in between synk
 // agrees with the other ranks on which keys every rank has pushed, runs those highest priority
-// first, and fuses small ones into one collective (up to SYNK_FUSION_BYTES), so that the
-// communication hides behind the caller's computation. Ranks may push in different orders and at
+// first, fuses small ones into one collective (up to SYNK_FUSION_BYTES) and reduces large ones
+// in parts (SYNK_PARTITION_BYTES), which a key of higher priority pushed meanwhile overtakes, so
+// that the communication hides behind the caller's computation. Ranks may push in different orders and at
 // different times. With an Updater, each key has an owner rank that alone applies the update to
 // the reduced gradient, and pull returns the new weights: a sharded parameter server built from
 // a reduce and a broadcast.

@@ -56,6 +56,7 @@ std::vector<std::pair<const char*, std::string>> shared_settings(const std::stri
       // On or off (its start is collective); the file may differ, as each writes FILE.<rank>.
       {"SYNK_TIMELINE (set or not)", s.timeline.empty() ? "unset" : "set"},
       {"SYNK_FUSION_BYTES", std::to_string(kv_settings().fusion_bytes)},
+      {"SYNK_PARTITION_BYTES", std::to_string(kv_settings().partition_bytes)},
       {"SYNK_MPI_MAX_CHUNK", std::to_string(mpi_settings().max_chunk_in_effect())},
       {"SYNK_SHM_SLOT_BYTES", std::to_string(shm.slot_bytes_in_effect())},
       {"SYNK_SHM_CMA_BYTES", std::to_string(shm.cma_bytes_in_effect())},

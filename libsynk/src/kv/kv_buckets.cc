@@ -98,6 +98,70 @@ void KvEngine::run_fused(const Bucket& b, const std::vector<KeySlot*>& keys) {
   deliver(keys, srcs);
 }
 
+// The buckets of the ready keys, highest priority first. Unless `whole`, the cycle starts no
+// more once it has moved the partition size: the keys left stay pending, and the next cycle
+// plans them again beside the keys pushed meanwhile. Every rank plans and stops alike.
+void KvEngine::run_buckets(const std::vector<ReadyKey>& ready,
+                           const std::vector<KeySlot*>& by_slot, bool whole) {
+  const std::size_t budget = whole ? 0 : partition_bytes_;
+  std::size_t moved = 0;
+  for (const Bucket& b : plan_buckets(ready, fusion_bytes_)) {
+    if (budget > 0 && moved >= budget) return;
+    std::vector<KeySlot*> keys;
+    for (std::size_t s : b.slots) keys.push_back(by_slot[s]);
+    if (b.fused && keys.size() > 1) {
+      run_fused(b, keys);
+      moved += b.bytes;
+      continue;
+    }
+    for (KeySlot* k : keys) {
+      if (split(*k)) {
+        moved += run_part(*k, budget);
+      } else {
+        run_alone(*k);
+        moved += k->bytes;
+      }
+    }
+  }
+}
+
+// A split key's next part, reduced in place at its offset. All ranks run the same parts: each
+// part's size follows from the key and the partition size alone.
+std::size_t KvEngine::run_part(KeySlot& k, std::size_t part_bytes) {
+  if (k.parts_done == 0) {
+    std::lock_guard lk(m_);
+    if (k.pull_open && !k.pull_done) {
+      k.parts_dest = k.out;
+    } else {
+      k.result.resize(k.bytes);
+      k.parts_dest = k.result.data();
+    }
+  }
+  const std::size_t element = size_of(k.dtype);
+  const std::size_t left = k.bytes - k.parts_done;
+  const std::size_t part =
+      part_bytes == 0 ? left : std::min(left, std::max(element, part_bytes / element * element));
+  const bool traced = timeline::on();
+  if (traced) timeline::begin(key_track(k.key), "part", part);
+  try {
+    engine_comm_.all_reduce(static_cast<const std::byte*>(k.pushed) + k.parts_done,
+                            static_cast<std::byte*>(k.parts_dest) + k.parts_done, part / element,
+                            k.dtype, k.op);
+  } catch (...) {
+    if (traced) timeline::end(key_track(k.key));
+    throw;
+  }
+  if (traced) timeline::end(key_track(k.key));
+  k.parts_done += part;
+  if (k.parts_done == k.bytes) {
+    void* whole = k.parts_dest;
+    k.parts_done = 0;
+    k.parts_dest = nullptr;
+    deliver({&k}, {whole});
+  }
+  return part;
+}
+
 // A key on its own: reduced straight into its pull's buffer when the pull is there already.
 void KvEngine::run_alone(KeySlot& k) {
   void* dest = nullptr;
@@ -128,7 +192,9 @@ void KvEngine::run_alone(KeySlot& k) {
 void KvEngine::trace_ready(const std::vector<ReadyKey>& ready,
                            const std::vector<KeySlot*>& by_slot) {
   for (const ReadyKey& r : ready) {
-    const KeySlot& k = *by_slot[r.slot];
+    KeySlot& k = *by_slot[r.slot];
+    if (k.negotiated) continue;  // a key left for the next cycle, or split, is found again
+    k.negotiated = true;
     timeline::async_span(key_track(k.key), "queued", k.pushed_ns, k.bytes);
     timeline::instant(key_track(k.key), "negotiated", k.bytes);
   }

@@ -85,6 +85,7 @@ KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
       engine_comm_(duplicate_for_engine(comm)),
       updater_(std::move(options.updater)),
       fusion_bytes_(kv_settings().fusion_bytes),
+      partition_bytes_(kv_settings().partition_bytes),
       stall_warn_s_(settings().stall_warn_s),
       timeout_s_(settings().timeout_s),
       cycle_ms_(kv_settings().cycle_ms),
@@ -102,6 +103,8 @@ KvEngine::KvEngine(Communicator& comm, KeyValueOptions options)
                     std::to_string(fusion.largest(0)) + ", the smallest " +
                     std::to_string(fusion.smallest(0)) + ")");
   }
+  // No bucket larger than a part either: a key of higher priority waits for at most one.
+  if (partition_bytes_ > 0) fusion_bytes_ = std::min(fusion_bytes_, partition_bytes_);
   // With a thread, the fusion buffer is made now, whole, on this thread: alloc is collective
   // and makes MPI calls, which the engine's thread must not; the shm backend's pages are only
   // backed where a cycle writes them. Without, it grows in the cycles as buckets need it.
@@ -279,6 +282,7 @@ void KvEngine::start_push_locked(KeySlot& k, const void* data, int priority) {
   k.push_priority = priority;
   k.pushed_at = KvClock::now();
   k.warned = false;
+  k.negotiated = false;
   if (timeline::on()) {
     timeline::instant(key_track(k.key), "pushed", k.bytes);
     k.pushed_ns = timeline::clock_ns();  // after the point: its "queued" span starts there
@@ -511,7 +515,7 @@ std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlo
       if (not_pushed[i] != 0) continue;
       KeySlot& k = slots_[i];
       by_slot[i] = &k;
-      ready.push_back({i, 0, k.bytes, k.dtype, k.op, k.owner});
+      ready.push_back({i, 0, k.bytes, k.dtype, k.op, k.owner, split(k)});
     }
   }
   if (ready.empty()) return ready;
@@ -528,6 +532,11 @@ std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlo
                           ReduceOp::max);
   for (std::size_t j = 0; j < ready.size(); ++j) ready[j].priority = priority[j];
   return ready;
+}
+
+bool KvEngine::split(const KeySlot& k) const {
+  // An Updater updates the whole key at once: its keys are not split.
+  return partition_bytes_ > 0 && k.bytes > partition_bytes_ && k.owner < 0;
 }
 
 KvEngine::CycleOutcome KvEngine::run_cycle() {
@@ -560,15 +569,8 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     std::vector<KeySlot*> by_slot(n, nullptr);
     const std::vector<ReadyKey> ready = agree_on_ready(n, by_slot);
     if (timeline::on()) trace_ready(ready, by_slot);
-    for (const Bucket& b : plan_buckets(ready, fusion_bytes_)) {
-      std::vector<KeySlot*> keys;
-      for (std::size_t s : b.slots) keys.push_back(by_slot[s]);
-      if (b.fused && keys.size() > 1) {
-        run_fused(b, keys);
-      } else {
-        for (KeySlot* k : keys) run_alone(*k);
-      }
-    }
+    // Once every rank closes, this cycle is the last: it runs everything.
+    run_buckets(ready, by_slot, all_closing);
     o.progressed = !ready.empty();
   }
   if (o.progressed && timeline::on()) timeline::flush();

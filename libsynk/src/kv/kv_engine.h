@@ -8,8 +8,12 @@
 //  2. when some rank has a push waiting, a byte per slot, "not pushed here" (max over the
 //     ranks): the slots that every rank has pushed are ready; then their priorities (max);
 //  3. on a stall, every rank's status byte per slot (all_gather), to name the ranks missing;
-//  4. the ready keys in buckets (kv_plan.h): fused into the fusion buffer, or alone in place;
-//     then each key's result goes to its pull (or waits for it in the slot) (kv_buckets.cc).
+//  4. the ready keys in buckets (kv_plan.h): fused into the fusion buffer, or alone in place,
+//     or, for a key larger than SYNK_PARTITION_BYTES, its next part in place; then each key's
+//     result goes to its pull (or waits for it in the slot) (kv_buckets.cc). A cycle starts no
+//     more buckets once it has moved SYNK_PARTITION_BYTES: what is left competes in the next
+//     one with the keys pushed meanwhile, so that a key of higher priority need not wait for a
+//     large one of lower priority (BytePS's partitions).
 // Where the communicator runs calls in the background (shm, and every host backend when MPI
 // allows threads: runs_in_background), a thread of the engine runs the cycles, so that they
 // overlap the caller's work; the ranks' threads sleep together when a cycle finds no push
@@ -61,6 +65,11 @@ struct KeySlot {
   KvClock::time_point pushed_at;
   bool warned = false;  // this push has been part of a stall warning
   std::uint64_t pushed_ns = 0;  // timeline::clock_ns() at the push, when the timeline is on
+  bool negotiated = false;  // on the timeline: a cycle found it ready (cycles may find it again)
+  // A split key's push (kv_plan.h), reduced a part per cycle: the bytes done so far, and where
+  // the parts go (the pull's out where the pull came before the first part, else result).
+  std::size_t parts_done = 0;
+  void* parts_dest = nullptr;
   // The next push, made after this push's pull but before its result was delivered: it starts
   // when the delivery has ended (start_queued_push), so that whether a push is taken never
   // depends on how far the reduction has come.
@@ -117,6 +126,14 @@ class KvEngine {
   void inspect(std::size_t slots, bool closing_everywhere);
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
   void run_alone(KeySlot& k);
+  // Whether the key is reduced in parts: larger than SYNK_PARTITION_BYTES, without an Updater.
+  bool split(const KeySlot& k) const;
+  // The split key's next part (all of what is left where part_bytes is 0); delivers the key
+  // after its last part. Returns the part's bytes.
+  std::size_t run_part(KeySlot& k, std::size_t part_bytes);
+  // Runs the cycle's buckets in order, up to the partition size of bytes unless `whole`.
+  void run_buckets(const std::vector<ReadyKey>& ready, const std::vector<KeySlot*>& by_slot,
+                   bool whole);
   void reduce_and_update(const void* send, void* recv, std::size_t count, DataType dtype,
                          ReduceOp op, int owner, const std::function<std::exception_ptr()>& update);
   void reduce_alone(KeySlot& k);
@@ -142,6 +159,7 @@ class KvEngine {
   Communicator engine_comm_;
   std::shared_ptr<Updater> updater_;
   std::size_t fusion_bytes_;
+  std::size_t partition_bytes_;
   double stall_warn_s_;
   double timeout_s_;
   int cycle_ms_;

@@ -26,7 +26,7 @@ std::vector<Bucket> plan_buckets(std::vector<ReadyKey> ready, std::size_t fusion
   std::vector<Bucket> buckets;
   bool last_open = false;  // the last bucket takes more keys of its kind
   for (const ReadyKey& k : ready) {
-    const bool alone = fusion_bytes == 0 || k.bytes > fusion_bytes;
+    const bool alone = fusion_bytes == 0 || k.bytes > fusion_bytes || k.split;
     if (!alone && last_open) {
       Bucket& b = buckets.back();
       if (kind_of(b) == kind_of(k) && b.bytes + k.bytes <= fusion_bytes) {

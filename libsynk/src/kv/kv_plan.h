@@ -19,6 +19,7 @@ struct ReadyKey {
   DataType dtype = DataType::float32;
   ReduceOp op = ReduceOp::sum;
   int owner = -1;  // with an Updater: the rank that updates it
+  bool split = false;  // reduced in parts (larger than the partition size): never fused
 };
 
 // One collective: the keys (slots), in this order, packed one after another into the fusion
@@ -34,7 +35,7 @@ struct Bucket {
 
 // The buckets in the order to run them: keys by priority, each joining the bucket before it
 // where that is of its kind (dtype, op, owner) and it still fits in fusion_bytes; a key larger
-// than that, or every key when fusion_bytes is 0, runs alone. So no bucket runs before one
+// than that, a split key, or every key when fusion_bytes is 0, runs alone. So no bucket runs before one
 // holding a key of higher priority (a bucket ends where a key of another kind comes between);
 // keys of one priority are ordered by kind, then slot, so that those of a kind fuse.
 std::vector<Bucket> plan_buckets(std::vector<ReadyKey> ready, std::size_t fusion_bytes);

@@ -11,6 +11,9 @@ KvSettings KvSettings::parse(const EnvGetter& get) {
   if (const auto v = env::read(get, "SYNK_CYCLE_MS")) {
     s.cycle_ms = static_cast<int>(env::integer(*v, 0, 10000));
   }
+  if (const auto v = env::read(get, "SYNK_PARTITION_BYTES")) {
+    s.partition_bytes = static_cast<std::size_t>(env::integer(*v, 0, 1LL << 40));
+  }
   return s;
 }
 
