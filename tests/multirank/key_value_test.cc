@@ -721,9 +721,39 @@ TEST(KeyValueWatchdog, ALateRankEndsTheJobNamingTheCycle) {
   ADD_FAILURE() << "rank " << world().rank() << "'s pull_wait returned";
 }
 
+// The last rank closes without pushing key 0, which the others pushed and wait for: a rank that
+// has closed never pushes again, so every rank fails at once, naming it and the key. They
+// waited for SYNK_TIMEOUT (300 s), and a Python rank leaving by sys.exit held the job so.
+TEST(KeyValue, ARankThatClosesWithoutPushingFailsTheOthersAtOnce) {
+  if (world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  KeyValue kv(world());
+  kv.init_key(0, 4, DataType::float32);
+  std::vector<float> a = pushed(0, 4);
+  const int last = world().size() - 1;
+  const auto start = std::chrono::steady_clock::now();
+  std::string e;
+  if (world().rank() == last) {
+    e = error_of([&] { kv.close(); });
+  } else {
+    e = error_of([&] {  // the failure may come before the pull: then the pull throws it
+      kv.push(0, a.data());
+      kv.pull(0, a.data());
+      kv.pull_wait(0);
+    });
+  }
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string want =
+      "InvalidUsage: KeyValue: rank " + std::to_string(last) +
+      " closed this KeyValue without pushing key 0, which rank";
+  EXPECT_NE(e.find(want), std::string::npos) << e;
+  EXPECT_LT(waited, 30.0);
+}
+
 // Rank 1 never pushes key 1 (run with SYNK_STALL_WARN=1 SYNK_TIMEOUT=3): the others' pull_wait
-// fails naming the key and rank 1, and so does rank 1's close, after one warning line
-// (check_kv_stall.sh reads it).
+// fails naming the key and rank 1, and so does rank 1's close, made after the timeout, after one
+// warning line (check_kv_stall.sh reads it). (A close made sooner fails every rank at once:
+// ARankThatClosesWithoutPushingFailsTheOthersAtOnce.)
 TEST(KeyValueStall, ARankThatNeverPushes) {
   if (std::getenv("SYNK_KV_STALL_TEST") == nullptr) GTEST_SKIP() << "run by check_kv_stall.sh";
   KeyValue kv(world());
@@ -739,8 +769,10 @@ TEST(KeyValueStall, ARankThatNeverPushes) {
   kv.pull_wait(0);
   expect_sums(0, a);
   const auto start = std::chrono::steady_clock::now();
-  std::string e = world().rank() != 1 ? error_of([&] { kv.pull_wait(1); })
-                                      : error_of([&] { kv.close(); });
+  std::string e = world().rank() != 1 ? error_of([&] { kv.pull_wait(1); }) : error_of([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+    kv.close();
+  });
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(e.find("key 1 was pushed by rank"), std::string::npos) << e;

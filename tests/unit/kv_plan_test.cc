@@ -109,6 +109,21 @@ TEST(KvStall, FindsPartKeysAndNamesTheRanks) {
   EXPECT_EQ(find_stalled(status, 3, keys, kPushed).size(), 2u);
 }
 
+// A key that a rank which has closed never pushed can never be reduced; one that only open ranks
+// miss still can.
+TEST(KvStall, AKeyMissingFromAClosedRankFails) {
+  const std::vector<std::uint8_t> status = {kPushed, kPushed,     // rank 0
+                                            kNotPushed, kPushed,  // rank 1, closed
+                                            kPushed, kNotPushed};  // rank 2, open
+  const auto stalled = find_stalled(status, 3, std::vector<int>{7, 8}, kPushed);
+  ASSERT_EQ(stalled.size(), 2u);
+  const std::vector<bool> closed = {false, true, false};
+  EXPECT_EQ(closed_unpushed_error(stalled[0], closed),
+            "KeyValue: rank 1 closed this KeyValue without pushing key 7, which ranks 0, 2 "
+            "pushed: it can never be reduced (every rank pushes the same keys before it closes)");
+  EXPECT_EQ(closed_unpushed_error(stalled[1], closed), "");
+}
+
 TEST(KvStall, RankListIsShortForManyRanks) {
   std::vector<int> many(12);
   for (int i = 0; i < 12; ++i) many[static_cast<std::size_t>(i)] = i;

@@ -116,7 +116,8 @@ class KeyValue {
   // key has no pull.
   void pull_wait(int key);
   // Collective: waits until every rank has closed, so that no push is lost; after it init_key,
-  // push and pull are errors. Throws what failed (a key some ranks pushed and others never did, named).
+  // push and pull are errors. Throws what failed (a key some ranks pushed and others never did,
+  // named; as soon as a rank missing it closes, on every rank).
   void close();
 
   std::size_t count(int key) const;

@@ -542,7 +542,7 @@ bool KvEngine::split(const KeySlot& k) const {
 KvEngine::CycleOutcome KvEngine::run_cycle() {
   // A Timeout of these calls names the cycle: the user made none of them.
   const ScopedCallLabel label(CallLabel::kv_cycle);
-  std::int64_t header[4] = {};
+  std::int64_t header[5] = {};
   {
     std::lock_guard lk(m_);
     const auto now = KvClock::now();
@@ -557,10 +557,12 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     header[1] = pending_ > 0 ? 1 : 0;
     header[2] = closing_ ? 0 : 1;
     header[3] = stalled ? 1 : 0;
+    header[4] = closing_ ? 1 : 0;
   }
-  engine_comm_.all_reduce(header, header, 4, DataType::int64, ReduceOp::max);
+  engine_comm_.all_reduce(header, header, 5, DataType::int64, ReduceOp::max);
   const auto n = static_cast<std::size_t>(header[0]);
   const bool all_closing = header[2] == 0;
+  const bool some_closing = header[4] != 0;
   CycleOutcome o;
   o.group_active = header[1] != 0;
   // With a push waiting somewhere, the stall inspector names the keys and ranks instead.
@@ -574,7 +576,9 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     o.progressed = !ready.empty();
   }
   if (o.progressed && timeline::on()) timeline::flush();
-  if (header[3] != 0 || (all_closing && o.group_active)) inspect(n, all_closing);
+  // A rank that closes never pushes again: a key it has not pushed fails now, not at the
+  // SYNK_TIMEOUT of the ranks waiting for it.
+  if (header[3] != 0 || (some_closing && o.group_active)) inspect(n, all_closing);
   if (all_closing) {
     o.finished = true;
     {
@@ -599,10 +603,11 @@ void KvEngine::refuse_endless_close(bool all_closing) {
                   "KeyValues, in the same order");
 }
 
-// Every rank's status of every slot; warns of (or fails) the keys that some ranks pushed long
-// ago and others have not. When every rank has closed, any such key fails at once.
+// Every rank's status of every slot, and whether it has closed; warns of (or fails) the keys
+// that some ranks pushed long ago and others have not. A key that a rank which has closed has
+// not pushed fails at once: that rank never pushes again.
 void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
-  std::vector<std::uint8_t> mine(n, kNotPushed);
+  std::vector<std::uint8_t> mine(n + 1, kNotPushed);  // the last byte: this rank has closed
   std::vector<int> keys(n);
   {
     std::lock_guard lk(m_);
@@ -613,19 +618,36 @@ void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
       keys[i] = slots_[i].key;
       mine[i] = status_of(slots_[i], now, stall_warn_s_, timeout_s_);
     }
+    mine[n] = closing_ ? 1 : 0;
   }
   const int size = engine_comm_.size();
-  std::vector<std::uint8_t> all(n * static_cast<std::size_t>(size));
-  engine_comm_.all_gather(mine.data(), all.data(), n, DataType::uint8);
-  const auto stalled = find_stalled(all, size, keys, closing_everywhere ? kPushed : kStalled);
+  std::vector<std::uint8_t> rows(mine.size() * static_cast<std::size_t>(size));
+  engine_comm_.all_gather(mine.data(), rows.data(), mine.size(), DataType::uint8);
+  std::vector<std::uint8_t> all;  // the status rows without the closed byte
+  std::vector<bool> closed;
+  for (int r = 0; r < size; ++r) {
+    const auto row = rows.begin() + static_cast<std::ptrdiff_t>(r * (n + 1));
+    all.insert(all.end(), row, row + static_cast<std::ptrdiff_t>(n));
+    closed.push_back(row[static_cast<std::ptrdiff_t>(n)] != 0);
+  }
+  std::string never;  // the keys that can never be reduced
+  for (const StalledKey& k : find_stalled(all, size, keys, kPushed)) {
+    const std::string why = closing_everywhere ? closed_error(k) : closed_unpushed_error(k, closed);
+    if (!why.empty()) never += (never.empty() ? "" : "; ") + why;
+  }
+  if (!never.empty()) throw Error(ErrorCode::InvalidUsage, never);
+  const std::string timed_out = warn_of_stalls(all, size, keys, mine);
+  if (!timed_out.empty()) throw Error(ErrorCode::Timeout, timed_out);
+}
+
+std::string KvEngine::warn_of_stalls(const std::vector<std::uint8_t>& all, int size,
+                                     const std::vector<int>& keys,
+                                     const std::vector<std::uint8_t>& mine) {
   std::string errors;
   const int rank = engine_comm_.rank();
-  for (const StalledKey& k : stalled) {
-    const std::string why = closing_everywhere     ? closed_error(k)
-                            : k.worst == kTimedOut ? stall_error(k, timeout_s_)
-                                                   : std::string();
-    if (!why.empty()) {
-      errors += (errors.empty() ? "" : "; ") + why;
+  for (const StalledKey& k : find_stalled(all, size, keys, kStalled)) {
+    if (k.worst == kTimedOut) {
+      errors += (errors.empty() ? "" : "; ") + stall_error(k, timeout_s_);
       continue;
     }
     // Every rank marks the key as warned of, so that one line is all: a rank whose own wait
@@ -638,15 +660,11 @@ void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
       SYNK_LOG_AT(warn, stall_warning(k, stall_warn_s_, timeout_s_));
     }
   }
-  {
-    std::lock_guard lk(m_);
-    for (std::size_t i = 0; i < n && i < slots_.size(); ++i) {
-      if (mine[i] >= kStalled) slots_[i].warned = true;
-    }
+  std::lock_guard lk(m_);
+  for (std::size_t i = 0; i < keys.size() && i < slots_.size(); ++i) {
+    if (mine[i] >= kStalled) slots_[i].warned = true;
   }
-  if (!errors.empty()) {
-    throw Error(closing_everywhere ? ErrorCode::InvalidUsage : ErrorCode::Timeout, errors);
-  }
+  return errors;
 }
 
 }  // namespace synk::detail

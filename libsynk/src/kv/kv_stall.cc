@@ -55,4 +55,17 @@ std::string closed_error(const StalledKey& k) {
          rank_list(k.pushed) + " but never by " + rank_list(k.missing);
 }
 
+std::string closed_unpushed_error(const StalledKey& k, const std::vector<bool>& closed) {
+  std::vector<int> gone;
+  for (int r : k.missing) {
+    if (static_cast<std::size_t>(r) < closed.size() && closed[static_cast<std::size_t>(r)]) {
+      gone.push_back(r);
+    }
+  }
+  if (gone.empty()) return "";
+  return "KeyValue: " + rank_list(gone) + " closed this KeyValue without pushing key " +
+         std::to_string(k.key) + ", which " + rank_list(k.pushed) +
+         " pushed: it can never be reduced (every rank pushes the same keys before it closes)";
+}
+
 }  // namespace synk::detail

@@ -41,5 +41,8 @@ std::string stall_warning(const StalledKey& k, double stall_warn_s, double timeo
 std::string stall_error(const StalledKey& k, double timeout_s);
 // Every rank has closed the KeyValue, and this key was pushed by some of them only.
 std::string closed_error(const StalledKey& k);
+// Some ranks have closed the KeyValue (closed[r]) without pushing this key, which others have
+// pushed: it can never be reduced. "" where every rank missing it is still open.
+std::string closed_unpushed_error(const StalledKey& k, const std::vector<bool>& closed);
 
 }  // namespace synk::detail
