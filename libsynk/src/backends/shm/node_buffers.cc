@@ -15,11 +15,27 @@ int NodeBuffers::add_region(unsigned char* base, std::size_t stride, std::size_t
   return static_cast<int>(regions_.size()) - 1;
 }
 
+std::vector<std::uint8_t> NodeBuffers::dropped_here() const {
+  std::vector<std::uint8_t> dropped(regions_.size(), 1);
+  for (std::size_t i = 0; i < regions_.size(); ++i) {
+    // The NodeBuffers of a region hold its segment too: one holder left is the group alone.
+    if (regions_[i].keep && regions_[i].keep.use_count() > 1) dropped[i] = 0;
+  }
+  return dropped;
+}
+
+void NodeBuffers::release(const std::vector<std::uint8_t>& dropped_everywhere) {
+  for (std::size_t i = 0; i < regions_.size() && i < dropped_everywhere.size(); ++i) {
+    if (dropped_everywhere[i] != 0) regions_[i].keep.reset();
+  }
+}
+
 bool NodeBuffers::offer(const void* src, std::size_t bytes) {
   if (slots_.streams_in()) return false;  // node_buffers.h says why
   const auto p = reinterpret_cast<std::uintptr_t>(src);
   for (std::size_t i = 0; i < regions_.size(); ++i) {
     const Region& r = regions_[i];
+    if (!r.keep) continue;  // released: no buffer of it is left anywhere
     const auto mine = reinterpret_cast<std::uintptr_t>(r.base) +
                       static_cast<std::uintptr_t>(steps_.rank()) * r.stride;
     if (bytes > 0 && p >= mine && p - mine <= r.bytes && bytes <= r.bytes - (p - mine)) {
@@ -36,7 +52,7 @@ const unsigned char* NodeBuffers::peer_region(int peer) const {
   const std::uint64_t id = steps_.peer_step_word(peer, StepChannel::kOfferRegion);
   const std::uint64_t offset = steps_.peer_step_word(peer, StepChannel::kOfferOffset);
   if (id == 0) return nullptr;
-  if (id > regions_.size() || offset > regions_[id - 1].bytes) {
+  if (id > regions_.size() || offset > regions_[id - 1].bytes || !regions_[id - 1].keep) {
     throw Error(ErrorCode::Backend, std::string(steps_.op_name()) + ": rank " +
                                         std::to_string(steps_.job_rank(peer)) +
                                         " offered node buffer " + std::to_string(id - 1) + " at " +

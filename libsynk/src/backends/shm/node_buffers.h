@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -28,10 +29,15 @@ class NodeBuffers {
   NodeBuffers(StepChannel& steps, const SlotArena& slots) : steps_(steps), slots_(slots) {}
 
   // Every rank adds the same regions in the same order (the allocation is collective). The
-  // group keeps the mapping (`keep`) alive as long as it lives, since a peer may read this
-  // rank's part in any later call. Returns the region's index.
+  // group keeps the mapping (`keep`) alive while any rank may still offer its part of it: a
+  // peer reads that part through this rank's mapping. Returns the region's index.
   int add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
                  std::shared_ptr<void> keep);
+  // Per region, 1 where this rank holds no NodeBuffer of it any more (only the group's `keep`).
+  std::vector<std::uint8_t> dropped_here() const;
+  // Unmaps the regions marked 1: dropped on every rank (the MIN of each rank's dropped_here),
+  // so that no rank can offer a part of them again. Their indices stay taken.
+  void release(const std::vector<std::uint8_t>& dropped_everywhere);
   // In a slot step, before its post: true if src (`bytes` of it) is offered in this step.
   bool offer(const void* src, std::size_t bytes);
   // After the step's wait: peer's offered data of this step, or null.
@@ -42,7 +48,7 @@ class NodeBuffers {
     unsigned char* base;
     std::size_t stride;
     std::size_t bytes;
-    std::shared_ptr<void> keep;
+    std::shared_ptr<void> keep;  // null once released
   };
   StepChannel& steps_;
   const SlotArena& slots_;

@@ -99,8 +99,20 @@ ShmBackend::ShmBackend(const CommContext& ctx) {
   group_ = node_.group.get();
 }
 
+// The node buffers that every rank has dropped are unmapped here, at the next allocation (a
+// collective point, on the queue after every earlier call): a rank alone may not unmap one, as
+// a peer that still holds its part may offer it, read through this rank's mapping.
+void ShmBackend::release_dropped_buffers() {
+  std::vector<std::uint8_t> dropped = group_->dropped_regions();
+  if (dropped.empty()) return;
+  SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, dropped.data(), static_cast<int>(dropped.size()),
+                               MPI_UINT8_T, MPI_MIN, comm_));
+  group_->release_regions(dropped);
+}
+
 NodeBuffer ShmBackend::alloc(std::size_t bytes) {
   if (bytes == 0) return {};
+  release_dropped_buffers();
   const std::size_t stride = (bytes + 4095) / 4096 * 4096;  // every part starts a page
   auto segment = std::make_shared<shm::Segment>(
       share_segment(comm_, stride * static_cast<std::size_t>(group_->size()), "node buffer"));

@@ -49,6 +49,8 @@ class ShmBackend final : public Backend {
   NodeBuffer alloc(std::size_t bytes) override;
 
  private:
+  // Collective, in alloc: unmaps the node buffers every rank has dropped.
+  void release_dropped_buffers();
   MPI_Comm comm_;
   ShmNode node_;
   shm::Group* group_;

@@ -72,9 +72,13 @@ class Group {
   // This rank makes no more calls in the group (StepChannel::close).
   void close() { steps_.close(); }
 
-  // Node buffers (NodeBuffers::add_region).
+  // Node buffers (NodeBuffers::add_region, dropped_here, release).
   int add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
                  std::shared_ptr<void> keep);
+  std::vector<std::uint8_t> dropped_regions() const { return node_.dropped_here(); }
+  void release_regions(const std::vector<std::uint8_t>& dropped_everywhere) {
+    node_.release(dropped_everywhere);
+  }
 
   int rank() const { return cfg_.rank; }
   int size() const { return cfg_.size; }
