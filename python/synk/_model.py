@@ -44,54 +44,93 @@ def refuse_on_master_alone(what, comm=None):
 class Registry:
     """A communicator's Data, Shared and Function objects, numbered in the order they were
     made: the master names an object to the workers by its number. It holds them weakly, so
-    that a Data dropped by the program gives its node memory back."""
+    that a Data dropped by the program gives its node memory back, and forgets the dropped
+    ones (a program that makes an object per step kept a dead entry for each)."""
 
     def __init__(self, comm):
         # The communicator holds the registry (comm._synk_registry) and each object holds the
         # communicator: a strong reference back would make a cycle, which the garbage collector
         # would break at another moment on each rank.
         self._comm = weakref.ref(comm)
-        self._objects = []
-        self._kinds = []
+        self._objects = {}  # number -> (weak reference, kind), the live ones
+        self._made = 0      # numbers given so far
+        self._dead = []     # numbers dropped since the last prune (weakref callbacks add them)
         self.driver = None  # set by distribute() while the master drives
 
     @property
     def comm(self):
         return self._comm()
 
+    def _prune(self):
+        # Here, not in the callbacks: the garbage collector may run those in the middle of a
+        # walk over the dict.
+        while self._dead:
+            self._objects.pop(self._dead.pop(), None)
+
     def add(self, obj):
+        self._prune()
         obj._held_comm = self.comm  # the registry's communicator lives as long as its objects
-        self._objects.append(weakref.ref(obj))
-        self._kinds.append(type(obj).__name__)
-        return len(self._objects) - 1
+        number, dead = self._made, self._dead
+        self._objects[number] = (weakref.ref(obj, lambda _ref: dead.append(number)),
+                                 type(obj).__name__)
+        self._made += 1
+        return number
+
+    def _live(self, number):
+        entry = self._objects.get(number)
+        return entry[0]() if entry is not None else None
 
     def get(self, number):
         """The object `number`; InvalidUsage where this rank has dropped it."""
-        obj = self._objects[number]() if 0 <= number < len(self._objects) else None
+        obj = self._live(number)
         if obj is None:
-            raise error(_synk.InvalidUsage, "distribute: object %d (a %s) is gone on rank %d: the "
-                                            "program dropped it" % (number, self._kinds[number],
+            entry = self._objects.get(number)
+            kind = " (a %s)" % entry[1] if entry is not None else ""
+            raise error(_synk.InvalidUsage, "distribute: object %d%s is gone on rank %d: the "
+                                            "program dropped it" % (number, kind,
                                                                     self.comm.rank))
         return obj
 
     def label(self, number):
         """"Function 'f'": the kind and name of object `number` on this rank."""
-        obj = self._objects[number]() if 0 <= number < len(self._objects) else None
+        obj = self._live(number)
         if obj is None:
             return "object %d (dropped)" % number
         return "%s '%s'" % (type(obj).__name__, getattr(obj, "name", number))
 
+    def live(self):
+        """The objects not dropped, in the order they were made."""
+        self._prune()
+        found = (self._live(number) for number in sorted(self._objects))
+        return [obj for obj in found if obj is not None]
+
     def describe(self):
+        """The live objects, "number kind details" a line, then how many were made."""
+        self._prune()
         lines = []
-        for ref in self._objects:
-            obj = ref()
-            lines.append("(dropped)" if obj is None else "%s %s" % (type(obj).__name__, obj._describe()))
+        for number in sorted(self._objects):
+            obj = self._live(number)
+            if obj is not None:
+                lines.append("%d %s %s" % (number, type(obj).__name__, obj._describe()))
+        lines.append("made %d" % self._made)
         return "\n".join(lines)
 
     def drives(self):
         """Whether a call here must first bring the workers in: on the master, serving, and
         not already inside a request (whose nested calls every rank makes anyway)."""
         return self.driver is not None and self.driver.drives()
+
+
+def described_object(description, number):
+    """Object `number` in a Registry.describe() text: "Shared 'a'", "(dropped)" or
+    "(nothing)" (not made there)."""
+    lines = description.splitlines()
+    made = int(lines[-1].split()[1])
+    prefix = "%d " % number
+    for line in lines[:-1]:
+        if line.startswith(prefix):
+            return line[len(prefix):]
+    return "(dropped)" if number < made else "(nothing)"
 
 
 def registry(comm):

@@ -16,7 +16,7 @@ import weakref
 
 from . import _synk
 from ._agree import bcast_object, describe, error, first_failure
-from ._model import _distributed, registry
+from ._model import _distributed, described_object, registry
 
 
 class _Pickler(pickle.Pickler):
@@ -161,14 +161,13 @@ def _check_same_objects(reg):
     if not failed:
         return
     rank, theirs = failed
-    ours, other = masters.splitlines(), theirs.splitlines()
-    at = next((i for i, (a, b) in enumerate(zip(ours, other)) if a != b), min(len(ours), len(other)))
-    def line(lines):
-        return lines[at] if at < len(lines) else "(nothing)"
+    made = max(int(d.splitlines()[-1].split()[1]) for d in (masters, theirs))
+    at = next(n for n in range(made + 1)
+              if described_object(masters, n) != described_object(theirs, n))
     raise error(_synk.InvalidUsage,
                 "distribute: every rank must make the same Data, Shared and Function objects in "
                 "the same order; object %d is %s on rank 0 but %s on rank %d"
-                % (at, line(ours), line(other), rank))
+                % (at, described_object(masters, at), described_object(theirs, at), rank))
 
 
 def distribute(comm=None, *, exit_workers=True):
