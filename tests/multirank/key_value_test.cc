@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -359,6 +360,18 @@ TEST(KeyValue, PullBeforePushAndAfterResult) {
   expect_sums(0, out);
 }
 
+// The order in which the pull callbacks ran (on synk's thread): order.of(k) is key k's callback.
+struct CompletionOrder {
+  std::mutex m;
+  std::vector<int> keys;
+  std::function<void()> of(int k) {
+    return [this, k] {
+      std::lock_guard lk(m);
+      keys.push_back(k);
+    };
+  }
+};
+
 // Run with SYNK_FUSION_BYTES=0 and SYNK_CYCLE_MS=200: every key runs alone, and the pushes of
 // a step, made within the cycle time, are agreed in one cycle; they complete highest priority
 // first (the callbacks run in the order of the reductions).
@@ -400,23 +413,16 @@ TEST(KeyValue, PrioritiesHoldAcrossKindsWithFusion) {
   kv.init_key(2, 1 << 18, DataType::float32);
   std::vector<float> top(16, 1.0f), low(1 << 18, 1.0f);
   std::vector<double> middle(16, 1.0);
-  std::mutex m;
-  std::vector<int> order;
-  const auto record = [&](int k) {
-    return [&, k] {
-      std::lock_guard lk(m);
-      order.push_back(k);
-    };
-  };
+  CompletionOrder order;
   world().barrier();
   kv.push(2, low.data(), 1);
-  kv.pull(2, low.data(), 0, record(2));
+  kv.pull(2, low.data(), 0, order.of(2));
   kv.push(1, middle.data(), 5);
-  kv.pull(1, middle.data(), 0, record(1));
+  kv.pull(1, middle.data(), 0, order.of(1));
   kv.push(0, top.data(), 10);
-  kv.pull(0, top.data(), 0, record(0));
+  kv.pull(0, top.data(), 0, order.of(0));
   for (int k = 0; k < 3; ++k) kv.pull_wait(k);
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(order.keys, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(low.back(), static_cast<float>(world().size()));
   EXPECT_EQ(middle.back(), static_cast<double>(world().size()));
 }
@@ -477,23 +483,16 @@ TEST(KeyValuePartitions, ALargeKeyGivesWayToALaterPushOfHigherPriority) {
   kv.init_key(0, kLarge, DataType::float32);
   kv.init_key(1, 16, DataType::float32);
   std::vector<float> large(kLarge, 1.0f), out(kLarge, 0.0f), top(16, 1.0f);
-  std::mutex m;
-  std::vector<int> order;
-  const auto record = [&](int k) {
-    return [&, k] {
-      std::lock_guard lk(m);
-      order.push_back(k);
-    };
-  };
+  CompletionOrder order;
   world().barrier();
-  kv.pull(0, out.data(), 0, record(0));
+  kv.pull(0, out.data(), 0, order.of(0));
   kv.push(0, large.data(), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the large key is running
   kv.push(1, top.data(), 10);
-  kv.pull(1, top.data(), 0, record(1));
+  kv.pull(1, top.data(), 0, order.of(1));
   kv.pull_wait(1);
   kv.pull_wait(0);
-  EXPECT_EQ(order, (std::vector<int>{1, 0}));
+  EXPECT_EQ(order.keys, (std::vector<int>{1, 0}));
   const auto n = static_cast<float>(world().size());
   EXPECT_EQ(top[0], n);
   EXPECT_EQ(std::count(out.begin(), out.end(), n), static_cast<std::ptrdiff_t>(kLarge));
