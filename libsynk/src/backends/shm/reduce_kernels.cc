@@ -12,9 +12,9 @@ namespace {
 
 constexpr std::size_t kBlock = 2048;  // elements per block: the accumulator stays in L1
 
-// Integer arithmetic wraps (as MPI's does) instead of overflowing, so it is done unsigned, and
-// at least as wide as unsigned int: narrower types are promoted to int, whose products of two
-// 16-bit values overflow.
+// Integer arithmetic wraps (two's complement; Open MPI's saturates some: library.md says where)
+// instead of overflowing, so it is done unsigned, and at least as wide as unsigned int: narrower
+// types are promoted to int, whose products of two 16-bit values overflow.
 template <class T, bool = std::is_integral_v<T>>
 struct ArithOf {
   using type = T;
