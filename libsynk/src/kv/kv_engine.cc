@@ -495,8 +495,8 @@ bool KvEngine::try_cycle(CycleOutcome& o) {
 }
 
 // The keys every rank has pushed, with their priorities: a byte per slot (max: 0 means every rank
-// has pushed it), then the ready keys' priorities (max over the ranks of push + pull priority).
-// by_slot gets each ready slot's key. Every rank makes the same calls: the second's count comes
+// has pushed it), then, for two or more, the ready keys' priorities (max over the ranks of push
+// + pull priority). by_slot gets each ready slot's key. Every rank makes the same calls: the second's count comes
 // from the first's result.
 std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot) {
   std::vector<std::uint8_t> not_pushed(n, 1);
@@ -518,7 +518,9 @@ std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlo
       ready.push_back({i, 0, k.bytes, k.dtype, k.op, k.owner, split(k)});
     }
   }
-  if (ready.empty()) return ready;
+  // One key alone has no order to agree on: every rank found the same ready keys. (A large key
+  // in parts runs so, part after part, until another key is pushed.)
+  if (ready.size() <= 1) return ready;
   std::vector<std::int64_t> priority(ready.size());
   {
     std::lock_guard lk(m_);  // a pull made since adds its priority

@@ -6,7 +6,8 @@
 //  1. a header (max over the ranks): how many slots, whether any rank has a push not yet
 //     reduced, whether any rank is still open (not closing), whether any rank sees a stall;
 //  2. when some rank has a push waiting, a byte per slot, "not pushed here" (max over the
-//     ranks): the slots that every rank has pushed are ready; then their priorities (max);
+//     ranks): the slots that every rank has pushed are ready; then, for two or more, their
+//     priorities (max);
 //  3. on a stall, every rank's status byte per slot (all_gather), to name the ranks missing;
 //  4. the ready keys in buckets (kv_plan.h): fused into the fusion buffer, or alone in place,
 //     or, for a key larger than SYNK_PARTITION_BYTES, its next part in place; then each key's
