@@ -236,4 +236,19 @@ std::string host_of_rank(const std::vector<HostSlots>& ordered, long long rank,
   return place ? ordered[place->host].name : "";
 }
 
+std::string ranks_by_host(const std::vector<HostSlots>& ordered, long long world) {
+  std::string out;
+  long long first = 0;
+  for (const HostSlots& h : ordered) {
+    const long long take = std::min(h.slots, world - first);
+    if (take <= 0) break;
+    const long long last = first + take - 1;
+    out += (out.empty() ? "" : ", ") + h.name + " " +
+           (take == 1 ? "rank " + std::to_string(first)
+                      : "ranks " + std::to_string(first) + "-" + std::to_string(last));
+    first += take;
+  }
+  return out;
+}
+
 }  // namespace synk::launch

@@ -128,4 +128,8 @@ std::optional<int> node_of_rank(const std::vector<HostSlots>& ordered, int rank,
 std::string host_of_rank(const std::vector<HostSlots>& ordered, long long rank,
                          long long world);
 
+// Which ranks each host gets when `world` ranks fill `ordered` (mapping_order's) slot by slot:
+// "hostA ranks 0-1, hostB ranks 2-3" (the hosts that get none left out).
+std::string ranks_by_host(const std::vector<HostSlots>& ordered, long long world);
+
 }  // namespace synk::launch

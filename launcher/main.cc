@@ -219,6 +219,13 @@ std::vector<std::string> plan_notes(const Options& o, const NodeTopology& topo,
                     "give each host as many slots as it has GPUs");
   }
   if (node.multi_node && !node.planned) notes.push_back("this node's plan is made on each node");
+  std::vector<HostSlots> ordered;  // the job's hosts in mapping order, where their slots are known
+  if (node.multi_node && o.dry_run && !o.node_slots.empty() &&
+      parse_host_list(o.node_slots, ordered).empty()) {
+    long long world = node.nranks;  // 0 without -np: a rank per slot
+    for (const HostSlots& h : ordered) world += node.nranks == 0 ? h.slots : 0;
+    notes.push_back("mpirun fills the hosts' slots in order: " + ranks_by_host(ordered, world));
+  }
   if (node.multi_node && node.planned && o.dry_run) {
     notes.push_back("with several hosts each node plans for its own ranks when the job starts; "
                     "shown: all " + std::to_string(node.nranks) + " on this node");

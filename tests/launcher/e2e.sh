@@ -579,6 +579,8 @@ hosts_without_np)
   # the ranks it gets (this node's GPU or core count put them all on the first host).
   "$SYNKRUN" --dry-run -H localhost:3 "$PROBE" >"$work/out" 2>"$work/err" || fail "dry run: exit $?"
   grep -q 'one rank per slot' "$work/out" || fail "no per-slot note"
+  grep -q "^note: mpirun fills the hosts' slots in order: localhost ranks 0-2$" "$work/out" ||
+    fail "no note of the ranks by host"
   grep -A1 '^mpirun command:' "$work/out" | grep -q -- ' -np ' && fail "-np given to mpirun"
   "$SYNKRUN" -H localhost:3 --report-bindings "$PROBE" >"$work/out" 2>"$work/err" || fail "run: exit $?"
   [ "$(grep -c '^probe ' "$work/out")" = 3 ] || fail "expected 3 ranks, one per slot"

@@ -176,5 +176,13 @@ TEST(Hosts, HostOfRankFollowsBySlotMapping) {
   EXPECT_EQ(host_of_rank(ordered, -1, 4), "");
 }
 
+// The dry run's note of where mpirun puts the ranks: each host's slots filled in order.
+TEST(Hosts, RanksByHostFillsTheSlotsInOrder) {
+  const auto ordered = list("hostA:1,hostB:2,hostC:1");
+  EXPECT_EQ(ranks_by_host(ordered, 4), "hostA rank 0, hostB ranks 1-2, hostC rank 3");
+  EXPECT_EQ(ranks_by_host(ordered, 2), "hostA rank 0, hostB rank 1");
+  EXPECT_EQ(ranks_by_host(list("hostA:2,hostB:2"), 4), "hostA ranks 0-1, hostB ranks 2-3");
+}
+
 }  // namespace
 }  // namespace synk::launch
