@@ -153,12 +153,7 @@ std::size_t KvEngine::run_part(KeySlot& k, std::size_t part_bytes) {
   }
   if (traced) timeline::end(key_track(k.key));
   k.parts_done += part;
-  if (k.parts_done == k.bytes) {
-    void* whole = k.parts_dest;
-    k.parts_done = 0;
-    k.parts_dest = nullptr;
-    deliver({&k}, {whole});
-  }
+  if (k.parts_done == k.bytes) deliver({&k}, {k.parts_dest});
   return part;
 }
 
@@ -258,6 +253,8 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
     for (std::size_t i = 0; i < keys.size(); ++i) {
       KeySlot& k = *keys[i];
       k.push_pending = false;
+      k.parts_done = 0;  // also where one rank's push delivered a key a cycle had begun
+      k.parts_dest = nullptr;
       pending_slots_[k.index] = 0;
       --pending_;
       if (k.pull_open && !k.pull_done) {

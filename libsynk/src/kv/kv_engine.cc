@@ -496,8 +496,8 @@ bool KvEngine::try_cycle(CycleOutcome& o) {
 
 // The keys every rank has pushed, with their priorities: a byte per slot (max: 0 means every rank
 // has pushed it), then, for two or more, the ready keys' priorities (max over the ranks of push
-// + pull priority). by_slot gets each ready slot's key. Every rank makes the same calls: the second's count comes
-// from the first's result.
+// + pull priority). by_slot gets each ready slot's key. Every rank makes the same calls: the
+// second's count comes from the first's result.
 std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot) {
   std::vector<std::uint8_t> not_pushed(n, 1);
   {
@@ -573,7 +573,7 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     std::vector<KeySlot*> by_slot(n, nullptr);
     const std::vector<ReadyKey> ready = agree_on_ready(n, by_slot);
     if (timeline::on()) trace_ready(ready, by_slot);
-    // Once every rank closes, this cycle is the last: it runs everything.
+    // Once every rank closes, a cycle runs everything that is ready, whole.
     run_buckets(ready, by_slot, all_closing);
     o.progressed = !ready.empty();
   }
@@ -581,7 +581,9 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
   // A rank that closes never pushes again: a key it has not pushed fails now, not at the
   // SYNK_TIMEOUT of the ranks waiting for it.
   if (header[3] != 0 || (some_closing && o.group_active)) inspect(n, all_closing);
-  if (all_closing) {
+  // The cycles end once every rank has closed and none has a push left: a delivery of this
+  // cycle may have started a push queued behind its pull, which the next cycle reduces.
+  if (all_closing && !o.group_active) {
     o.finished = true;
     {
       std::lock_guard lk(m_);
@@ -619,6 +621,8 @@ void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
       if (i >= slots_.size()) continue;
       keys[i] = slots_[i].key;
       mine[i] = status_of(slots_[i], now, stall_warn_s_, timeout_s_);
+      // A push queued behind its pull's callback starts in a moment, closed or not.
+      if (mine[i] == kNotPushed && slots_[i].has_queued) mine[i] = kPushed;
     }
     mine[n] = closing_ ? 1 : 0;
   }

@@ -4,11 +4,14 @@
 // known by its slot n. Pushes and pulls only change a slot's state under the mutex; the engine
 // runs cycles, each collective over a private duplicate of the communicator:
 //  1. a header (max over the ranks): how many slots, whether any rank has a push not yet
-//     reduced, whether any rank is still open (not closing), whether any rank sees a stall;
+//     reduced, whether any rank is still open (not closing), whether any rank sees a stall,
+//     whether any rank is closing;
 //  2. when some rank has a push waiting, a byte per slot, "not pushed here" (max over the
 //     ranks): the slots that every rank has pushed are ready; then, for two or more, their
 //     priorities (max);
-//  3. on a stall, every rank's status byte per slot (all_gather), to name the ranks missing;
+//  3. on a stall, or with a push waiting while some rank closes, every rank's status byte per
+//     slot and whether it has closed (all_gather), to name the ranks missing (a key that a
+//     closed rank has not pushed fails at once);
 //  4. the ready keys in buckets (kv_plan.h): fused into the fusion buffer, or alone in place,
 //     or, for a key larger than SYNK_PARTITION_BYTES, its next part in place; then each key's
 //     result goes to its pull (or waits for it in the slot) (kv_buckets.cc). A cycle starts no

@@ -35,8 +35,9 @@ struct Bucket {
 
 // The buckets in the order to run them: keys by priority, each joining the bucket before it
 // where that is of its kind (dtype, op, owner) and it still fits in fusion_bytes; a key larger
-// than that, a split key, or every key when fusion_bytes is 0, runs alone. So no bucket runs before one
-// holding a key of higher priority (a bucket ends where a key of another kind comes between);
+// than that, a split key (larger than the fusion size KeyValue uses anyway: a safeguard), or every
+// key when fusion_bytes is 0, runs alone. So no bucket runs before one holding a key of higher
+// priority (a bucket ends where a key of another kind comes between);
 // keys of one priority are ordered by kind, then slot, so that those of a kind fuse.
 std::vector<Bucket> plan_buckets(std::vector<ReadyKey> ready, std::size_t fusion_bytes);
 
