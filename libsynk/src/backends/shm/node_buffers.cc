@@ -2,6 +2,7 @@
 #include "backends/shm/node_buffers.h"
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -11,31 +12,32 @@ namespace synk::shm {
 
 int NodeBuffers::add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
                             std::shared_ptr<void> keep) {
-  regions_.push_back({base, stride, bytes, std::move(keep)});
-  return static_cast<int>(regions_.size()) - 1;
+  const std::size_t index = next_index_++;
+  regions_.emplace(index, Region{base, stride, bytes, std::move(keep)});
+  return static_cast<int>(index);
 }
 
 std::vector<std::uint8_t> NodeBuffers::dropped_here() const {
-  std::vector<std::uint8_t> dropped(regions_.size(), 1);
-  for (std::size_t i = 0; i < regions_.size(); ++i) {
+  std::vector<std::uint8_t> dropped;
+  for (const auto& [index, r] : regions_) {
     // The NodeBuffers of a region hold its segment too: one holder left is the group alone.
-    if (regions_[i].keep && regions_[i].keep.use_count() > 1) dropped[i] = 0;
+    dropped.push_back(r.keep.use_count() > 1 ? 0 : 1);
   }
   return dropped;
 }
 
 void NodeBuffers::release(const std::vector<std::uint8_t>& dropped_everywhere) {
-  for (std::size_t i = 0; i < regions_.size() && i < dropped_everywhere.size(); ++i) {
-    if (dropped_everywhere[i] != 0) regions_[i].keep.reset();
+  std::size_t j = 0;
+  for (auto it = regions_.begin(); it != regions_.end(); ++j) {
+    const bool drop = j < dropped_everywhere.size() && dropped_everywhere[j] != 0;
+    it = drop ? regions_.erase(it) : std::next(it);
   }
 }
 
 bool NodeBuffers::offer(const void* src, std::size_t bytes) {
   if (slots_.streams_in()) return false;  // node_buffers.h says why
   const auto p = reinterpret_cast<std::uintptr_t>(src);
-  for (std::size_t i = 0; i < regions_.size(); ++i) {
-    const Region& r = regions_[i];
-    if (!r.keep) continue;  // released: no buffer of it is left anywhere
+  for (const auto& [i, r] : regions_) {
     const auto mine = reinterpret_cast<std::uintptr_t>(r.base) +
                       static_cast<std::uintptr_t>(steps_.rank()) * r.stride;
     if (bytes > 0 && p >= mine && p - mine <= r.bytes && bytes <= r.bytes - (p - mine)) {
@@ -52,7 +54,8 @@ const unsigned char* NodeBuffers::peer_region(int peer) const {
   const std::uint64_t id = steps_.peer_step_word(peer, StepChannel::kOfferRegion);
   const std::uint64_t offset = steps_.peer_step_word(peer, StepChannel::kOfferOffset);
   if (id == 0) return nullptr;
-  if (id > regions_.size() || offset > regions_[id - 1].bytes || !regions_[id - 1].keep) {
+  const auto found = regions_.find(static_cast<std::size_t>(id - 1));
+  if (found == regions_.end() || offset > found->second.bytes) {
     throw Error(ErrorCode::Backend, std::string(steps_.op_name()) + ": rank " +
                                         std::to_string(steps_.job_rank(peer)) +
                                         " offered node buffer " + std::to_string(id - 1) + " at " +
@@ -60,7 +63,7 @@ const unsigned char* NodeBuffers::peer_region(int peer) const {
                                         std::to_string(steps_.job_rank(steps_.rank())) +
                                         ") does not have");
   }
-  const Region& r = regions_[id - 1];
+  const Region& r = found->second;
   return r.base + static_cast<std::size_t>(peer) * r.stride + offset;
 }
 

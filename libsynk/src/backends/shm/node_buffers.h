@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -33,10 +34,11 @@ class NodeBuffers {
   // peer reads that part through this rank's mapping. Returns the region's index.
   int add_region(unsigned char* base, std::size_t stride, std::size_t bytes,
                  std::shared_ptr<void> keep);
-  // Per region, 1 where this rank holds no NodeBuffer of it any more (only the group's `keep`).
+  // Per region still mapped, in the order of their indices, 1 where this rank holds no
+  // NodeBuffer of it any more (only the group's `keep`). Every rank has the same ones mapped.
   std::vector<std::uint8_t> dropped_here() const;
-  // Unmaps the regions marked 1: dropped on every rank (the MIN of each rank's dropped_here),
-  // so that no rank can offer a part of them again. Their indices stay taken.
+  // Unmaps and forgets the regions marked 1: dropped on every rank (the MIN of each rank's
+  // dropped_here), so that no rank can offer a part of them again. Indices are not reused.
   void release(const std::vector<std::uint8_t>& dropped_everywhere);
   // In a slot step, before its post: true if src (`bytes` of it) is offered in this step.
   bool offer(const void* src, std::size_t bytes);
@@ -48,11 +50,12 @@ class NodeBuffers {
     unsigned char* base;
     std::size_t stride;
     std::size_t bytes;
-    std::shared_ptr<void> keep;  // null once released
+    std::shared_ptr<void> keep;
   };
   StepChannel& steps_;
   const SlotArena& slots_;
-  std::vector<Region> regions_;
+  std::map<std::size_t, Region> regions_;  // the mapped ones, by index
+  std::size_t next_index_ = 0;
 };
 
 }  // namespace synk::shm
