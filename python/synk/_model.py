@@ -45,7 +45,7 @@ class Registry:
     """A communicator's Data, Shared and Function objects, numbered in the order they were
     made: the master names an object to the workers by its number. It holds them weakly, so
     that a Data dropped by the program gives its node memory back, and forgets the dropped
-    ones (a program that makes an object per step kept a dead entry for each)."""
+    ones, so that a program making an object per step does not grow."""
 
     def __init__(self, comm):
         # The communicator holds the registry (comm._synk_registry) and each object holds the
@@ -86,9 +86,10 @@ class Registry:
         if obj is None:
             entry = self._objects.get(number)
             kind = " (a %s)" % entry[1] if entry is not None else ""
-            raise error(_synk.InvalidUsage, "distribute: object %d%s is gone on rank %d: the "
-                                            "program dropped it" % (number, kind,
-                                                                    self.comm.rank))
+            why = ("the program dropped it" if number < self._made else
+                   "it was never made there")
+            raise error(_synk.InvalidUsage, "distribute: object %d%s is gone on rank %d: %s"
+                        % (number, kind, self.comm.rank, why))
         return obj
 
     def label(self, number):
@@ -121,16 +122,17 @@ class Registry:
         return self.driver is not None and self.driver.drives()
 
 
-def described_object(description, number):
-    """Object `number` in a Registry.describe() text: "Shared 'a'", "(dropped)" or
-    "(nothing)" (not made there)."""
-    lines = description.splitlines()
+def described_objects(description):
+    """A Registry.describe() text read back: a function of an object's number giving "Shared
+    'a'", "(dropped)" or "(nothing)" (not made there), and how many were made."""
+    lines = description.split("\n")
     made = int(lines[-1].split()[1])
-    prefix = "%d " % number
+    live = {}
     for line in lines[:-1]:
-        if line.startswith(prefix):
-            return line[len(prefix):]
-    return "(dropped)" if number < made else "(nothing)"
+        number, _, text = line.partition(" ")
+        if number.isdigit():  # (a name with a newline in it continues the line before)
+            live[int(number)] = text
+    return (lambda n: live.get(n, "(dropped)" if n < made else "(nothing)")), made
 
 
 def registry(comm):

@@ -16,7 +16,7 @@ import weakref
 
 from . import _synk
 from ._agree import bcast_object, describe, error, first_failure
-from ._model import _distributed, described_object, registry
+from ._model import _distributed, described_objects, registry
 
 
 class _Pickler(pickle.Pickler):
@@ -161,13 +161,16 @@ def _check_same_objects(reg):
     if not failed:
         return
     rank, theirs = failed
-    made = max(int(d.splitlines()[-1].split()[1]) for d in (masters, theirs))
-    at = next(n for n in range(made + 1)
-              if described_object(masters, n) != described_object(theirs, n))
+    (ours, made_here), (other, made_there) = described_objects(masters), described_objects(theirs)
+    at = next((n for n in range(max(made_here, made_there)) if ours(n) != other(n)), None)
+    if at is None:  # the same objects, described alike but for a name's odd characters
+        raise error(_synk.InvalidUsage, "distribute: every rank must make the same Data, Shared "
+                                        "and Function objects in the same order; rank %d's "
+                                        "differ from rank 0's" % rank)
     raise error(_synk.InvalidUsage,
                 "distribute: every rank must make the same Data, Shared and Function objects in "
                 "the same order; object %d is %s on rank 0 but %s on rank %d"
-                % (at, described_object(masters, at), described_object(theirs, at), rank))
+                % (at, ours(at), other(at), rank))
 
 
 def distribute(comm=None, *, exit_workers=True):

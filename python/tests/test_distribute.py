@@ -191,8 +191,8 @@ def test_objects_made_by_the_master_exist_on_the_workers(comm):
 
 
 def test_dropped_objects_leave_the_registry(comm):
-    """An object made per step and dropped: the registry kept a dead entry for each (400,000
-    Shared grew a process by 38 MB); it keeps the live ones only, and numbers go on."""
+    """Objects made and dropped one per step: the registry keeps the live ones only, so a
+    long run does not grow, and their numbers go on."""
     c = comm.split(0)
     kept = synk.Shared(np.zeros(2), comm=c)
     for _ in range(1000):

@@ -128,9 +128,8 @@ std::size_t mapped_regions() {
   return n;
 }
 
-// A buffer allocated and dropped per step: each was kept mapped (shm) until the communicator
-// ended, 2,000 of 1 MiB took 4 GB of /dev/shm that no process's RSS showed. The next alloc
-// now unmaps the ones every rank has dropped.
+// A buffer allocated and dropped per step: the next alloc unmaps the ones every rank has
+// dropped, so that /dev/shm (which no process's RSS shows) and the mappings do not grow.
 TEST(NodeBuffer, DroppedOnEveryRankTheyAreUnmappedAtTheNextAlloc) {
   synk::Communicator& comm = synk_test::world();
   const std::size_t before = mapped_regions();

@@ -5,10 +5,10 @@
 // agrees with the other ranks on which keys every rank has pushed, runs those highest priority
 // first, fuses small ones into one collective (up to SYNK_FUSION_BYTES) and reduces large ones
 // in parts (SYNK_PARTITION_BYTES), which a key of higher priority pushed meanwhile overtakes, so
-// that the communication hides behind the caller's computation. Ranks may push in different orders and at
-// different times. With an Updater, each key has an owner rank that alone applies the update to
-// the reduced gradient, and pull returns the new weights: a sharded parameter server built from
-// a reduce and a broadcast.
+// that the communication hides behind the caller's computation. Ranks may push in different
+// orders and at different times. With an Updater, each key has an owner rank that alone applies
+// the update to the reduced gradient, and pull returns the new weights: a sharded parameter
+// server built from a reduce and a broadcast.
 //
 // Where the work runs: a thread of the KeyValue runs the cycles (so they overlap the caller's
 // work), and the pull callbacks and Updater updates run on it (Updater::init runs in init_key). But
