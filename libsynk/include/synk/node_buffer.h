@@ -18,9 +18,10 @@ namespace synk {
 // the buffer may be changed as soon as it returns. On the other backends it is ordinary
 // page-aligned memory.
 //
-// The memory stays valid while this object or its Communicator lives, whichever is longer
-// (another rank may still read this rank's part in a later call of the communicator); a
-// program that allocates in a loop should reuse buffers instead.
+// The memory stays valid while this object (any copy of it) lives, also past its Communicator.
+// On shm a dropped buffer stays mapped until the communicator's next alloc after every rank has
+// dropped it (a peer still holding its part may offer it, read through this rank's mapping), so
+// allocating per step works; a buffer made once costs less.
 class NodeBuffer {
  public:
   NodeBuffer() = default;
