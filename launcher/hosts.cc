@@ -202,21 +202,31 @@ bool resolves(const std::string& name) {
 
 namespace {
 
-// Where `rank` falls when `world` ranks fill `ordered` slot by slot: its host's index there and
-// how many ranks that host gets; nullopt for a rank no host gets.
-struct RankPlace {
+// What `world` ranks filling `ordered` slot by slot give each host that gets some: its index
+// there, its first rank and how many it gets.
+struct HostShare {
   std::size_t host;
+  long long first;
   long long ranks;
 };
 
-std::optional<RankPlace> place_of_rank(const std::vector<HostSlots>& ordered, long long rank,
-                                       long long world) {
+std::vector<HostShare> host_shares(const std::vector<HostSlots>& ordered, long long world) {
+  std::vector<HostShare> shares;
   long long first = 0;
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     const long long take = std::min(ordered[i].slots, world - first);
     if (take <= 0) break;
-    if (rank >= first && rank < first + take) return RankPlace{i, take};
+    shares.push_back({i, first, take});
     first += take;
+  }
+  return shares;
+}
+
+// The share of the host that holds `rank`; nullopt for a rank no host gets.
+std::optional<HostShare> place_of_rank(const std::vector<HostSlots>& ordered, long long rank,
+                                       long long world) {
+  for (const HostShare& share : host_shares(ordered, world)) {
+    if (rank >= share.first && rank < share.first + share.ranks) return share;
   }
   return std::nullopt;
 }
@@ -225,28 +235,25 @@ std::optional<RankPlace> place_of_rank(const std::vector<HostSlots>& ordered, lo
 
 std::optional<int> node_of_rank(const std::vector<HostSlots>& ordered, int rank, int world,
                                 int local_size) {
-  const std::optional<RankPlace> place = place_of_rank(ordered, rank, world);
+  const std::optional<HostShare> place = place_of_rank(ordered, rank, world);
   if (!place || place->ranks != local_size) return std::nullopt;
   return static_cast<int>(place->host);
 }
 
 std::string host_of_rank(const std::vector<HostSlots>& ordered, long long rank,
                          long long world) {
-  const std::optional<RankPlace> place = place_of_rank(ordered, rank, world);
+  const std::optional<HostShare> place = place_of_rank(ordered, rank, world);
   return place ? ordered[place->host].name : "";
 }
 
 std::string ranks_by_host(const std::vector<HostSlots>& ordered, long long world) {
   std::string out;
-  long long first = 0;
-  for (const HostSlots& h : ordered) {
-    const long long take = std::min(h.slots, world - first);
-    if (take <= 0) break;
-    const long long last = first + take - 1;
-    out += (out.empty() ? "" : ", ") + h.name + " " +
-           (take == 1 ? "rank " + std::to_string(first)
-                      : "ranks " + std::to_string(first) + "-" + std::to_string(last));
-    first += take;
+  for (const HostShare& share : host_shares(ordered, world)) {
+    const std::string first = std::to_string(share.first);
+    out += (out.empty() ? "" : ", ") + ordered[share.host].name + " " +
+           (share.ranks == 1 ? "rank " + first
+                             : "ranks " + first + "-" +
+                                   std::to_string(share.first + share.ranks - 1));
   }
   return out;
 }

@@ -222,8 +222,8 @@ std::vector<std::string> plan_notes(const Options& o, const NodeTopology& topo,
   std::vector<HostSlots> ordered;  // the job's hosts in mapping order, where their slots are known
   if (node.multi_node && o.dry_run && !o.node_slots.empty() &&
       parse_host_list(o.node_slots, ordered).empty()) {
-    long long world = node.nranks;  // 0 without -np: a rank per slot
-    for (const HostSlots& h : ordered) world += node.nranks == 0 ? h.slots : 0;
+    // node_slots is set only where every host's slots are known; no -np: a rank per slot.
+    const long long world = node.nranks != 0 ? node.nranks : total_slots(ordered).value_or(0);
     notes.push_back("mpirun fills the hosts' slots in order: " + ranks_by_host(ordered, world));
   }
   if (node.multi_node && node.planned && o.dry_run) {
