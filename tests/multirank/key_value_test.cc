@@ -428,6 +428,12 @@ TEST(KeyValue, PrioritiesHoldAcrossKindsWithFusion) {
   EXPECT_EQ(middle.back(), static_cast<double>(world().size()));
 }
 
+// Whether SYNK_PARTITION_BYTES splits the partition tests' keys: set, from 1 to 64 KiB.
+bool small_parts() {
+  const char* part = std::getenv("SYNK_PARTITION_BYTES");
+  return part != nullptr && std::atoll(part) > 0 && std::atoll(part) <= 65536;
+}
+
 // One split key of count elements of T, reduced with op: the pull made before the push (the
 // parts land in its buffer), right after it into the pushed buffer, or after the result (the
 // parts wait in the slot). Rank r pushes small integers, exact in every dtype and sum.
@@ -461,10 +467,7 @@ void expect_split_key_exact(KeyValue& kv, int key, std::size_t count, ReduceOp o
 // Run with SYNK_PARTITION_BYTES=65536 (or smaller): keys about a part's size and larger, of
 // element sizes 1 to 8, each reduced in parts, exactly, however its pull comes.
 TEST(KeyValuePartitions, SplitKeysAreExact) {
-  const char* part = std::getenv("SYNK_PARTITION_BYTES");
-  if (part == nullptr || std::atoll(part) <= 0 || std::atoll(part) > 65536) {
-    GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
-  }
+  if (!small_parts()) GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
   KeyValue kv(world());
   int key = 0;
   for (int mode = 0; mode < 3; ++mode) {
@@ -481,10 +484,7 @@ TEST(KeyValuePartitions, SplitKeysAreExact) {
 // key of low priority is being reduced completes first, between two of its parts (whole keys
 // would let the large one end first).
 TEST(KeyValuePartitions, ALargeKeyGivesWayToALaterPushOfHigherPriority) {
-  const char* part = std::getenv("SYNK_PARTITION_BYTES");
-  if (part == nullptr || std::atoll(part) <= 0 || std::atoll(part) > 65536) {
-    GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
-  }
+  if (!small_parts()) GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
   KeyValue kv(world());
   constexpr std::size_t kLarge = std::size_t{1} << 24;
   kv.init_key(0, kLarge, DataType::float32);

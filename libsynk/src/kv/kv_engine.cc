@@ -636,22 +636,23 @@ void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
     all.insert(all.end(), row, row + static_cast<std::ptrdiff_t>(n));
     closed.push_back(row[static_cast<std::ptrdiff_t>(n)] != 0);
   }
+  const std::vector<StalledKey> part_keys = find_stalled(all, size, keys, kPushed);
   std::string never;  // the keys that can never be reduced
-  for (const StalledKey& k : find_stalled(all, size, keys, kPushed)) {
+  for (const StalledKey& k : part_keys) {
     const std::string why = closing_everywhere ? closed_error(k) : closed_unpushed_error(k, closed);
     if (!why.empty()) never += (never.empty() ? "" : "; ") + why;
   }
   if (!never.empty()) throw Error(ErrorCode::InvalidUsage, never);
-  const std::string timed_out = warn_of_stalls(all, size, keys, mine);
+  const std::string timed_out = warn_of_stalls(part_keys, mine);
   if (!timed_out.empty()) throw Error(ErrorCode::Timeout, timed_out);
 }
 
-std::string KvEngine::warn_of_stalls(const std::vector<std::uint8_t>& all, int size,
-                                     const std::vector<int>& keys,
+std::string KvEngine::warn_of_stalls(const std::vector<StalledKey>& part_keys,
                                      const std::vector<std::uint8_t>& mine) {
   std::string errors;
   const int rank = engine_comm_.rank();
-  for (const StalledKey& k : find_stalled(all, size, keys, kStalled)) {
+  for (const StalledKey& k : part_keys) {
+    if (k.worst < kStalled) continue;  // waiting, not for long
     if (k.worst == kTimedOut) {
       errors += (errors.empty() ? "" : "; ") + stall_error(k, timeout_s_);
       continue;
@@ -667,7 +668,7 @@ std::string KvEngine::warn_of_stalls(const std::vector<std::uint8_t>& all, int s
     }
   }
   std::lock_guard lk(m_);
-  for (std::size_t i = 0; i < keys.size() && i < slots_.size(); ++i) {
+  for (std::size_t i = 0; i + 1 < mine.size() && i < slots_.size(); ++i) {
     if (mine[i] >= kStalled) slots_[i].warned = true;
   }
   return errors;

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "kv/kv_plan.h"
+#include "kv/kv_stall.h"
 #include "synk/communicator.h"
 #include "synk/key_value.h"
 
@@ -128,10 +129,11 @@ class KvEngine {
   std::vector<ReadyKey> agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot);
   void refuse_endless_close(bool all_closing);
   void inspect(std::size_t slots, bool closing_everywhere);
-  // inspect's stalled keys (all: every rank's status row of the keys; mine: this rank's): the
-  // errors of those past SYNK_TIMEOUT; each other one is warned of once.
-  std::string warn_of_stalls(const std::vector<std::uint8_t>& all, int size,
-                             const std::vector<int>& keys, const std::vector<std::uint8_t>& mine);
+  // inspect's keys that some ranks pushed and others have not (mine: this rank's status
+  // bytes, then its closed byte): the errors of those past SYNK_TIMEOUT; each other one waiting
+  // past SYNK_STALL_WARN is warned of once.
+  std::string warn_of_stalls(const std::vector<StalledKey>& part_keys,
+                             const std::vector<std::uint8_t>& mine);
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
   void run_alone(KeySlot& k);
   // Whether the key is reduced in parts: larger than SYNK_PARTITION_BYTES, without an Updater.
