@@ -6,9 +6,11 @@
 // runs in parts and the top key overtakes it between two; with 0 it waits for the whole key.
 // bench_kv_priority.sh runs one process per partition size for one table. Each row is the
 // median over STEPS steps (after WARMUP) of the slowest rank's time; every pulled element is
-// checked (the exit status is 1 when any is wrong).
+// checked (the exit status is 1 when any is wrong). With --updater both keys have an owner whose
+// Updater sets the weights to the reduced sum (reduce to the owner, update, broadcast), so the
+// pulled values are checked alike.
 // Run: build/bin/synkrun -np 2 build/bin/bench_kv_priority [--large-mib N] [--top-kib N]
-//      [--delay-us N] [--steps N] [--warmup N] [--no-header]
+//      [--delay-us N] [--steps N] [--warmup N] [--updater] [--no-header]
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +19,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +40,17 @@ struct Options {
   int delay_us = 1000;
   int steps = 20;
   int warmup = 3;
+  bool updater = false;
   bool no_header = false;
+};
+
+// Update on the owner that makes the weights the reduced sum: the pull checks stay exact.
+class SetToSum : public synk::Updater {
+ public:
+  void update(int key, synk::KeyArray grad, synk::KeyArray weights) override {
+    (void)key;
+    std::memcpy(weights.data, grad.data, grad.count * synk::size_of(grad.dtype));
+  }
 };
 
 constexpr int kLargeKey = 0;
@@ -135,9 +150,10 @@ void print_row(const Options& o, const Times& t, std::int64_t wrong, int ranks,
                const std::string& backend) {
   if (!o.no_header) {
     std::printf("# bench_kv_priority: %d ranks, backend %s; a %d MiB float32 key (priority 0), "
-                "a %d KiB one (priority 10) pushed %d us after it; median of %d steps after "
+                "a %d KiB one (priority 10) pushed %d us after it%s; median of %d steps after "
                 "%d warmup\n",
-                ranks, backend.c_str(), o.large_mib, o.top_kib, o.delay_us, o.steps, o.warmup);
+                ranks, backend.c_str(), o.large_mib, o.top_kib, o.delay_us,
+                o.updater ? ", each updated on its owner" : "", o.steps, o.warmup);
     std::printf("%14s %13s %14s %10s %10s %14s %8s %7s\n", "partition(B)", "top_wait(us)",
                 "top_alone(us)", "large(ms)", "GB/s", "mpi_large(ms)", "vs_mpi", "#wrong");
   }
@@ -161,6 +177,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 10000000));
   app.add_option("--steps", o.steps, "timed steps")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::Range(0, 100000));
+  app.add_flag("--updater", o.updater,
+               "an Updater on each key's owner (reduce, update, broadcast) that sets the "
+               "weights to the reduced sum");
   app.add_flag("--no-header", o.no_header, "print the row only");
   if (const int code = synk::bench::parse_arguments(app, argc, argv); code >= 0) return code;
 
@@ -177,9 +196,14 @@ int main(int argc, char** argv) {
   std::int64_t wrong = 0;
   Times times;
   {
-    synk::KeyValue kv(comm);
-    kv.init_key(kLargeKey, large, synk::DataType::float32);
-    kv.init_key(kTopKey, top, synk::DataType::float32);
+    synk::KeyValue kv(comm, {o.updater ? std::make_shared<SetToSum>() : nullptr});
+    if (o.updater) {
+      kv.init_key(kLargeKey, std::span<const float>(a.large_out));
+      kv.init_key(kTopKey, std::span<const float>(a.top_out));
+    } else {
+      kv.init_key(kLargeKey, large, synk::DataType::float32);
+      kv.init_key(kTopKey, top, synk::DataType::float32);
+    }
     for (int s = 0; s < o.warmup + o.steps; ++s) {
       wrong += run_step(kv, a, mpi, o, s, s < o.warmup ? nullptr : &times);
     }

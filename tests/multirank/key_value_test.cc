@@ -480,31 +480,6 @@ TEST(KeyValuePartitions, SplitKeysAreExact) {
   }
 }
 
-// Run with SYNK_PARTITION_BYTES=65536 (or smaller): a key of top priority pushed while a 64 MiB
-// key of low priority is being reduced completes first, between two of its parts (whole keys
-// would let the large one end first).
-TEST(KeyValuePartitions, ALargeKeyGivesWayToALaterPushOfHigherPriority) {
-  if (!small_parts()) GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
-  KeyValue kv(world());
-  constexpr std::size_t kLarge = std::size_t{1} << 24;
-  kv.init_key(0, kLarge, DataType::float32);
-  kv.init_key(1, 16, DataType::float32);
-  std::vector<float> large(kLarge, 1.0f), out(kLarge, 0.0f), top(16, 1.0f);
-  CompletionOrder order;
-  world().barrier();
-  kv.pull(0, out.data(), 0, order.of(0));
-  kv.push(0, large.data(), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the large key is running
-  kv.push(1, top.data(), 10);
-  kv.pull(1, top.data(), 0, order.of(1));
-  kv.pull_wait(1);
-  kv.pull_wait(0);
-  EXPECT_EQ(order.keys, (std::vector<int>{1, 0}));
-  const auto n = static_cast<float>(world().size());
-  EXPECT_EQ(top[0], n);
-  EXPECT_EQ(std::count(out.begin(), out.end(), n), static_cast<std::ptrdiff_t>(kLarge));
-}
-
 // An SGD updater on the owner: the weights every rank pulls equal a one-process SGD on the
 // summed gradients, exactly (small integers and lr 0.5 are exact in float).
 class Sgd : public synk::Updater {
@@ -560,6 +535,88 @@ TEST(KeyValue, UpdateOnOwnerEqualsOneProcessSgd) {
   for (int k = 0; k < 5; ++k) owned += kv.owner(k) == world().rank() ? 1 : 0;
   EXPECT_EQ(static_cast<int>(sgd->inits.size()), owned);
   EXPECT_EQ(sgd->updates, 3 * owned);
+}
+
+// Run with SYNK_PARTITION_BYTES=65536 (or smaller): a key of top priority pushed while a 64 MiB
+// key of low priority is being reduced completes first, between two of its parts (whole keys
+// would let the large one end first). With an Updater (SGD from zero weights), between two
+// parts of its reduce to the owner or of its broadcast.
+void expect_top_key_overtakes(bool with_updater) {
+  KeyValue kv(world(), {with_updater ? std::make_shared<Sgd>() : nullptr});
+  constexpr std::size_t kLarge = std::size_t{1} << 24;
+  std::vector<float> large(kLarge, 1.0f), out(kLarge, 0.0f), top(16, 1.0f);
+  if (with_updater) {
+    kv.init_key(0, std::span<const float>(out));
+    kv.init_key(1, std::span<const float>(std::vector<float>(16, 0.0f)));
+  } else {
+    kv.init_key(0, kLarge, DataType::float32);
+    kv.init_key(1, 16, DataType::float32);
+  }
+  CompletionOrder order;
+  world().barrier();
+  kv.pull(0, out.data(), 0, order.of(0));
+  kv.push(0, large.data(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the large key is running
+  kv.push(1, top.data(), 10);
+  kv.pull(1, top.data(), 0, order.of(1));
+  kv.pull_wait(1);
+  kv.pull_wait(0);
+  EXPECT_EQ(order.keys, (std::vector<int>{1, 0}));
+  const auto n = static_cast<float>(world().size());
+  const float want = with_updater ? -0.5f * n : n;
+  EXPECT_EQ(top[0], want);
+  EXPECT_EQ(std::count(out.begin(), out.end(), want), static_cast<std::ptrdiff_t>(kLarge));
+}
+
+TEST(KeyValuePartitions, ALargeKeyGivesWayToALaterPushOfHigherPriority) {
+  if (!small_parts()) GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
+  expect_top_key_overtakes(false);
+}
+
+TEST(KeyValuePartitions, ALargeKeyWithAnUpdaterGivesWayToALaterPushOfHigherPriority) {
+  if (!small_parts()) GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
+  expect_top_key_overtakes(true);
+}
+
+// Run with SYNK_PARTITION_BYTES=65536 (or smaller): with an Updater a split key is reduced to
+// its owner in parts, updated whole once, and broadcast in parts; the weights equal a
+// one-process SGD whether the pull comes before the push, right after it (in place), or after
+// the result.
+TEST(KeyValuePartitions, SplitKeysWithAnUpdaterEqualOneProcessSgd) {
+  if (!small_parts()) GTEST_SKIP() << "needs 0 < SYNK_PARTITION_BYTES <= 65536";
+  auto sgd = std::make_shared<Sgd>();
+  KeyValue kv(world(), {sgd});
+  const std::size_t sizes[] = {16383, 16385, 3 * 16384 + 7};
+  std::vector<std::vector<float>> reference;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> w0(sizes[k]);
+    for (std::size_t i = 0; i < w0.size(); ++i) w0[i] = static_cast<float>(100 + i % 9);
+    kv.init_key(k, std::span<const float>(w0));
+    reference.push_back(w0);
+  }
+  for (int mode = 0; mode < 3; ++mode) {
+    for (int k = 0; k < 3; ++k) {
+      std::vector<float> in = pushed(k + mode, sizes[k]), out(sizes[k], 0.0f);
+      float* dest = mode == 1 ? in.data() : out.data();
+      if (mode == 0) kv.pull(k, dest);
+      kv.push(k, in.data());
+      if (mode == 1) kv.pull(k, dest);
+      if (mode == 2) {
+        world().barrier();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        kv.pull(k, dest);
+      }
+      kv.pull_wait(k);
+      std::vector<float>& w = reference[static_cast<std::size_t>(k)];
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        w[i] -= 0.5f * sum_over_ranks(world().size(), k + mode, i);
+        ASSERT_EQ(dest[i], w[i]) << "key " << k << " mode " << mode << " element " << i;
+      }
+    }
+  }
+  int owned = 0;
+  for (int k = 0; k < 3; ++k) owned += kv.owner(k) == world().rank() ? 1 : 0;
+  EXPECT_EQ(sgd->updates, 3 * owned);  // once per push, not per part
 }
 
 // An Updater that throws on its owner fails the KeyValue on every rank (the others used to wait

@@ -117,6 +117,8 @@ void KvEngine::run_buckets(const std::vector<ReadyKey>& ready,
     for (KeySlot* k : keys) {
       if (split(*k)) {
         moved += run_part(*k, budget);
+        // Whole: an Updater's key goes on to its broadcast round in this cycle too.
+        if (whole && k->owner >= 0 && k->parts_done == k->bytes) moved += run_part(*k, budget);
       } else {
         run_alone(*k);
         moved += k->bytes;
@@ -126,7 +128,9 @@ void KvEngine::run_buckets(const std::vector<ReadyKey>& ready,
 }
 
 // A split key's next part, reduced in place at its offset. All ranks run the same parts: each
-// part's size follows from the key and the partition size alone.
+// part's size follows from the key and the partition size alone. With an Updater the key goes
+// twice: its parts reduced to the owner, the owner's update of the whole key after the last,
+// then its parts broadcast from the owner (parts_done counts both rounds).
 std::size_t KvEngine::run_part(KeySlot& k, std::size_t part_bytes) {
   if (k.parts_done == 0) {
     std::lock_guard lk(m_);
@@ -137,23 +141,36 @@ std::size_t KvEngine::run_part(KeySlot& k, std::size_t part_bytes) {
       k.parts_dest = k.result.data();
     }
   }
+  const bool updated = k.owner >= 0;
+  const bool broadcasting = updated && k.parts_done >= k.bytes;
+  const std::size_t offset = broadcasting ? k.parts_done - k.bytes : k.parts_done;
   const std::size_t element = size_of(k.dtype);
-  const std::size_t left = k.bytes - k.parts_done;
+  const std::size_t left = k.bytes - offset;
   const std::size_t part =
       part_bytes == 0 ? left : std::min(left, std::max(element, part_bytes / element * element));
+  const auto* send = static_cast<const std::byte*>(k.pushed) + offset;
+  auto* dest = static_cast<std::byte*>(k.parts_dest) + offset;
   const bool traced = timeline::on();
   if (traced) timeline::begin(key_track(k.key), "part", part);
   try {
-    engine_comm_.all_reduce(static_cast<const std::byte*>(k.pushed) + k.parts_done,
-                            static_cast<std::byte*>(k.parts_dest) + k.parts_done, part / element,
-                            k.dtype, k.op);
+    if (!updated) {
+      engine_comm_.all_reduce(send, dest, part / element, k.dtype, k.op);
+    } else if (!broadcasting) {
+      engine_comm_.reduce(send, dest, part / element, k.dtype, k.op, k.owner);
+      if (offset + part == k.bytes) {
+        const bool owner = engine_comm_.rank() == k.owner;
+        agree_on_update(owner ? update_on_owner(k, k.parts_dest) : nullptr);
+      }
+    } else {
+      engine_comm_.broadcast(dest, part / element, k.dtype, k.owner);
+    }
   } catch (...) {
     if (traced) timeline::end(key_track(k.key));
     throw;
   }
   if (traced) timeline::end(key_track(k.key));
   k.parts_done += part;
-  if (k.parts_done == k.bytes) deliver({&k}, {k.parts_dest});
+  if (offset + part == k.bytes && (!updated || broadcasting)) deliver({&k}, {k.parts_dest});
   return part;
 }
 

@@ -537,8 +537,7 @@ std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlo
 }
 
 bool KvEngine::split(const KeySlot& k) const {
-  // An Updater updates the whole key at once: its keys are not split.
-  return partition_bytes_ > 0 && k.bytes > partition_bytes_ && k.owner < 0;
+  return partition_bytes_ > 0 && k.bytes > partition_bytes_;
 }
 
 KvEngine::CycleOutcome KvEngine::run_cycle() {

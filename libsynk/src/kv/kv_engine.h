@@ -71,7 +71,8 @@ struct KeySlot {
   bool warned = false;  // this push has been part of a stall warning
   std::uint64_t pushed_ns = 0;  // timeline::clock_ns() at the push, when the timeline is on
   bool negotiated = false;  // on the timeline: a cycle found it ready (cycles may find it again)
-  // A split key's push (kv_plan.h), reduced a part per cycle: the bytes done so far, and where
+  // A split key's push (kv_plan.h), reduced a part per cycle: the bytes done so far (with an
+  // Updater, of the reduce to the owner and then of the broadcast, 2 * bytes in all), and where
   // the parts go (the pull's out where the pull came before the first part, else result).
   std::size_t parts_done = 0;
   void* parts_dest = nullptr;
@@ -136,10 +137,10 @@ class KvEngine {
                              const std::vector<std::uint8_t>& mine);
   void run_fused(const Bucket& b, const std::vector<KeySlot*>& keys);
   void run_alone(KeySlot& k);
-  // Whether the key is reduced in parts: larger than SYNK_PARTITION_BYTES, without an Updater.
+  // Whether the key is reduced in parts: larger than SYNK_PARTITION_BYTES.
   bool split(const KeySlot& k) const;
-  // The split key's next part (all of what is left where part_bytes is 0); delivers the key
-  // after its last part. Returns the part's bytes.
+  // The split key's next part (all of what is left of its round where part_bytes is 0);
+  // delivers the key after its last part. Returns the part's bytes.
   std::size_t run_part(KeySlot& k, std::size_t part_bytes);
   // Runs the cycle's buckets in order, up to the partition size of bytes unless `whole`.
   void run_buckets(const std::vector<ReadyKey>& ready, const std::vector<KeySlot*>& by_slot,
