@@ -246,14 +246,34 @@ std::string host_of_rank(const std::vector<HostSlots>& ordered, long long rank,
   return place ? ordered[place->host].name : "";
 }
 
+namespace {
+
+// "ranks 0-1", "rank 2".
+std::string ranks_text(const HostShare& share) {
+  const std::string first = std::to_string(share.first);
+  return share.ranks == 1 ? "rank " + first
+                          : "ranks " + first + "-" + std::to_string(share.first + share.ranks - 1);
+}
+
+}  // namespace
+
 std::string ranks_by_host(const std::vector<HostSlots>& ordered, long long world) {
   std::string out;
   for (const HostShare& share : host_shares(ordered, world)) {
-    const std::string first = std::to_string(share.first);
-    out += (out.empty() ? "" : ", ") + ordered[share.host].name + " " +
-           (share.ranks == 1 ? "rank " + first
-                             : "ranks " + first + "-" +
-                                   std::to_string(share.first + share.ranks - 1));
+    out += (out.empty() ? "" : ", ") + ordered[share.host].name + " " + ranks_text(share);
+  }
+  return out;
+}
+
+std::string unheard_hosts(const std::vector<HostSlots>& ordered, long long world,
+                          const std::set<int>& heard) {
+  std::string out;
+  for (const HostShare& share : host_shares(ordered, world)) {
+    const auto on_this_host = [&](int r) {
+      return r >= share.first && r < share.first + share.ranks;
+    };
+    if (std::any_of(heard.begin(), heard.end(), on_this_host)) continue;
+    out += (out.empty() ? "" : ", ") + ordered[share.host].name + " (" + ranks_text(share) + ")";
   }
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,5 +132,10 @@ std::string host_of_rank(const std::vector<HostSlots>& ordered, long long rank,
 // Which ranks each host gets when `world` ranks fill `ordered` (mapping_order's) slot by slot:
 // "hostA ranks 0-1, hostB ranks 2-3" (the hosts that get none left out).
 std::string ranks_by_host(const std::vector<HostSlots>& ordered, long long world);
+
+// The hosts that get ranks but none of `heard` when `world` ranks fill `ordered` slot by slot:
+// "hostB (ranks 2-3), hostC (rank 4)", or "" where every host has one.
+std::string unheard_hosts(const std::vector<HostSlots>& ordered, long long world,
+                          const std::set<int>& heard);
 
 }  // namespace synk::launch

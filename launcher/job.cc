@@ -231,6 +231,14 @@ Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
+// A rank's number in a rank's own text: one past int is nullopt, not thrown.
+std::optional<int> rank_number(const std::string& digits) {
+  int rank = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return rank;
+}
+
 int status_to_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -273,14 +281,15 @@ void FailureParser::feed_line(const std::string& line) {
   static const std::regex rule(R"(-{20,}\s*$)");
   // synk's own Timeout, a rank's line (outside mpirun's frames).
   static const std::regex waited(R"(synk Timeout: .*\(SYNK_TIMEOUT\) for ranks? (\d+))");
+  // Whose: "synk Timeout: rank 0: ..." (the watchdog's), "synk Timeout: all_reduce: rank 1
+  // waited".
+  static const std::regex gave_up(R"(synk Timeout: (?:.*?: )?rank (\d+)(?::| waited))");
   std::smatch w;
-  if (!waited_for_ && line.find("synk Timeout: ") != std::string::npos &&
-      std::regex_search(line, w, waited)) {
-    // A rank's own text: a number past int is ignored, not thrown.
-    const std::string digits = w[1];
-    int rank = 0;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
-    if (ec == std::errc() && end == digits.data() + digits.size()) waited_for_ = rank;
+  if (line.find("synk Timeout: ") != std::string::npos) {
+    if (!waited_for_ && std::regex_search(line, w, waited)) waited_for_ = rank_number(w[1]);
+    if (std::regex_search(line, w, gave_up)) {
+      if (const std::optional<int> r = rank_number(w[1])) timed_out_ranks_.insert(*r);
+    }
   }
   if (line.find("synk Timeout: rank ") != std::string::npos &&
       line.find(" inside MPI without progress") != std::string::npos) {

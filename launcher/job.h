@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ class FailureParser {
   // A rank's synk Timeout said that synk's watchdog ended it, waiting inside MPI (where the
   // rank it waited for is not known): the rank that failed first was only the one that waited.
   bool watchdog_ended() const { return watchdog_ended_; }
+  // The ranks whose synk Timeout said they gave up waiting ("... rank 1 waited 10 s ...",
+  // "synk Timeout: rank 0: ... has waited 12 s inside MPI"): the ranks that spoke.
+  const std::set<int>& timed_out_ranks() const { return timed_out_ranks_; }
 
  private:
   static constexpr int kFrameLines = 16;  // mpirun's messages that name a failure are shorter
@@ -52,6 +56,7 @@ class FailureParser {
   bool no_finalize_ = false;  // the rank exited without MPI_Finalize (mpirun: "improperly")
   bool failing_ = false, daemons_failed_ = false, in_tcp_message_ = false, slots_short_ = false;
   bool watchdog_ended_ = false;
+  std::set<int> timed_out_ranks_;
   std::string tcp_local_, connection_failure_, lost_daemon_host_;
 };
 

@@ -307,6 +307,24 @@ void print_broken_pipe_note() {
                "went away before it\n");
 }
 
+// Where mpirun hung on after a failure (it waits for a host it cannot reach) and ranks gave up
+// waiting (synk Timeouts): the hosts none of whose ranks said a word, which is how a host that
+// is stopped, or cut off from this one, looks (its ranks' output does not come through).
+void print_unheard_hosts(const Options& o, const FailureParser& failure) {
+  std::vector<HostSlots> ordered;
+  if (failure.timed_out_ranks().empty() || o.node_slots.empty() ||
+      !parse_host_list(o.node_slots, ordered).empty()) {
+    return;
+  }
+  const long long world = o.np ? *o.np : total_slots(ordered).value_or(0);
+  const std::string unheard = unheard_hosts(ordered, world, failure.timed_out_ranks());
+  if (unheard.empty()) return;
+  std::fprintf(stderr,
+               "synkrun: note: ranks gave up waiting (synk Timeout), and no rank on %s said "
+               "why: a host that is stopped, or cut off from this one, looks so\n",
+               unheard.c_str());
+}
+
 // The job's directory for Open MPI's shared memory, after removing those of killed jobs.
 JobShmDir make_job_shm_dir() {
   for (const std::string& name : remove_stale_job_dirs()) {
@@ -360,12 +378,15 @@ int run_and_report(const Options& o, const std::vector<std::string>& cmd, double
                    "ranks end with it; exit code %d\n",
                    *r.mpirun_signal, name != nullptr ? name : "?", r.exit_code);
     } else if (who.empty()) {
-      std::fprintf(stderr, "synkrun: the job failed with exit code %d\n", r.exit_code);
+      // mpirun named no rank (it hung on, waiting for a host): a Timeout may still say who.
+      std::fprintf(stderr, "synkrun: the job failed with exit code %d%s\n", r.exit_code,
+                   waited_text(o, r.failure).c_str());
     } else {
       std::fprintf(stderr, "synkrun: %s failed first%s; exit code %d\n", who.c_str(),
                    waited_text(o, r.failure).c_str(), r.exit_code);
       if (r.failure.signal() == SIGPIPE) print_broken_pipe_note();
     }
+    if (r.stopped_after_failure) print_unheard_hosts(o, r.failure);
   }
   return r.exit_code;
 }

@@ -184,5 +184,14 @@ TEST(Hosts, RanksByHostFillsTheSlotsInOrder) {
   EXPECT_EQ(ranks_by_host(list("hostA:2,hostB:2"), 4), "hostA ranks 0-1, hostB ranks 2-3");
 }
 
+// The hosts none of whose ranks gave up waiting (a host cut off, whose ranks' lines never came).
+TEST(Hosts, UnheardHostsAreThoseWithoutARankThatSpoke) {
+  const std::vector<HostSlots> ordered = list("hostA:2,hostB:2,hostC:1");
+  EXPECT_EQ(unheard_hosts(ordered, 5, {1}), "hostB (ranks 2-3), hostC (rank 4)");
+  EXPECT_EQ(unheard_hosts(ordered, 5, {0, 3}), "hostC (rank 4)");
+  EXPECT_EQ(unheard_hosts(ordered, 5, {1, 2, 4}), "");
+  EXPECT_EQ(unheard_hosts(ordered, 3, {0}), "hostB (rank 2)");  // hostC gets no rank
+}
+
 }  // namespace
 }  // namespace synk::launch

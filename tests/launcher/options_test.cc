@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "job.h"
@@ -613,6 +614,27 @@ TEST(FailureParser, TheRankATimeoutWaitedFor) {
   EXPECT_FALSE(none.waited_for());
   EXPECT_TRUE(none.watchdog_ended());  // synkrun says the rank only waited
   EXPECT_FALSE(p.watchdog_ended());
+  // A rank of hier waiting for its node's leader, stuck between the nodes: no rank to blame.
+  FailureParser between;
+  between.feed_line("synk Timeout: all_reduce: rank 1 waited 10 s (SYNK_TIMEOUT) for this "
+                    "call's step between the nodes, where rank 0 has made no progress inside MPI");
+  EXPECT_FALSE(between.waited_for());
+  EXPECT_EQ(between.timed_out_ranks(), (std::set<int>{1}));
+}
+
+// The ranks that gave up waiting, from each kind of synk Timeout line: synkrun names the hosts
+// none of whose ranks spoke.
+TEST(FailureParser, TheRanksThatTimedOut) {
+  FailureParser p;
+  p.feed_line("synk Timeout: rank 0: all_reduce(count 1, float32, sum) on the hier backend has "
+              "waited 12 s inside MPI without progress");
+  p.feed_line("rank 1: synk Timeout: a KeyValue cycle (its all_reduce(count 5, int64, max)): "
+              "rank 3 waited 10 s (SYNK_TIMEOUT) for rank 2 (node 1), which has not reached");
+  p.feed_line("synk.Timeout: synk Timeout: broadcast: rank 5 waited 2 s (SYNK_TIMEOUT) for rank 2");
+  p.feed_line("synk Timeout: this process: starting MPI (MPI_Init_thread) has waited 12 s");
+  p.feed_line("synk Timeout: rank 99999999999: x");  // a rank's own text: ignored
+  p.feed_line("rank 7 waited 2 s (SYNK_TIMEOUT), but no synk Timeout");
+  EXPECT_EQ(p.timed_out_ranks(), (std::set<int>{0, 3, 5}));
 }
 
 // A rank's stderr comes through mpirun's: mpirun's words outside its frame of dashes (a rank

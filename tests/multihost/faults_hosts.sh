@@ -5,7 +5,9 @@
 # - hostB's daemon SIGKILLed: synkrun names hostB, within 15 s;
 # - hostB's link cut in the middle of a large all_reduce: every rank on every host ends with an
 #   error within SYNK_TIMEOUT + 6 s, and synkrun (whose mpirun waits for hostB's daemon) within
-#   SYNK_TIMEOUT + 20 s;
+#   SYNK_TIMEOUT + 20 s, naming hostB as the host none of whose ranks said why;
+# - every process of hostB stopped (SIGSTOP) in the middle of small all_reduces: no rank of
+#   hostA is blamed for its leader's wait between the nodes, and synkrun names hostB;
 # and after each, no rank on any host and nothing in any host's /dev/shm.
 # Usage: faults_hosts.sh BIN_DIR
 source "$(dirname "$0")/case_lib.sh"
@@ -98,6 +100,33 @@ expect_in "$WORK/cut.out" "rank on hostA: synk Timeout: |^synk Timeout: rank [01
   "a rank of hostA says it timed out"
 expect_in "$WORK/cut.out" "^synkrun: mpirun has not ended 10 s after it reported the failure" \
   "synkrun stops the mpirun that waits for hostB"
+unheard="^synkrun: note: ranks gave up waiting \(synk Timeout\), and no rank on hostB \(ranks 2-3\)"
+expect_in "$WORK/cut.out" "$unheard" "synkrun names the host none of whose ranks said why"
 expect_hosts_clean host_probe "after the cut link"
 echo "  what is left on hostB: $(for p in $(host_pids hostB); do cat /proc/$p/comm; done | tr '\n' ' ')"
+bed_down
+
+bed_up hostA hostB
+echo "every process of hostB stopped in the middle of all_reduces of 1000 floats"
+start_all_reduce frozen 1000
+sleep 0.3
+start=$(date +%s.%N)
+kill -STOP $(host_pids hostB)
+wait $JOB
+RC=$?
+echo "  synkrun: exit $RC after $(since "$start") s"
+kill -CONT $(host_pids hostB) 2>/dev/null
+[ "$RC" != 0 ] && [ "$RC" != 137 ] || fail "a stopped host: synkrun exit $RC"
+awk -v t="$(since "$start")" 'BEGIN { exit !(t < 30) }' ||
+  fail "a stopped host: synkrun took $(since "$start") s"
+# hostA's leader (rank 0) waits inside MPI for hostB in the call's step between the nodes:
+# rank 1, waiting for it, must not say that rank 0 has not reached the call.
+expect_not_in "$WORK/frozen.out" "for rank 0, which has not reached this call" \
+  "no rank of hostA is blamed for its leader's wait between the nodes"
+expect_not_in "$WORK/frozen.out" "rank 0 \(on hostA\) had not reached" "synkrun blames no rank of hostA"
+expect_in "$WORK/frozen.out" "$unheard" "synkrun names the stopped host"
+# Open MPI's own segments (vader_segment.hostB.*) may stay on hostB, whose daemon was stopped.
+for h in hostA hostB; do
+  [ -z "$(program_pids "$h" host_probe)" ] || fail "after the stopped host: host_probe on $h"
+done
 case_end

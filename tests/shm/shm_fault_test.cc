@@ -23,6 +23,7 @@ namespace synk::shm::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Runs fn, returns 0 when it throws synk::Error with `code` (reporting its message), 1 if it
 // throws something else or nothing.
@@ -89,6 +90,30 @@ TEST_F(ShmFaults, RankThatNeverArrivesIsATimeoutNamingIt) {
   EXPECT_EQ(out[0].exit_code, 0) << out[0].message;
   EXPECT_THAT(out[0].message, HasSubstr("all_reduce: rank 0 waited 1 s (SYNK_TIMEOUT) for rank 1"));
   EXPECT_LT(out[0].seconds, 2.9);
+}
+
+// A hier leader in its call's step between the nodes (outside the group) that makes no progress
+// there: the rank waiting for it says where it is, and names no rank as not in the call (synkrun
+// would blame that rank, whose node's leader it is).
+TEST_F(ShmFaults, APeerStuckBetweenTheNodesIsNotSaidToHaveMissedTheCall) {
+  HarnessOptions opt;
+  opt.timeout_s = 1.0;
+  const auto out = run_ranks(2, opt, [](Group& g, auto report) {
+    std::vector<double> v(10, 1.0);
+    if (g.rank() == 0) {
+      g.set_outside(true);  // as hier's leader_part, then stuck inside MPI
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      return 0;
+    }
+    return expect_error(ErrorCode::Timeout, report, [&] {
+      all_reduce(g, v.data(), v.data(), v.size(), DataType::float64, ReduceOp::sum);
+    });
+  });
+  EXPECT_EQ(out[1].exit_code, 0) << out[1].message;
+  EXPECT_THAT(out[1].message,
+              HasSubstr("all_reduce: rank 1 waited 1 s (SYNK_TIMEOUT) for this call's step "
+                        "between the nodes, where rank 0 has made no progress inside MPI"));
+  EXPECT_THAT(out[1].message, Not(HasSubstr("has not reached")));
 }
 
 TEST_F(ShmFaults, MismatchedCountsFailOnEveryRankAndTheGroupStaysUsable) {

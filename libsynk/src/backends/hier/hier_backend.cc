@@ -75,6 +75,20 @@ CollArgs node_step(const CollArgs& a, Collective c, const void* send, void* recv
   return step;
 }
 
+// While this rank works between the nodes within a call, a rank of its node that times out
+// waiting for it says so, instead of that it has not reached the call.
+class BetweenNodes {
+ public:
+  explicit BetweenNodes(shm::Group& g) : g_(g), was_(g.set_outside(true)) {}
+  ~BetweenNodes() { g_.set_outside(was_); }
+  BetweenNodes(const BetweenNodes&) = delete;
+  BetweenNodes& operator=(const BetweenNodes&) = delete;
+
+ private:
+  shm::Group& g_;
+  bool was_;
+};
+
 // The leader's part of a call between the nodes, which its node's other ranks await in the
 // node's next step (`next`): an error there fails that step on every rank of the node (the
 // leader takes part in it only to reject it), so that they learn of it at once and the node's
@@ -82,6 +96,7 @@ CollArgs node_step(const CollArgs& a, Collective c, const void* send, void* recv
 // and its next call met theirs as a mismatch.
 void leader_part(shm::Group& g, const CollArgs& next, const std::function<void()>& part) {
   try {
+    const BetweenNodes between(g);
     part();
   } catch (const Error& e) {
     g.reject(next, e.code(), e.message());
@@ -156,6 +171,7 @@ void HierBackend::chunk_done() const {
 void HierBackend::all_reduce_across(unsigned char* p, std::size_t count, const CollArgs& a,
                                     MPI_Comm comm) const {
   const std::size_t es = size_of(a.dtype);
+  const BetweenNodes between(*node_.group);
   for (std::size_t off = 0; off < count; off += max_chunk()) {
     const std::size_t n = std::min(max_chunk(), count - off);
     SYNK_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n),

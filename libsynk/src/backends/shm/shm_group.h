@@ -69,6 +69,8 @@ class Group {
   // This rank's work outside the group moved on: the ranks waiting for it wait on past
   // SYNK_TIMEOUT while it does (StepChannel::note_progress).
   void note_progress() { steps_.note_progress(); }
+  // This rank works outside the group within its call (StepChannel::set_outside).
+  bool set_outside(bool outside) { return steps_.set_outside(outside); }
   // This rank makes no more calls in the group (StepChannel::close).
   void close() { steps_.close(); }
 

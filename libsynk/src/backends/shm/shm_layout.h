@@ -88,6 +88,9 @@ struct alignas(kLine) RankBlock {
   // Bumped by the owner as work outside the group moves on (a hier leader's chunks between the
   // nodes): a peer that waits for it past SYNK_TIMEOUT sees it alive and busy, and waits on.
   std::atomic<std::uint64_t> progress;
+  // 1 while the owner works outside the group within its call (a hier rank's step between the
+  // nodes): a peer that times out waiting for it says so, instead of "has not reached this call".
+  std::atomic<std::uint32_t> outside;
   // Set once the owner makes no more calls in this group (it closed it, or finalized MPI): a
   // peer waiting for a step the owner never posted fails at once, not after SYNK_TIMEOUT.
   // kClosedAfterFailure where a call of the owner's had failed first (a timeout, a lost peer).

@@ -66,6 +66,9 @@ class StepChannel {
                             const char* name = nullptr);
   // This rank's work outside the group moved on (StepChannel::wait_until's deadline).
   void note_progress();
+  // This rank works outside the group, within its call (true), or no longer (false); returns
+  // what it was.
+  bool set_outside(bool outside);
   const char* op_name() const { return op_name_; }
   const Call& call() const { return call_; }
 
@@ -151,6 +154,9 @@ class StepChannel {
   bool owned_here() const;  // this process made the group (not a child forked since)
   [[noreturn]] void throw_died(int peer);
   [[noreturn]] void throw_closed(int peer);
+  // The peer a wait gave up on, for its Timeout: "rank 2, which has not reached this call", or,
+  // where the peer is in its call's step between the nodes (hier), what it waits for there.
+  std::string late_peer_text(int peer) const;
   [[noreturn]] void throw_failed_and_closed(int peer);  // closed after a call of its failed
   void report_at_close(const char* what);  // an error found in the destructor
   bool peer_ends_soon(int peer) const;  // within kClosedPeerExitGrace

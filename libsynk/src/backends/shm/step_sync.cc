@@ -332,22 +332,38 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word,
       warn_pending = false;
       SYNK_LOG_AT(warn, op_name_ << ": rank " << cfg_.job_rank(cfg_.rank) << " has waited "
                                  << detail::seconds_text(cfg_.stall_warn_s)
-                                 << " (SYNK_STALL_WARN) for rank " << cfg_.job_rank(peer)
-                                 << ", which has not reached this call; it fails after "
-                                 << detail::seconds_text(cfg_.timeout_s) << " (SYNK_TIMEOUT)");
+                                 << " (SYNK_STALL_WARN) for " << late_peer_text(peer)
+                                 << "; it fails after " << detail::seconds_text(cfg_.timeout_s)
+                                 << " (SYNK_TIMEOUT)");
     }
     if (now >= deadline && peer_moved_on(peer, peer_progress)) {
       deadline = now + detail::wait_duration(cfg_.timeout_s);  // SYNK_TIMEOUT bounds a part
       detail::mpi_watch_progress();  // and so for a watched call (hier's): this wait moved on
     } else if (now >= deadline) {
       mark_broken();
-      throw Error(ErrorCode::Timeout,
-                  std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
-                      " waited " + detail::seconds_text(cfg_.timeout_s) +
-                      " (SYNK_TIMEOUT) for rank " + std::to_string(cfg_.job_rank(peer)) +
-                      ", which has not reached this call");
+      throw Error(ErrorCode::Timeout, std::string(op_name_) + ": rank " +
+                                          std::to_string(cfg_.job_rank(cfg_.rank)) + " waited " +
+                                          detail::seconds_text(cfg_.timeout_s) +
+                                          " (SYNK_TIMEOUT) for " + late_peer_text(peer));
     }
   }
+}
+
+// The second text names no rank as the late one (synkrun blames the rank a Timeout names): the
+// peer reached this call and waits inside MPI for another node's rank, which it cannot name.
+std::string StepChannel::late_peer_text(int peer) const {
+  const std::string rank = std::to_string(cfg_.job_rank(peer));
+  if (block_at(blocks_, peer).outside.load(std::memory_order_acquire) != 0) {
+    return "this call's step between the nodes, where rank " + rank +
+           " has made no progress inside MPI (it, or a rank of another node it waits for, is "
+           "stopped, cut off, or not in this call)";
+  }
+  return "rank " + rank + ", which has not reached this call";
+}
+
+bool StepChannel::set_outside(bool outside) {
+  return block_at(blocks_, cfg_.rank).outside.exchange(outside ? 1 : 0,
+                                                        std::memory_order_release) != 0;
 }
 
 void StepChannel::note_progress() {
