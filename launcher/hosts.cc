@@ -10,6 +10,7 @@
 #include <cctype>
 #include <charconv>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace synk::launch {
@@ -46,9 +47,8 @@ bool is_interface_address(const std::string& name) {
   return found;
 }
 
-// "slots=4" in a hostfile line's words after the host, also written "slots = 4"; Open MPI
-// takes count= and cpu= as the same.
-std::string hostfile_slots(const std::string& rest, std::optional<long long>& slots) {
+// A hostfile line's words after the host as "key=value" settings, also written "key = value".
+std::vector<std::string> hostfile_settings(const std::string& rest) {
   std::string joined;  // the words with the blanks around "=" removed
   std::istringstream words(rest);
   for (std::string w; words >> w;) {
@@ -57,8 +57,16 @@ std::string hostfile_slots(const std::string& rest, std::optional<long long>& sl
     joined += w;
   }
   std::istringstream pairs(joined);
+  std::vector<std::string> out;
+  for (std::string p; pairs >> p;) out.push_back(p);
+  return out;
+}
+
+// "slots=4" among a hostfile line's settings; Open MPI takes count= and cpu= as the same.
+std::string hostfile_slots(const std::vector<std::string>& settings,
+                           std::optional<long long>& slots) {
   bool given = false;
-  for (std::string p; pairs >> p;) {
+  for (const std::string& p : settings) {
     const auto eq = p.find('=');
     const std::string key = lower(p.substr(0, eq));
     if (key != "slots" && key != "count" && key != "cpu") continue;
@@ -68,6 +76,36 @@ std::string hostfile_slots(const std::string& rest, std::optional<long long>& sl
     slots = eq == std::string::npos ? std::nullopt : parse_count(p.substr(eq + 1), kMaxRanks);
     if (!slots) return "\"" + p + "\" is not slots=N (N a whole number from 1 to " +
                        std::to_string(kMaxRanks) + ")";
+  }
+  return "";
+}
+
+// A setting mpirun's hostfile parser does not take: it stops with an "internal error" ("slot=2"
+// for slots=2, a misspelt key) or, for max_slots below slots, refuses the line. Words without
+// "=" are left to mpirun.
+std::string hostfile_setting_error(const std::vector<std::string>& settings,
+                                   std::optional<long long> slots) {
+  static const std::set<std::string> known = {
+      "slots", "count", "cpu", "slots-max", "slots_max", "max-slots", "max_slots", "cpu-max",
+      "cpu_max", "max-cpu", "max_cpu", "count-max", "count_max", "max-count", "max_count",
+      "username", "user-name", "user_name", "boards", "sockets", "sockets_per_board",
+      "sockets-per-board", "cores", "cores_per_socket", "cores-per-socket", "cpu_set", "cpu-set"};
+  for (const std::string& p : settings) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = lower(p.substr(0, eq));
+    if (key == "slot") {
+      return "\"" + p + "\" is not a hostfile setting (slots" + p.substr(eq) + " gives the slots)";
+    }
+    if (known.count(key) == 0) {
+      return "\"" + p + "\" is not a hostfile setting mpirun takes (slots=N, max_slots=N, ...)";
+    }
+    const bool max = key.find("max") != std::string::npos;
+    const std::optional<int> limit = parse_count(p.substr(eq + 1), kMaxRanks);
+    if (max && slots && limit && *limit < *slots) {
+      return "\"" + p + "\" is below slots=" + std::to_string(*slots) +
+             " (mpirun refuses the line)";
+    }
   }
   return "";
 }
@@ -165,8 +203,12 @@ std::string parse_hostfile(const std::string& text, long long default_slots,
     if (std::string err = host_colon_slots_error(host); !err.empty()) return where + err;
     std::string rest;
     std::getline(words, rest);
+    const std::vector<std::string> settings = hostfile_settings(rest);
     std::optional<long long> slots;
-    if (std::string err = hostfile_slots(rest, slots); !err.empty()) return where + err;
+    if (std::string err = hostfile_slots(settings, slots); !err.empty()) return where + err;
+    if (std::string err = hostfile_setting_error(settings, slots); !err.empty()) {
+      return where + err;
+    }
     auto [first, added] = seen.try_emplace(host, number, slots.has_value());
     first->second.second = first->second.second || slots.has_value();
     if (!added && first->second.second) {

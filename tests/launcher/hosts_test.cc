@@ -99,6 +99,15 @@ TEST(Hosts, HostfileLinesMpirunCannotRead) {
             "line 2: \"node:4\" is -H's form; a hostfile line says \"node slots=4\"");
   EXPECT_EQ(parse_hostfile("::1 slots=2\nfe80::1\n", 1, h), "");  // IPv6 addresses
   EXPECT_EQ(parse_hostfile("a slots=2 max_slots=4\n", 1, h), "");
+  // mpirun's "internal error" for a misspelt setting, and its refusal of max_slots < slots.
+  EXPECT_EQ(parse_hostfile("a slot=2\n", 1, h),
+            "line 1: \"slot=2\" is not a hostfile setting (slots=2 gives the slots)");
+  EXPECT_EQ(parse_hostfile("a slots=2 slotz=3\n", 1, h),
+            "line 1: \"slotz=3\" is not a hostfile setting mpirun takes (slots=N, max_slots=N, "
+            "...)");
+  EXPECT_EQ(parse_hostfile("a slots=2 max_slots=1\n", 1, h),
+            "line 1: \"max_slots=1\" is below slots=2 (mpirun refuses the line)");
+  EXPECT_EQ(parse_hostfile("a slots = 2 max-slots = 2 username=me cpu_set=0-3\n", 1, h), "");
 }
 
 // This host under two names, each with slots=: mpirun's "multiple definitions" internal error.
