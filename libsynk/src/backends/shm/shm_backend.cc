@@ -14,11 +14,12 @@
 
 namespace synk::detail {
 
-shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what) {
+shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what,
+                           int creator_rank) {
   shm::SharedSegment s = shm::try_share_segment(comm, bytes);
   if (!s.created) {
-    throw Error(ErrorCode::System,
-                std::string("shm backend: rank 0 could not create the ") + what + ": " + s.error);
+    throw Error(ErrorCode::System, "shm backend: rank " + std::to_string(creator_rank) +
+                                       " could not create the " + what + ": " + s.error);
   }
   if (!s.ok) {
     throw Error(ErrorCode::System, std::string("shm backend: a rank could not map the ") + what +
@@ -80,7 +81,7 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   cfg.job_ranks = job_ranks_of(comm, job);
   const std::size_t bytes = shm::Group::segment_bytes(size, cfg.slot_bytes);
   ShmNode node;
-  node.segment = share_segment(comm, bytes, "shared segment");
+  node.segment = share_segment(comm, bytes, "shared segment", cfg.job_ranks.front());
   node.group = std::make_unique<shm::Group>(node.segment.data(), cfg);
   SYNK_LOG_AT(info, "shm group: segment " << node.segment.name() << ", " << bytes << " bytes, slot "
                                            << cfg.slot_bytes << " bytes, " << size << " ranks");
