@@ -5,10 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../multirank/mpi_test.h"
@@ -203,11 +205,15 @@ TEST(Data, LoaderFailureReachesEveryRank) {
     });
   });
   EXPECT_SYNK_ERROR(e, fails_here ? ErrorCode::System : ErrorCode::Remote);
-  // Every rank names the node whose loader failed, and its reason (the others named their own
-  // node, without the reason).
+  // Every rank names the node whose loader failed (with its host, where the ranks span nodes),
+  // and its reason (the others named their own node, without the reason).
   int failing_rank = 0, mine = fails_here ? comm.rank() : comm.size();
   MPI_Allreduce(&mine, &failing_rank, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  const std::string node = std::to_string(comm.num_nodes() - 1);
+  std::array<char, 60> host{};
+  if (fails_here) gethostname(host.data(), host.size() - 1);
+  MPI_Bcast(host.data(), static_cast<int>(host.size()), MPI_CHAR, failing_rank, MPI_COMM_WORLD);
+  const std::string node = std::to_string(comm.num_nodes() - 1) +
+                           (comm.num_nodes() > 1 ? " on " + std::string(host.data()) : "");
   EXPECT_THAT(message(e), HasSubstr(fails_here ? "the loader on rank " + std::to_string(comm.rank()) +
                                                    " (node " + node + "): bad file"
                                                : "the loader: failed on rank " +

@@ -31,8 +31,11 @@ done
 [ "$rc" -ne 0 ] || fail "the job exited 0"
 grep -qx "backend $want_backend" <<<"$out" || fail "the backend was not $want_backend"
 if grep -q "the call returned" <<<"$out"; then fail "a call returned"; fi
-# "rank 2 (node 1)", "ranks 1 (node 0) and 3 (node 0)": nodes are contiguous blocks of ranks.
+# "rank 2 (node 1 on vm)", "ranks 1 (node 0 on vm) and 3 (node 0 on vm)": nodes are contiguous
+# blocks of ranks, named with their host where the ranks span nodes ("rank 1 (node 0)" on one).
 nodes=${SYNK_SIMULATE_NODES:-1}
+on_host=""
+[ "$nodes" -gt 1 ] && on_host=" on $(hostname)"
 IFS=, read -ra list <<<"$stuck"
 names=""
 for i in "${!list[@]}"; do
@@ -40,7 +43,7 @@ for i in "${!list[@]}"; do
   if [ "$i" -gt 0 ]; then
     if [ "$i" -eq $(( ${#list[@]} - 1 )) ]; then names+=" and "; else names+=", "; fi
   fi
-  names+="$r (node $(( r * nodes / ranks )))"
+  names+="$r (node $(( r * nodes / ranks ))$on_host)"
 done
 who="ranks $names, which have"
 [ "${#list[@]}" -eq 1 ] && who="rank $names, which has"

@@ -54,9 +54,9 @@ int main() {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string msg = e.what();
     // Across (simulated) nodes the calls are compared first; that comparison names the ranks
-    // that have not reached it, with their node.
+    // that have not reached it, with their node and its host ("(node 0 on vm)").
     const std::string stuck = "rank " + std::to_string(kStuck);
-    const bool named = msg.find(comm.backend() == "hier" ? "for " + stuck + " (node 0)" : stuck) !=
+    const bool named = msg.find(comm.backend() == "hier" ? "for " + stuck + " (node 0 on " : stuck) !=
                            std::string::npos &&
                        msg.find("SYNK_TIMEOUT") != std::string::npos;
     if (e.code() != synk::ErrorCode::Timeout || !named) {

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/call_label.h"
 #include "synk/error.h"
@@ -70,6 +71,13 @@ struct CommContext {
   int node = 0;
   int num_nodes = 1;
   bool yields_core = false;  // CommOptions::yield_when_waiting
+  // Where the ranks span several (possibly simulated) nodes: each rank's node, and each node's
+  // host name (its first rank's); empty on one node.
+  std::vector<int> node_of_rank;
+  std::vector<std::string> node_hosts;
+
+  // "node 1 on hostB" (or "node 1" where the hosts are not known), for messages.
+  std::string node_text(int n) const;
 };
 
 // One call, as the user made it. Meaning of count: per rank for all_gather, gather and scatter,

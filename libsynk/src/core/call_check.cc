@@ -164,11 +164,15 @@ void take_notices(Arrivals& st, const CommContext& ctx) {
   }
 }
 
-// "3 (node 1)", or "3" before any comparison has told this rank the nodes.
-std::string with_node(const Arrivals& st, int r) {
-  std::string s = std::to_string(r);
-  if (!st.node.empty()) s += " (node " + std::to_string(st.node[static_cast<std::size_t>(r)]) + ")";
-  return s;
+// "3 (node 1 on hostB)" where the ranks span nodes; on one node "3 (node 0)" once a comparison
+// has told this rank the nodes, "3" before.
+std::string with_node(const Arrivals& st, const CommContext& ctx, int r) {
+  const auto i = static_cast<std::size_t>(r);
+  if (i < ctx.node_of_rank.size()) {
+    return std::to_string(r) + " (" + ctx.node_text(ctx.node_of_rank[i]) + ")";
+  }
+  if (i < st.node.size()) return std::to_string(r) + " (node " + std::to_string(st.node[i]) + ")";
+  return std::to_string(r);
 }
 
 // The Timeout of a comparison that has not completed, naming the ranks that never said they
@@ -185,7 +189,7 @@ std::string missing_ranks_text(const Arrivals& st, const CommContext& ctx) {
   std::string text = missing.size() == 1 ? "rank " : "ranks ";
   for (std::size_t i = 0; i < shown; ++i) {
     if (i > 0) text += i + 1 == shown && shown == missing.size() ? " and " : ", ";
-    text += with_node(st, missing[i]);
+    text += with_node(st, ctx, missing[i]);
   }
   if (shown < missing.size()) text += " and " + std::to_string(missing.size() - shown) + " more";
   return text + (missing.size() == 1 ? ", which has" : ", which have");

@@ -6,7 +6,10 @@
 #include <atomic>
 #include <climits>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "core/logging.h"
 #include "core/mpi_check.h"
@@ -93,6 +96,30 @@ bool mpi_is_finalized() {
 
 namespace {
 
+// Where the ranks span nodes: every rank's node and every node's host name, so that a message
+// can say where a rank runs ("rank 3 (node 1 on hostB)").
+void gather_nodes(CommContext& c) {
+  struct Where {
+    std::int32_t node;
+    char host[60];
+  };
+  Where mine{};
+  mine.node = c.node;
+  if (gethostname(mine.host, sizeof mine.host - 1) != 0) mine.host[0] = '\0';
+  std::vector<Where> all(static_cast<std::size_t>(c.size));
+  SYNK_CHECK_MPI(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE,
+                               c.comm));
+  c.node_of_rank.resize(all.size());
+  c.node_hosts.assign(static_cast<std::size_t>(c.num_nodes), "");
+  for (std::size_t r = all.size(); r-- > 0;) {  // a node's first rank names it
+    const Where& w = all[r];
+    c.node_of_rank[r] = w.node;
+    if (w.node >= 0 && w.node < c.num_nodes) {
+      c.node_hosts[static_cast<std::size_t>(w.node)] = w.host;
+    }
+  }
+}
+
 // make_context's work after the duplicate: the ranks, the node's ranks (or a simulated node's)
 // and the leaders.
 void fill_context(CommContext& c, int simulate_nodes) {
@@ -131,6 +158,7 @@ void fill_context(CommContext& c, int simulate_nodes) {
   SYNK_CHECK_MPI(MPI_Bcast(node_info, 2, MPI_INT, 0, c.local_comm));
   c.node = node_info[0];
   c.num_nodes = node_info[1];
+  if (c.num_nodes > 1) gather_nodes(c);
   SYNK_LOG_AT(debug, "rank " << c.rank << "/" << c.size << ": local rank " << c.local_rank << "/"
                              << c.local_size << " on node " << c.node << "/" << c.num_nodes);
 }
@@ -148,6 +176,13 @@ CommContext make_context(MPI_Comm comm, int simulate_nodes) {
     throw;
   }
   return c;
+}
+
+std::string CommContext::node_text(int n) const {
+  const bool known = n >= 0 && static_cast<std::size_t>(n) < node_hosts.size() &&
+                     !node_hosts[static_cast<std::size_t>(n)].empty();
+  return "node " + std::to_string(n) +
+         (known ? " on " + node_hosts[static_cast<std::size_t>(n)] : std::string());
 }
 
 CommContext duplicate_context(const CommContext& ctx) {

@@ -63,7 +63,7 @@ void agree(const CommContext& ctx, bool ok, const std::string& what, const std::
   if (!first) return;
   if (!ok) throw Error(ErrorCode::System, what + own_where + ": " + error);
   throw Error(ErrorCode::Remote, what + ": failed on rank " + std::to_string(first->rank) +
-                                     " (node " + std::to_string(first->node) + "): " + first->text);
+                                     " (" + ctx.node_text(first->node) + "): " + first->text);
 }
 
 // Collective: every rank passed what rank 0 passed (`mine` describes this rank's arguments).
@@ -234,7 +234,7 @@ void DataStore::load(const std::function<void(void*)>& loader) {
     }
   }
   agree(c, ok, "Data::load: the loader", error.empty() && !ok ? "(no message)" : error,
-        " on rank " + std::to_string(c.rank) + " (node " + std::to_string(c.node) + ")");
+        " on rank " + std::to_string(c.rank) + " (" + c.node_text(c.node) + ")");
   if (c.local_rank != 0) populate_rows(bytes(), shape_[0] * row_elems_ * elem_size_);
 }
 
