@@ -107,8 +107,9 @@ void leader_part(shm::Group& g, const CollArgs& next, const std::function<void()
 
 HierBackend::HierBackend(const CommContext& ctx)
     : ctx_(ctx), node_(join_every_node(ctx)), mpi_(ctx) {
-  node_of_rank_.resize(static_cast<std::size_t>(ctx.size));
-  SYNK_CHECK_MPI(MPI_Allgather(&ctx.node, 1, MPI_INT, node_of_rank_.data(), 1, MPI_INT, ctx.comm));
+  // Every rank's node, gathered when the context was made (all on node 0 where one node).
+  node_of_rank_ = ctx.node_of_rank;
+  node_of_rank_.resize(static_cast<std::size_t>(ctx.size), 0);
   local_rank_of_rank_.resize(static_cast<std::size_t>(ctx.size));
   SYNK_CHECK_MPI(MPI_Allgather(&ctx.local_rank, 1, MPI_INT, local_rank_of_rank_.data(), 1, MPI_INT,
                                ctx.comm));
