@@ -300,6 +300,10 @@ class PyKeyValue {
     NoGil released;
     kv_->close();
   }
+  void join() {
+    NoGil released;
+    kv_->join();
+  }
   std::size_t count(int key) {
     NoGil released;
     return kv_->count(key);
@@ -411,6 +415,9 @@ void add_key_value(py::module_& m) {
            py::arg("priority") = 0, py::arg("callback") = py::none(), py::kw_only(), dtype)
       .def("pull_wait", &PyKeyValue::pull_wait, py::arg("key"))
       .def("close", &PyKeyValue::close)
+      .def("join", &PyKeyValue::join,
+           "close() for a rank whose inputs ran out first: until every rank has joined or "
+           "closed, it takes part in the keys the others push with the op's identity")
       .def("count", &PyKeyValue::count, py::arg("key"))
       .def("owner", &PyKeyValue::owner, py::arg("key"))
       .def("pulling", &PyKeyValue::pulling, py::arg("key"),

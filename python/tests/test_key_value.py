@@ -39,6 +39,29 @@ def test_push_pull_sums_every_key(comm, dtype):
     np.testing.assert_array_equal(out7, np.full(2, 10 * n, dtype))
 
 
+def test_join_for_uneven_inputs(comm):
+    """Rank r has 1 + r batches, then joins (Horovod's hvd.join): each step's sum is over the
+    ranks still running, and the max over them of values below 0 (a joined rank adds -inf)."""
+    n, r = comm.size, comm.rank
+    kv = synk.KeyValue(comm)
+    kv.init_key(0, np.zeros(4, np.float32))
+    kv.init_key(1, np.zeros(3, np.float64), op="max")
+    for step in range(1 + r):
+        s, m = np.zeros(4, np.float32), np.zeros(3)
+        kv.push(0, np.full(4, r + 1, np.float32))
+        kv.push(1, np.full(3, -(r + 1.0)))
+        kv.pull(0, s)
+        kv.pull(1, m)
+        kv.pull_wait(0)
+        kv.pull_wait(1)
+        running = range(step, n)  # the ranks with more than `step` batches
+        np.testing.assert_array_equal(s, np.full(4, sum(q + 1 for q in running), np.float32))
+        np.testing.assert_array_equal(m, np.full(3, -(step + 1.0)))
+    kv.join()
+    with pytest.raises(synk.InvalidUsage, match="the KeyValue is closed"):
+        kv.push(0, np.zeros(4, np.float32))
+
+
 def test_pull_callback_runs_once_before_pull_wait_returns(comm):
     calls = []
     with synk.KeyValue(comm) as kv:

@@ -2,7 +2,7 @@
 # Usage: check_kv_watchdog.sh EXE MPIEXEC [MPIEXEC FLAGS...]
 # KeyValueWatchdog.* on 2 ranks, the mpi backend under MPI_THREAD_SINGLE, SYNK_TIMEOUT=3: rank
 # 1 sleeps past the deadline, so rank 0's watchdog ends the job (exit 124) with a line naming a
-# KeyValue cycle: it named only an all_reduce(count 5, int64, max) the user never made.
+# KeyValue cycle: it named only an all_reduce(count 6, int64, max) the user never made.
 set -uo pipefail
 exe=$1
 shift
@@ -16,9 +16,9 @@ echo "$out" | grep -v '^ \|^$' | head -30
 echo "exit code $rc after ${elapsed} s"
 [ "$rc" -ne 0 ] || fail "the job succeeded"
 [ "$elapsed" -lt 18 ] || fail "the job took ${elapsed} s: the watchdog did not end it"
-grep -q "warn: rank 0: a KeyValue cycle (its all_reduce(count 5, int64, max)) on the mpi \
+grep -q "warn: rank 0: a KeyValue cycle (its all_reduce(count 6, int64, max)) on the mpi \
 backend has waited 1 s inside MPI (SYNK_STALL_WARN)" <<<"$out" || fail "no warning names the cycle"
-grep -q "^synk Timeout: rank 0: a KeyValue cycle (its all_reduce(count 5, int64, max)) on the \
+grep -q "^synk Timeout: rank 0: a KeyValue cycle (its all_reduce(count 6, int64, max)) on the \
 mpi backend has waited [0-9]* s inside MPI without progress" <<<"$out" ||
   fail "the watchdog's line does not name the cycle"
 echo "PASS: the watchdog ended the job in ${elapsed} s, naming the KeyValue cycle"

@@ -735,6 +735,82 @@ TEST(KeyValue, AQueuedPushIsReducedBeforeCloseReturns) {
   }
 }
 
+// Uneven inputs (Horovod's join): rank r runs 2 + r steps, then joins. At step s the results are
+// those of the ranks still running, exactly: a sum (float32, split into parts where
+// SYNK_PARTITION_BYTES is small), a max of values below 0 (float64: a joined rank's 0 would
+// win; it adds -inf), and an int32 sum.
+TEST(KeyValueJoin, UnevenStepsReduceOverTheRanksStillRunning) {
+  KeyValue kv(world());
+  const int rank = world().rank(), n = world().size();
+  const std::size_t counts[] = {3000, 10, 7};
+  kv.init_key(0, counts[0], DataType::float32);
+  kv.init_key(1, counts[1], DataType::float64, ReduceOp::max);
+  kv.init_key(2, counts[2], DataType::int32);
+  for (int s = 0; s < 2 + rank; ++s) {
+    std::vector<float> f = pushed(s, counts[0]), fout(counts[0]);
+    std::vector<double> d(counts[1]), dout(counts[1]);
+    std::vector<std::int32_t> i(counts[2], rank + s), iout(counts[2]);
+    for (std::size_t e = 0; e < d.size(); ++e) d[e] = -value(rank, s, e);  // below 0
+    kv.push(0, f.data(), s % 3);
+    kv.push(1, d.data());
+    kv.push(2, i.data());
+    kv.pull(0, fout.data());
+    kv.pull(1, dout.data());
+    kv.pull(2, iout.data());
+    for (int k = 0; k < 3; ++k) kv.pull_wait(k);
+    const int running = n - std::max(0, s - 1);  // ranks r with 2 + r > s
+    for (std::size_t e = 0; e < counts[0]; ++e) {
+      float want = 0;
+      for (int r = n - running; r < n; ++r) want += value(r, s, e);
+      ASSERT_EQ(fout[e], want) << "step " << s << " element " << e;
+    }
+    ASSERT_EQ(dout[3], -static_cast<double>(value(n - running, s, 3))) << "step " << s;
+    std::int32_t isum = 0;
+    for (int r = n - running; r < n; ++r) isum += r + s;
+    ASSERT_EQ(iout[0], isum) << "step " << s;
+  }
+  kv.join();
+  EXPECT_NE(error_of([&] { kv.push(0, counts); }).find("the KeyValue is closed"), std::string::npos);
+}
+
+// avg divides by every rank, joined ones too (PyTorch's divide by the initial world size); an
+// owner that joined still runs the Updater of its keys.
+TEST(KeyValueJoin, AvgCountsEveryRankAndAJoinedOwnerUpdates) {
+  if (world().size() < 2) GTEST_SKIP() << "needs a rank that pushes beside the owner";
+  auto sgd = std::make_shared<Sgd>();
+  KeyValue kv(world(), {sgd});
+  const int rank = world().rank(), n = world().size();
+  std::vector<float> w0(6, 100.0f);
+  kv.init_key(0, std::span<const float>(w0), ReduceOp::avg);
+  const int owner = kv.owner(0);
+  if (rank == owner) {
+    kv.join();
+    EXPECT_EQ(sgd->updates, 1);
+    return;
+  }
+  std::vector<float> g(6, 2.0f), out(6);
+  kv.push(0, g.data());
+  kv.pull(0, out.data());
+  kv.pull_wait(0);
+  // The owner pushed nothing: avg = 2 (n - 1) / n; w = 100 - 0.5 avg.
+  const float want = 100.0f - 0.5f * (2.0f * static_cast<float>(n - 1) / static_cast<float>(n));
+  EXPECT_EQ(out, std::vector<float>(6, want));
+  kv.close();
+}
+
+// Every rank joins at once, with nothing pushed: join returns; a second join is nothing, and a
+// join after close is refused.
+TEST(KeyValueJoin, EveryRankJoiningEndsIt) {
+  KeyValue kv(world());
+  kv.init_key(0, 4, DataType::float32);
+  kv.join();
+  EXPECT_EQ(error_of([&] { kv.join(); }), "");
+  KeyValue closed(world());
+  closed.close();
+  EXPECT_NE(error_of([&] { closed.join(); }).find("KeyValue::join: the KeyValue is closed"),
+            std::string::npos);
+}
+
 TEST(KeyValue, DoublePushAndDoublePullAreErrorsNamingTheKey) {
   KeyValue kv(world());
   kv.init_key(42, 4, DataType::float32);

@@ -124,6 +124,25 @@ TEST(KvStall, AKeyMissingFromAClosedRankFails) {
   EXPECT_EQ(closed_unpushed_error(stalled[1], closed), "");
 }
 
+// A joined rank (2) pushes the identity of a key a rank that has not joined pushed (key 7,
+// pushed by rank 0): it is not named as missing it. A key only joined ranks "have" (8) stays
+// as it was, and so does a rank that closed without joining (1).
+TEST(KvStall, AJoinedRankCountsAsHavingPushedWhatOthersPushed) {
+  // Rows of ranks 0, 1, 2; columns keys 7, 8.
+  std::vector<std::uint8_t> status = {kPushed, kNotPushed,  // rank 0
+                                      kNotPushed, kNotPushed,  // rank 1 (closed)
+                                      kNotPushed, kNotPushed};  // rank 2 (joined)
+  count_joined_as_pushed(status, {false, false, true}, 2);
+  EXPECT_EQ(status, (std::vector<std::uint8_t>{kPushed, kNotPushed, kNotPushed, kNotPushed,
+                                               kPushed, kNotPushed}));
+  const auto stalled = find_stalled(status, 3, std::vector<int>{7, 8}, kPushed);
+  ASSERT_EQ(stalled.size(), 1u);
+  EXPECT_EQ(stalled[0].missing, (std::vector<int>{1}));
+  EXPECT_EQ(closed_unpushed_error(stalled[0], {false, true, false}),
+            "KeyValue: rank 1 closed this KeyValue without pushing key 7, which ranks 0, 2 "
+            "pushed: it can never be reduced (every rank pushes the same keys before it closes)");
+}
+
 TEST(KvStall, RankListIsShortForManyRanks) {
   std::vector<int> many(12);
   for (int i = 0; i < 12; ++i) many[static_cast<std::size_t>(i)] = i;

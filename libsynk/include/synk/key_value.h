@@ -119,6 +119,12 @@ class KeyValue {
   // push and pull are errors. Throws what failed (a key some ranks pushed and others never did,
   // named; as soon as a rank missing it closes, on every rank).
   void close();
+  // close() for a rank whose inputs ran out first (Horovod's and PyTorch's join, for uneven
+  // inputs): until every rank has joined or closed, this rank takes part in every key the
+  // others push, with the op's identity (0 for sum and avg, 1 for prod, the dtype's extreme for
+  // min and max); avg still divides by every rank. An owner's Updater still updates its keys.
+  // Waits, without SYNK_TIMEOUT, until every rank has joined or closed.
+  void join();
 
   std::size_t count(int key) const;
   DataType dtype(int key) const;

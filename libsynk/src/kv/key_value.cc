@@ -27,6 +27,8 @@ void KeyValue::pull_wait(int key) { engine_->pull_wait(key); }
 
 void KeyValue::close() { engine_->close(); }
 
+void KeyValue::join() { engine_->join(); }
+
 std::size_t KeyValue::count(int key) const { return engine_->declared(key, "count").count; }
 
 DataType KeyValue::dtype(int key) const { return engine_->declared(key, "dtype").dtype; }

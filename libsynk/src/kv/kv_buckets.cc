@@ -269,6 +269,8 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
     std::lock_guard lk(m_);
     for (std::size_t i = 0; i < keys.size(); ++i) {
       KeySlot& k = *keys[i];
+      const bool shadow = k.shadow_push;
+      k.shadow_push = false;
       k.push_pending = false;
       k.parts_done = 0;  // also where one rank's push delivered a key a cycle had begun
       k.parts_dest = nullptr;
@@ -286,6 +288,7 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
         if (start_queued_push_locked(k)) queued.push_back(&k);
         continue;
       }
+      if (shadow) continue;  // a joined rank's: no pull of its own comes
       if (srcs[i] != k.result.data()) {
         const auto* p = static_cast<const std::byte*>(srcs[i]);
         k.result.assign(p, p + k.bytes);

@@ -16,6 +16,7 @@
 #include "core/finalize_hooks.h"
 #include "core/env.h"
 #include "core/logging.h"
+#include "core/reduce_identity.h"
 #include "core/spread.h"
 #include "core/timeline.h"
 #include "core/validation.h"
@@ -290,6 +291,17 @@ void KvEngine::start_push_locked(KeySlot& k, const void* data, int priority) {
   ++pushes_;
 }
 
+void KvEngine::start_shadow_push_locked(KeySlot& k) {
+  if (k.shadow.size() != k.bytes) {
+    k.shadow.resize(k.bytes);
+    fill_identity(k.shadow.data(), k.count, k.dtype, k.op);
+  }
+  ++pending_;
+  start_push_locked(k, k.shadow.data(), std::numeric_limits<int>::min());
+  k.shadow_push = true;
+  k.awaiting_pull = false;
+}
+
 bool KvEngine::start_queued_push_locked(KeySlot& k) {
   if (!k.has_queued) return false;
   k.has_queued = false;
@@ -396,6 +408,19 @@ void KvEngine::close() {
   close_engine();
 }
 
+void KvEngine::join() {
+  refuse_in_callback(this, "join");
+  {
+    std::lock_guard lk(m_);
+    throw_if_failed_locked();
+    if (closing_ && !joined_) {
+      throw Error(ErrorCode::InvalidUsage, "KeyValue::join: the KeyValue is closed");
+    }
+    joined_ = true;
+  }
+  close_engine();
+}
+
 // close() without the callback check: the destructor's and MPI_Finalize's, which must close
 // whatever thread they run on (a KeyValue dropped inside another's callback, say).
 void KvEngine::close_engine() {
@@ -498,12 +523,13 @@ bool KvEngine::try_cycle(CycleOutcome& o) {
 // has pushed it), then, for two or more, the ready keys' priorities (max over the ranks of push
 // + pull priority). by_slot gets each ready slot's key. Every rank makes the same calls: the
 // second's count comes from the first's result.
-std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot) {
+std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot,
+                                               bool shadow) {
   std::vector<std::uint8_t> not_pushed(n, 1);
   {
     std::lock_guard lk(m_);
     for (std::size_t i = 0; i < n && i < pending_slots_.size(); ++i) {
-      not_pushed[i] = pending_slots_[i] == 0 ? 1 : 0;
+      not_pushed[i] = pending_slots_[i] == 0 && !shadow ? 1 : 0;
     }
   }
   engine_comm_.all_reduce(not_pushed.data(), not_pushed.data(), n, DataType::uint8,
@@ -514,6 +540,7 @@ std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlo
     for (std::size_t i = 0; i < n; ++i) {
       if (not_pushed[i] != 0) continue;
       KeySlot& k = slots_[i];
+      if (shadow && !k.push_pending) start_shadow_push_locked(k);
       by_slot[i] = &k;
       ready.push_back({i, 0, k.bytes, k.dtype, k.op, k.owner, split(k)});
     }
@@ -543,7 +570,7 @@ bool KvEngine::split(const KeySlot& k) const {
 KvEngine::CycleOutcome KvEngine::run_cycle() {
   // A Timeout of these calls names the cycle: the user made none of them.
   const ScopedCallLabel label(CallLabel::kv_cycle);
-  std::int64_t header[5] = {};
+  std::int64_t header[6] = {};
   {
     std::lock_guard lk(m_);
     const auto now = KvClock::now();
@@ -559,8 +586,9 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     header[2] = closing_ ? 0 : 1;
     header[3] = stalled ? 1 : 0;
     header[4] = closing_ ? 1 : 0;
+    header[5] = joined_ ? 0 : 1;
   }
-  engine_comm_.all_reduce(header, header, 5, DataType::int64, ReduceOp::max);
+  engine_comm_.all_reduce(header, header, 6, DataType::int64, ReduceOp::max);
   const auto n = static_cast<std::size_t>(header[0]);
   const bool all_closing = header[2] == 0;
   const bool some_closing = header[4] != 0;
@@ -570,7 +598,8 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
   if (!o.group_active) refuse_endless_close(all_closing);
   if (o.group_active) {
     std::vector<KeySlot*> by_slot(n, nullptr);
-    const std::vector<ReadyKey> ready = agree_on_ready(n, by_slot);
+    const bool shadow = joined_ && header[5] != 0;  // joined_ changes only on this thread's rank
+    const std::vector<ReadyKey> ready = agree_on_ready(n, by_slot, shadow);
     if (timeline::on()) trace_ready(ready, by_slot);
     // Once every rank closes, a cycle runs everything that is ready, whole.
     run_buckets(ready, by_slot, all_closing);
@@ -597,7 +626,8 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
 // others first, in another order, or never) fails, as every wait of synk's own does.
 void KvEngine::refuse_endless_close(bool all_closing) {
   std::lock_guard lk(m_);
-  if (!closing_ || all_closing) return;
+  // A rank that joined waits, as Horovod's join does, for the others' last push, however far.
+  if (!closing_ || all_closing || joined_) return;
   const double waited = std::chrono::duration<double>(KvClock::now() - closing_since_).count();
   if (waited <= timeout_s_) return;
   throw Error(ErrorCode::Timeout,
@@ -623,18 +653,20 @@ void KvEngine::inspect(std::size_t n, bool closing_everywhere) {
       // A push queued behind its pull's callback starts in a moment, closed or not.
       if (mine[i] == kNotPushed && slots_[i].has_queued) mine[i] = kPushed;
     }
-    mine[n] = closing_ ? 1 : 0;
+    mine[n] = joined_ ? 2 : closing_ ? 1 : 0;
   }
   const int size = engine_comm_.size();
   std::vector<std::uint8_t> rows(mine.size() * static_cast<std::size_t>(size));
   engine_comm_.all_gather(mine.data(), rows.data(), mine.size(), DataType::uint8);
   std::vector<std::uint8_t> all;  // the status rows without the closed byte
-  std::vector<bool> closed;
+  std::vector<bool> closed, joined;
   for (int r = 0; r < size; ++r) {
     const auto row = rows.begin() + static_cast<std::ptrdiff_t>(r * (n + 1));
     all.insert(all.end(), row, row + static_cast<std::ptrdiff_t>(n));
-    closed.push_back(row[static_cast<std::ptrdiff_t>(n)] != 0);
+    closed.push_back(row[static_cast<std::ptrdiff_t>(n)] == 1);
+    joined.push_back(row[static_cast<std::ptrdiff_t>(n)] == 2);
   }
+  count_joined_as_pushed(all, joined, n);
   const std::vector<StalledKey> part_keys = find_stalled(all, size, keys, kPushed);
   std::string never;  // the keys that can never be reduced
   for (const StalledKey& k : part_keys) {

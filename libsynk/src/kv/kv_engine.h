@@ -5,10 +5,11 @@
 // runs cycles, each collective over a private duplicate of the communicator:
 //  1. a header (max over the ranks): how many slots, whether any rank has a push not yet
 //     reduced, whether any rank is still open (not closing), whether any rank sees a stall,
-//     whether any rank is closing;
+//     whether any rank is closing, whether any rank has not joined;
 //  2. when some rank has a push waiting, a byte per slot, "not pushed here" (max over the
-//     ranks): the slots that every rank has pushed are ready; then, for two or more, their
-//     priorities (max);
+//     ranks): the slots that every rank has pushed are ready (a rank that has joined says it
+//     has every one, and pushes the op's identity for those the others have); then, for two
+//     or more, their priorities (max);
 //  3. on a stall, or with a push waiting while some rank closes, every rank's status byte per
 //     slot and whether it has closed (all_gather), to name the ranks missing (a key that a
 //     closed rank has not pushed fails at once);
@@ -82,6 +83,10 @@ struct KeySlot {
   const void* queued = nullptr;
   bool has_queued = false;
   int queued_priority = 0;
+  // After this rank joined (KeyValue::join): its push of the op's identity for a key the
+  // others pushed, and where that is kept.
+  bool shadow_push = false;
+  std::vector<std::byte> shadow;
 
   // A result that came before its pull.
   std::vector<std::byte> result;
@@ -110,6 +115,9 @@ class KvEngine {
   void pull(int key, void* out, int priority, std::function<void()> callback);
   void pull_wait(int key);
   void close();
+  // close(), but until every rank has joined or closed this rank takes part in every key the
+  // others push, with the op's identity (Horovod's join, for uneven inputs).
+  void join();
   void close_engine();  // close() from anywhere, even one of its own callbacks
   // The slot's fixed fields (count, dtype, owner); throws InvalidUsage for an unknown key.
   const KeySlot& declared(int key, const char* op) const;
@@ -127,7 +135,11 @@ class KvEngine {
   void run_cycles_until(const std::function<bool()>& done);
   bool try_cycle(CycleOutcome& o);
   CycleOutcome run_cycle();
-  std::vector<ReadyKey> agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot);
+  // `shadow`: this rank has joined and some rank has not: it has every key the others push.
+  std::vector<ReadyKey> agree_on_ready(std::size_t n, std::vector<KeySlot*>& by_slot,
+                                       bool shadow);
+  // Under m_: this joined rank's push of the identity of k's op (shadow).
+  void start_shadow_push_locked(KeySlot& k);
   void refuse_endless_close(bool all_closing);
   void inspect(std::size_t slots, bool closing_everywhere);
   // inspect's keys that some ranks pushed and others have not (mine: this rank's status
@@ -189,6 +201,7 @@ class KvEngine {
   std::vector<std::uint8_t> pending_slots_;
   std::uint64_t pushes_ = 0;      // every push counts, so a pause can end at the next
   bool closing_ = false;
+  bool joined_ = false;  // closing by join(): it shadows the others' keys
   KvClock::time_point closing_since_;  // close's wait for the other ranks ends at SYNK_TIMEOUT
   bool closed_ = false;
   bool finished_ = false;         // the cycles have ended

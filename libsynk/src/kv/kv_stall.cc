@@ -26,6 +26,21 @@ std::vector<StalledKey> find_stalled(std::span<const std::uint8_t> status, int r
   return out;
 }
 
+void count_joined_as_pushed(std::vector<std::uint8_t>& status, const std::vector<bool>& joined,
+                            std::size_t keys) {
+  const std::size_t ranks = joined.size();
+  for (std::size_t i = 0; i < keys; ++i) {
+    bool pushed_by_others = false;
+    for (std::size_t r = 0; r < ranks && !pushed_by_others; ++r) {
+      pushed_by_others = !joined[r] && status[r * keys + i] != kNotPushed;
+    }
+    if (!pushed_by_others) continue;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (joined[r] && status[r * keys + i] == kNotPushed) status[r * keys + i] = kPushed;
+    }
+  }
+}
+
 std::string rank_list(const std::vector<int>& ranks) {
   constexpr std::size_t kShown = 8;
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";

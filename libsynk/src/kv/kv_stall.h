@@ -33,6 +33,12 @@ struct StalledKey {
 std::vector<StalledKey> find_stalled(std::span<const std::uint8_t> status, int ranks,
                                      std::span<const int> keys, KeyStatus at_least = kStalled);
 
+// A rank that joined (joined[r]) pushes the identity of every key that a rank that has not
+// joined pushed: its status of those keys becomes kPushed, so that it is neither named as one
+// missing them nor taken for a rank that closed without them. status as for find_stalled.
+void count_joined_as_pushed(std::vector<std::uint8_t>& status, const std::vector<bool>& joined,
+                            std::size_t keys);
+
 // "ranks 0, 2" / "rank 1"; after 8 ranks, "and N more".
 std::string rank_list(const std::vector<int>& ranks);
 
