@@ -571,6 +571,7 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
   // A Timeout of these calls names the cycle: the user made none of them.
   const ScopedCallLabel label(CallLabel::kv_cycle);
   std::int64_t header[6] = {};
+  bool joined = false;  // as the header says, though join() may come meanwhile
   {
     std::lock_guard lk(m_);
     const auto now = KvClock::now();
@@ -587,6 +588,7 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     header[3] = stalled ? 1 : 0;
     header[4] = closing_ ? 1 : 0;
     header[5] = joined_ ? 0 : 1;
+    joined = joined_;
   }
   engine_comm_.all_reduce(header, header, 6, DataType::int64, ReduceOp::max);
   const auto n = static_cast<std::size_t>(header[0]);
@@ -598,8 +600,7 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
   if (!o.group_active) refuse_endless_close(all_closing);
   if (o.group_active) {
     std::vector<KeySlot*> by_slot(n, nullptr);
-    const bool shadow = joined_ && header[5] != 0;  // joined_ changes only on this thread's rank
-    const std::vector<ReadyKey> ready = agree_on_ready(n, by_slot, shadow);
+    const std::vector<ReadyKey> ready = agree_on_ready(n, by_slot, joined && header[5] != 0);
     if (timeline::on()) trace_ready(ready, by_slot);
     // Once every rank closes, a cycle runs everything that is ready, whole.
     run_buckets(ready, by_slot, all_closing);
