@@ -434,9 +434,23 @@ bool small_parts() {
   return part != nullptr && std::atoll(part) > 0 && std::atoll(part) <= 65536;
 }
 
-// One split key of count elements of T, reduced with op: the pull made before the push (the
-// parts land in its buffer), right after it into the pushed buffer, or after the result (the
-// parts wait in the slot). Rank r pushes small integers, exact in every dtype and sum.
+// Pushes `in` under key and waits for its result in dest, the pull made before the push (mode
+// 0: the parts land in its buffer), right after it (1: dest is the pushed buffer), or after
+// the result (2: the parts wait in the slot).
+void push_and_pull(KeyValue& kv, int key, const void* in, void* dest, int mode) {
+  if (mode == 0) kv.pull(key, dest);
+  kv.push(key, in);
+  if (mode == 1) kv.pull(key, dest);
+  if (mode == 2) {
+    world().barrier();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    kv.pull(key, dest);
+  }
+  kv.pull_wait(key);
+}
+
+// One split key of count elements of T, reduced with op, its pull made as `mode` says
+// (push_and_pull). Rank r pushes small integers, exact in every dtype and sum.
 template <class T>
 void expect_split_key_exact(KeyValue& kv, int key, std::size_t count, ReduceOp op, int mode) {
   const int n = world().size();
@@ -447,15 +461,7 @@ void expect_split_key_exact(KeyValue& kv, int key, std::size_t count, ReduceOp o
   for (std::size_t i = 0; i < count; ++i) in[i] = mine(world().rank(), i);
   kv.init_key(key, count, synk::data_type_of<T>(), op);
   T* dest = mode == 1 ? in.data() : out.data();
-  if (mode == 0) kv.pull(key, dest);
-  kv.push(key, in.data());
-  if (mode == 1) kv.pull(key, dest);
-  if (mode == 2) {
-    world().barrier();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    kv.pull(key, dest);
-  }
-  kv.pull_wait(key);
+  push_and_pull(kv, key, in.data(), dest, mode);
   for (std::size_t i = 0; i < count; ++i) {
     T want = mine(0, i);
     for (int r = 1; r < n; ++r) want = op == ReduceOp::max ? std::max(want, mine(r, i))
@@ -598,15 +604,7 @@ TEST(KeyValuePartitions, SplitKeysWithAnUpdaterEqualOneProcessSgd) {
     for (int k = 0; k < 3; ++k) {
       std::vector<float> in = pushed(k + mode, sizes[k]), out(sizes[k], 0.0f);
       float* dest = mode == 1 ? in.data() : out.data();
-      if (mode == 0) kv.pull(k, dest);
-      kv.push(k, in.data());
-      if (mode == 1) kv.pull(k, dest);
-      if (mode == 2) {
-        world().barrier();
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        kv.pull(k, dest);
-      }
-      kv.pull_wait(k);
+      push_and_pull(kv, k, in.data(), dest, mode);
       std::vector<float>& w = reference[static_cast<std::size_t>(k)];
       for (std::size_t i = 0; i < w.size(); ++i) {
         w[i] -= 0.5f * sum_over_ranks(world().size(), k + mode, i);
