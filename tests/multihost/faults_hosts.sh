@@ -123,7 +123,8 @@ awk -v t="$(since "$start")" 'BEGIN { exit !(t < 30) }' ||
 # rank 1, waiting for it, must not say that rank 0 has not reached the call.
 expect_not_in "$WORK/frozen.out" "for rank 0, which has not reached this call" \
   "no rank of hostA is blamed for its leader's wait between the nodes"
-expect_not_in "$WORK/frozen.out" "rank 0 \(on hostA\) had not reached" "synkrun blames no rank of hostA"
+expect_not_in "$WORK/frozen.out" "rank 0 \(on hostA\) had not reached" \
+  "synkrun blames no rank of hostA"
 expect_in "$WORK/frozen.out" "$unheard" "synkrun names the stopped host"
 # Open MPI's own segments (vader_segment.hostB.*) may stay on hostB, whose daemon was stopped.
 for h in hostA hostB; do

@@ -768,7 +768,8 @@ TEST(KeyValueJoin, UnevenStepsReduceOverTheRanksStillRunning) {
     ASSERT_EQ(iout[0], isum) << "step " << s;
   }
   kv.join();
-  EXPECT_NE(error_of([&] { kv.push(0, counts); }).find("the KeyValue is closed"), std::string::npos);
+  EXPECT_NE(error_of([&] { kv.push(0, counts); }).find("the KeyValue is closed"),
+            std::string::npos);
 }
 
 // avg divides by every rank, joined ones too (PyTorch's divide by the initial world size); an

@@ -16,7 +16,8 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # shellcheck disable=SC2016  # expanded by the inner shell
 unshare --mount bash -c '
-  mount -t tmpfs -o size=512k,mode=1777 tmpfs /dev/shm || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
+  mount -t tmpfs -o size=512k,mode=1777 tmpfs /dev/shm ||
+    { echo "SKIP: cannot mount a tmpfs"; exit 77; }
   probe=$1
   shift
   SYNK_SHM_SEGMENTS=named SYNK_SIMULATE_NODES=2 timeout -k 5 60 "$@" \
@@ -25,7 +26,10 @@ unshare --mount bash -c '
 rc=$?
 [ "$rc" = 77 ] && { cat "$out"; exit 77; }
 cat "$out"
-[ "$rc" != 0 ] || { echo "FAIL: the job succeeded with named segments in a 512 KiB /dev/shm"; exit 1; }
+if [ "$rc" = 0 ]; then
+  echo "FAIL: the job succeeded with named segments in a 512 KiB /dev/shm"
+  exit 1
+fi
 for r in 0 2; do
   grep -q "shm backend: rank $r could not create the shared segment: .*/dev/shm may be too small" \
     "$out" || { echo "FAIL: no error naming rank $r, its node's first rank"; exit 1; }
