@@ -772,6 +772,27 @@ TEST(KeyValueJoin, UnevenStepsReduceOverTheRanksStillRunning) {
             std::string::npos);
 }
 
+// Rank r runs 1 + r steps and joins with its last push still to reduce (push, pull, join, then
+// pull_wait): the last rank to join has one while every other rank has joined, and it is still
+// reduced with the others' identities (the joined ranks stopped shadowing, and close failed).
+TEST(KeyValueJoin, APushMadeJustBeforeJoinIsReduced) {
+  KeyValue kv(world());
+  const int rank = world().rank(), n = world().size();
+  kv.init_key(0, 5, DataType::float32);
+  for (int s = 0; s <= rank; ++s) {
+    std::vector<float> in = pushed(s, 5), out(5);
+    kv.push(0, in.data());
+    kv.pull(0, out.data());
+    if (s == rank) kv.join();
+    kv.pull_wait(0);
+    for (std::size_t e = 0; e < out.size(); ++e) {
+      float want = 0;
+      for (int r = s; r < n; ++r) want += value(r, s, e);  // the ranks with more than s steps
+      ASSERT_EQ(out[e], want) << "step " << s << " element " << e;
+    }
+  }
+}
+
 // avg divides by every rank, joined ones too (PyTorch's divide by the initial world size); an
 // owner that joined still runs the Updater of its keys.
 TEST(KeyValueJoin, AvgCountsEveryRankAndAJoinedOwnerUpdates) {

@@ -124,9 +124,9 @@ TEST(KvStall, AKeyMissingFromAClosedRankFails) {
   EXPECT_EQ(closed_unpushed_error(stalled[1], closed), "");
 }
 
-// A joined rank (2) pushes the identity of a key a rank that has not joined pushed (key 7,
-// pushed by rank 0): it is not named as missing it. A key only joined ranks "have" (8) stays
-// as it was, and so does a rank that closed without joining (1).
+// A joined rank (2) pushes the identity of a key another rank pushed (key 7, pushed by rank
+// 0): it is not named as missing it. A key no rank pushed (8) stays as it was, and so does a
+// rank that closed without joining (1).
 TEST(KvStall, AJoinedRankCountsAsHavingPushedWhatOthersPushed) {
   // Rows of ranks 0, 1, 2; columns keys 7, 8.
   std::vector<std::uint8_t> status = {kPushed, kNotPushed,  // rank 0
@@ -135,6 +135,10 @@ TEST(KvStall, AJoinedRankCountsAsHavingPushedWhatOthersPushed) {
   count_joined_as_pushed(status, {false, false, true}, 2);
   EXPECT_EQ(status, (std::vector<std::uint8_t>{kPushed, kNotPushed, kNotPushed, kNotPushed,
                                                kPushed, kNotPushed}));
+  // Key 9, pushed by rank 1 just before it joined: rank 0, joined too, has it as well.
+  std::vector<std::uint8_t> both = {kNotPushed, kPushed};
+  count_joined_as_pushed(both, {true, true}, 1);
+  EXPECT_EQ(both, (std::vector<std::uint8_t>{kPushed, kPushed}));
   const auto stalled = find_stalled(status, 3, std::vector<int>{7, 8}, kPushed);
   ASSERT_EQ(stalled.size(), 1u);
   EXPECT_EQ(stalled[0].missing, (std::vector<int>{1}));

@@ -297,6 +297,7 @@ void KvEngine::start_shadow_push_locked(KeySlot& k) {
     fill_identity(k.shadow.data(), k.count, k.dtype, k.op);
   }
   ++pending_;
+  ++shadow_pending_;
   start_push_locked(k, k.shadow.data(), std::numeric_limits<int>::min());
   k.shadow_push = true;
   k.awaiting_pull = false;
@@ -529,7 +530,11 @@ std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlo
   {
     std::lock_guard lk(m_);
     for (std::size_t i = 0; i < n && i < pending_slots_.size(); ++i) {
-      not_pushed[i] = pending_slots_[i] == 0 && !shadow ? 1 : 0;
+      // A joined rank has every key it can push at once: not one whose pull's callback runs,
+      // or whose own next push waits behind it (that push comes, and counts).
+      const KeySlot& k = slots_[i];
+      const bool can_shadow = shadow && !k.delivering && !k.has_queued;
+      not_pushed[i] = pending_slots_[i] == 0 && !can_shadow ? 1 : 0;
     }
   }
   engine_comm_.all_reduce(not_pushed.data(), not_pushed.data(), n, DataType::uint8,
@@ -540,7 +545,7 @@ std::vector<ReadyKey> KvEngine::agree_on_ready(std::size_t n, std::vector<KeySlo
     for (std::size_t i = 0; i < n; ++i) {
       if (not_pushed[i] != 0) continue;
       KeySlot& k = slots_[i];
-      if (shadow && !k.push_pending) start_shadow_push_locked(k);
+      if (shadow && !k.push_pending) start_shadow_push_locked(k);  // (not delivering: above)
       by_slot[i] = &k;
       ready.push_back({i, 0, k.bytes, k.dtype, k.op, k.owner, split(k)});
     }
@@ -587,7 +592,9 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     header[2] = closing_ ? 0 : 1;
     header[3] = stalled ? 1 : 0;
     header[4] = closing_ ? 1 : 0;
-    header[5] = joined_ ? 0 : 1;
+    // Shadowing goes on while a rank has not joined, or has a push of its own still to reduce
+    // (pushed just before its join): the last rank to join may have one.
+    header[5] = !joined_ || pending_ > shadow_pending_ ? 1 : 0;
     joined = joined_;
   }
   engine_comm_.all_reduce(header, header, 6, DataType::int64, ReduceOp::max);

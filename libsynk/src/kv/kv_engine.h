@@ -5,7 +5,8 @@
 // runs cycles, each collective over a private duplicate of the communicator:
 //  1. a header (max over the ranks): how many slots, whether any rank has a push not yet
 //     reduced, whether any rank is still open (not closing), whether any rank sees a stall,
-//     whether any rank is closing, whether any rank has not joined;
+//     whether any rank is closing, whether any rank has not joined or has a push of its own
+//     waiting (while one has, a joined rank shadows the others' keys);
 //  2. when some rank has a push waiting, a byte per slot, "not pushed here" (max over the
 //     ranks): the slots that every rank has pushed are ready (a rank that has joined says it
 //     has every one, and pushes the op's identity for those the others have); then, for two
@@ -196,6 +197,7 @@ class KvEngine {
   std::deque<KeySlot> slots_;     // deque: a slot stays where it is while others are added
   std::unordered_map<int, std::size_t> index_;
   std::size_t pending_ = 0;       // pushes not yet reduced, queued ones included
+  std::size_t shadow_pending_ = 0;  // of which a joined rank's shadow pushes
   // Per slot, 1 while its push is pending (KeySlot::push_pending): a cycle reads a byte per
   // key, not each key's slot, so that keys not pushed cost next to nothing.
   std::vector<std::uint8_t> pending_slots_;

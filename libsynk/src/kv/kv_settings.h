@@ -14,9 +14,10 @@ struct KvSettings {
   // SYNK_CYCLE_MS: how long KeyValue gathers pushes before it agrees with the other ranks on
   // which keys are ready (0: at once).
   int cycle_ms = 0;
-  // SYNK_PARTITION_BYTES: a KeyValue key larger than this (without an Updater) is reduced a part
-  // of this size per cycle, and a cycle starts no more collectives once it has moved this much,
-  // so that a key of higher priority pushed meanwhile runs next (0: whole keys, whole cycles).
+  // SYNK_PARTITION_BYTES: a KeyValue key larger than this is reduced a part of this size per
+  // cycle (with an Updater: reduced to its owner, then broadcast, a part per cycle), and a
+  // cycle starts no more collectives once it has moved this much, so that a key of higher
+  // priority pushed meanwhile runs next (0: whole keys, whole cycles).
   std::size_t partition_bytes = std::size_t{4} << 20;
 
   static KvSettings parse(const EnvGetter& get);

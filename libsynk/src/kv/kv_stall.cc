@@ -30,11 +30,9 @@ void count_joined_as_pushed(std::vector<std::uint8_t>& status, const std::vector
                             std::size_t keys) {
   const std::size_t ranks = joined.size();
   for (std::size_t i = 0; i < keys; ++i) {
-    bool pushed_by_others = false;
-    for (std::size_t r = 0; r < ranks && !pushed_by_others; ++r) {
-      pushed_by_others = !joined[r] && status[r * keys + i] != kNotPushed;
-    }
-    if (!pushed_by_others) continue;
+    bool pushed = false;
+    for (std::size_t r = 0; r < ranks && !pushed; ++r) pushed = status[r * keys + i] != kNotPushed;
+    if (!pushed) continue;
     for (std::size_t r = 0; r < ranks; ++r) {
       if (joined[r] && status[r * keys + i] == kNotPushed) status[r * keys + i] = kPushed;
     }

@@ -33,9 +33,10 @@ struct StalledKey {
 std::vector<StalledKey> find_stalled(std::span<const std::uint8_t> status, int ranks,
                                      std::span<const int> keys, KeyStatus at_least = kStalled);
 
-// A rank that joined (joined[r]) pushes the identity of every key that a rank that has not
-// joined pushed: its status of those keys becomes kPushed, so that it is neither named as one
-// missing them nor taken for a rank that closed without them. status as for find_stalled.
+// A rank that joined (joined[r]) pushes the identity of every key that another rank pushed
+// (one that has not joined, or one that pushed it just before it joined): its status of those
+// keys becomes kPushed, so that it is neither named as one missing them nor taken for a rank
+// that closed without them. status as for find_stalled.
 void count_joined_as_pushed(std::vector<std::uint8_t>& status, const std::vector<bool>& joined,
                             std::size_t keys);
 
