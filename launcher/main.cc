@@ -465,6 +465,8 @@ int launch(Options& o, const char* argv0) {
   ctx.synk_env = synk_variables(environ);
   const std::vector<std::string> mca_files = mca_parameter_files(ctx.mpirun);
   ctx.ssh_defaults = with_hosts && default_ssh_agent(std::getenv, mca_files);
+  const std::string no_abort = abort_turned_off(std::getenv, mca_files);
+  ctx.restore_abort = !no_abort.empty();
   JobShmDir shm_dir;  // lives until the job ends
   if (!node.multi_node && !o.dry_run && !user_sets_shm_dir(std::getenv, mca_files)) {
     shm_dir = make_job_shm_dir();
@@ -472,6 +474,10 @@ int launch(Options& o, const char* argv0) {
   }
   const std::vector<std::string> cmd = mpirun_command(o, ctx);
   std::vector<std::string> notes = plan_notes(o, topo, node, ctx);
+  if (ctx.restore_abort) {
+    notes.push_back(no_abort + " would let a failed job end with exit code 0: synkrun passes "
+                    "orte_abort_on_non_zero_status 1, so that a failing rank ends the job");
+  }
   if (const std::string err = isolated_error(hosts, mca_files); !err.empty()) {
     if (!o.dry_run) return usage_error(err);
     notes.push_back("the job would fail: " + err);

@@ -105,6 +105,30 @@ std::string isolated_launcher(const std::function<const char*(const char*)>& get
   return "";
 }
 
+namespace {
+
+bool false_text(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v == "0" || v == "false" || v == "no" || v == "f" || v == "n";
+}
+
+}  // namespace
+
+std::string abort_turned_off(const std::function<const char*(const char*)>& getenv,
+                             const std::vector<std::string>& mca_files) {
+  constexpr const char* kName = "orte_abort_on_non_zero_status";
+  const std::string env = std::string("OMPI_MCA_") + kName;
+  if (const char* v = getenv(env.c_str())) {  // the environment's value wins over the files'
+    return false_text(v) ? env + "=" + v : "";
+  }
+  for (const std::string& file : mca_files) {  // the first to set it wins
+    for (const auto& [name, value] : mca_file_settings(file)) {
+      if (name == kName) return false_text(value) ? name + " = " + value + " in " + file : "";
+    }
+  }
+  return "";
+}
+
 bool user_sets_shm_dir(const std::function<const char*(const char*)>& getenv,
                        const std::vector<std::string>& mca_files) {
   // (Open MPI 5 calls the vader BTL sm.)
@@ -135,6 +159,7 @@ std::vector<std::string> mpirun_command(const Options& o, const MpirunContext& c
   if (!c.shm_dir.empty()) {
     cmd.insert(cmd.end(), {"--mca", "btl_vader_backing_directory", c.shm_dir});
   }
+  if (c.restore_abort) cmd.insert(cmd.end(), {"--mca", "orte_abort_on_non_zero_status", "1"});
   for (const std::string& x : o.exports) cmd.insert(cmd.end(), {"-x", x});
   // One host's ranks inherit synkrun's environment; another host's get only what mpirun
   // forwards, and a job would run with SYNK_TIMEOUT=7 on one host and the default on another.

@@ -24,6 +24,9 @@ struct MpirunContext {
   bool ssh_defaults = false;
   // Where the ranks' Open MPI shared memory goes (JobShmDir), or "": Open MPI's default.
   std::string shm_dir;
+  // The user's setting turns off mpirun's abort on a rank's non-zero exit (abort_turned_off):
+  // mpirun gets it back on the command line.
+  bool restore_abort = false;
 };
 
 // ssh's options for a job across hosts: a host that does not answer fails in 10 s, not after
@@ -48,6 +51,13 @@ bool default_ssh_agent(const std::function<const char*(const char*)>& getenv,
 // wins. mpirun then reports another host as "already filled".
 std::string isolated_launcher(const std::function<const char*(const char*)>& getenv,
                               const std::vector<std::string>& mca_files);
+
+// Where Open MPI is told not to end the job when a rank exits non-zero
+// ("OMPI_MCA_orte_abort_on_non_zero_status=0", or "orte_abort_on_non_zero_status = 0 in FILE"),
+// as some sites do; "" where it is not. mpirun then lets the others run on and exits 0 for a
+// failed job (Open MPI 4.1), where synkrun promises the first failing rank's exit code.
+std::string abort_turned_off(const std::function<const char*(const char*)>& getenv,
+                             const std::vector<std::string>& mca_files);
 
 // Whether the user chose where Open MPI keeps its shared memory (btl_vader_backing_directory,
 // or Open MPI 5's btl_sm_backing_directory, in the environment or the MCA parameter files, or

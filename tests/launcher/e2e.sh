@@ -266,6 +266,15 @@ failing_rank)
   grep -q '^synkrun: rank 1 .*(signal 13.*failed first; exit code 141$' "$work/err" &&
     tail -n 1 "$work/err" | grep -q '^synkrun: note: a broken pipe: .* went away before it$' ||
     fail "a rank's SIGPIPE without the note on its cause"
+  # A site's orte_abort_on_non_zero_status=0 made mpirun exit 0 for this job: synkrun restores it.
+  start=$(now)
+  OMPI_MCA_orte_abort_on_non_zero_status=0 PROBE_FAIL_RANK=1 PROBE_FAIL_CODE=3 PROBE_SLEEP=30 \
+    "$SYNKRUN" -np 2 "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 3 ] || fail "exit code $rc with orte_abort_on_non_zero_status=0, expected rank 1's 3"
+  elapsed_below "$start" 15 || fail "the other rank ran on with orte_abort_on_non_zero_status=0"
+  grep -q '^synkrun: note: OMPI_MCA_orte_abort_on_non_zero_status=0 would let a failed job' \
+    "$work/err" || fail "no note that synkrun turns the abort on a failing rank back on"
   "$SYNKRUN" -np 2 /nonexistent/program >"$work/out" 2>"$work/err"
   rc=$?
   [ "$rc" = 127 ] || fail "exit code $rc for a missing program, expected 127"

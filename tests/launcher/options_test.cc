@@ -339,6 +339,39 @@ TEST(MpirunCommand, JobShmDirectoryUnlessTheUserChoseOne) {
   EXPECT_EQ(*(at + 1), "/dev/shm/synkrun-job.abc");
 }
 
+// A site's orte_abort_on_non_zero_status = 0 (environment, then the first file that sets it):
+// mpirun would exit 0 for a failed job. synkrun turns it back on, on mpirun's command line.
+TEST(MpirunCommand, AbortOnAFailingRankIsRestored) {
+  const std::string dir = ::testing::TempDir() + "synk_abort";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/off.conf") << "# orte_abort_on_non_zero_status = 1\n"
+                                      "orte_abort_on_non_zero_status = false\n";
+  std::ofstream(dir + "/on.conf") << "orte_abort_on_non_zero_status = 1\n";
+  std::map<std::string, std::string> env;
+  const auto getenv = getenv_of(env);
+  EXPECT_EQ(abort_turned_off(getenv, {dir + "/missing.conf"}), "");
+  EXPECT_EQ(abort_turned_off(getenv, {dir + "/off.conf"}),
+            "orte_abort_on_non_zero_status = false in " + dir + "/off.conf");
+  EXPECT_EQ(abort_turned_off(getenv, {dir + "/on.conf", dir + "/off.conf"}), "");
+  env["OMPI_MCA_orte_abort_on_non_zero_status"] = "0";
+  EXPECT_EQ(abort_turned_off(getenv, {dir + "/on.conf"}),
+            "OMPI_MCA_orte_abort_on_non_zero_status=0");
+  env["OMPI_MCA_orte_abort_on_non_zero_status"] = "1";
+  EXPECT_EQ(abort_turned_off(getenv, {dir + "/off.conf"}), "");
+  std::filesystem::remove_all(dir);
+
+  MpirunContext c{"/usr/bin/mpirun", "/opt/synkrun", 2, false, false, {}, false, ""};
+  const auto plain = mpirun_command(ok({"prog"}), c);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "orte_abort_on_non_zero_status"), 0);
+  c.restore_abort = true;
+  const auto cmd = mpirun_command(ok({"prog"}), c);
+  const auto at = std::find(cmd.begin(), cmd.end(), "orte_abort_on_non_zero_status");
+  ASSERT_NE(at, cmd.end());
+  EXPECT_EQ(*(at - 1), "--mca");
+  EXPECT_EQ(*(at + 1), "1");
+  EXPECT_LT(at - cmd.begin(), std::find(cmd.begin(), cmd.end(), "/opt/synkrun") - cmd.begin());
+}
+
 // plm = isolated, from the environment (Open MPI 4's or 5's name) or a parameter file, where the
 // environment's value wins, then the first file's; a comment or another component is not it.
 TEST(MpirunCommand, IsolatedLauncherFromTheEnvironmentOrAFile) {
