@@ -31,7 +31,7 @@ struct Options {
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
   std::uint64_t seed = 1;
-  std::string backend = "auto";
+  std::string backend;  // "": SYNK_BACKEND's, else auto (as every synk program)
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::size_t limit = 0;
   std::string json;
@@ -105,9 +105,8 @@ int parse(int argc, char** argv, Options& o) {
   app.add_option("--seed", o.seed, "seed of the initial parameters and the shuffles")
       ->check(whole_check("seed", "from 0 to 10^19 - 1"))
       ->capture_default_str();
-  app.add_option("--backend", o.backend, "synk backend")
-      ->check(CLI::IsMember({"auto", "mpi", "shm"}))
-      ->capture_default_str();
+  app.add_option("--backend", o.backend, "synk backend (default: SYNK_BACKEND, else auto)")
+      ->check(CLI::IsMember({"auto", "mpi", "shm"}));
   app.add_option("--data", o.data,
                  "directory of the IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])")
       ->check([](const std::string& dir) {
