@@ -184,6 +184,25 @@ std::string host_lines(const Communicator& comm) {
   return text;
 }
 
+// "# mpi transports: OMPI_MCA_btl=tcp,self": the Open MPI transport and collective settings in
+// the environment, which decide the MPI column (a TCP-only container's MPI is several times
+// slower than its shared-memory transport; synk's shm backend is not). mpirun's own settings
+// for the ranks (their session, synkrun's shared-memory folder) are left out; "" where none.
+std::string mpi_settings_line() {
+  std::vector<std::string> set;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const bool transport = kv.rfind("OMPI_MCA_btl", 0) == 0 || kv.rfind("OMPI_MCA_pml", 0) == 0 ||
+                           kv.rfind("OMPI_MCA_mtl", 0) == 0 || kv.rfind("OMPI_MCA_coll", 0) == 0;
+    if (transport && kv.find("_backing_directory=") == std::string::npos) set.push_back(kv);
+  }
+  if (set.empty()) return "";
+  std::sort(set.begin(), set.end());
+  std::string line = "# mpi transports:";
+  for (const std::string& s : set) line += " " + s;
+  return line + "\n";
+}
+
 void print_header(const World& w, const Options& o, Communicator& comm, int argc, char** argv) {
   struct RankInfo {
     int pid;
@@ -203,6 +222,7 @@ void print_header(const World& w, const Options& o, Communicator& comm, int argc
                 all[0].host);
   text += buf;
   text += host_lines(comm);
+  text += mpi_settings_line();
   text += "# command: " + command_line(argc, argv) + "\n";
   std::snprintf(buf, sizeof buf,
                 "# minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d settle iters: %d "
