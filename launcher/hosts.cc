@@ -81,19 +81,22 @@ std::string hostfile_slots(const std::vector<std::string>& settings,
 }
 
 // A setting mpirun's hostfile parser does not take: it stops with an "internal error" ("slot=2"
-// for slots=2, a misspelt key) or, for max_slots below slots, refuses the line. Words without
-// "=" are left to mpirun.
-std::string hostfile_setting_error(const std::vector<std::string>& settings,
-                                   std::optional<long long> slots) {
+// for slots=2, a misspelt key) or, for a max_slots below the slots given before it, refuses the
+// line (given first, it is raised to the slots). Words without "=" are left to mpirun.
+std::string hostfile_setting_error(const std::vector<std::string>& settings) {
   static const std::set<std::string> known = {
       "slots", "count", "cpu", "slots-max", "slots_max", "max-slots", "max_slots", "cpu-max",
       "cpu_max", "max-cpu", "max_cpu", "count-max", "count_max", "max-count", "max_count",
       "username", "user-name", "user_name", "boards", "sockets", "sockets_per_board",
       "sockets-per-board", "cores", "cores_per_socket", "cores-per-socket", "cpu_set", "cpu-set"};
+  std::optional<int> slots;  // as given so far
   for (const std::string& p : settings) {
     const auto eq = p.find('=');
     if (eq == std::string::npos) continue;
     const std::string key = lower(p.substr(0, eq));
+    if (key == "slots" || key == "count" || key == "cpu") {
+      slots = parse_count(p.substr(eq + 1), kMaxRanks);
+    }
     if (key == "slot") {
       return "\"" + p + "\" is not a hostfile setting (slots" + p.substr(eq) + " gives the slots)";
     }
@@ -195,7 +198,7 @@ std::string parse_hostfile(const std::string& text, long long default_slots,
       return where + "a carriage return (a file written on Windows): mpirun cannot read it; "
                      "convert the file (dos2unix)";
     }
-    line = line.substr(0, line.find('#'));
+    line = line.substr(0, std::min(line.find('#'), line.find("//")));  // mpirun's comments
     std::istringstream words(line);
     std::string host;
     if (!(words >> host)) continue;
@@ -206,7 +209,7 @@ std::string parse_hostfile(const std::string& text, long long default_slots,
     const std::vector<std::string> settings = hostfile_settings(rest);
     std::optional<long long> slots;
     if (std::string err = hostfile_slots(settings, slots); !err.empty()) return where + err;
-    if (std::string err = hostfile_setting_error(settings, slots); !err.empty()) {
+    if (std::string err = hostfile_setting_error(settings); !err.empty()) {
       return where + err;
     }
     auto [first, added] = seen.try_emplace(host, number, slots.has_value());

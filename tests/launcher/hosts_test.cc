@@ -108,6 +108,11 @@ TEST(Hosts, HostfileLinesMpirunCannotRead) {
   EXPECT_EQ(parse_hostfile("a slots=2 max_slots=1\n", 1, h),
             "line 1: \"max_slots=1\" is below slots=2 (mpirun refuses the line)");
   EXPECT_EQ(parse_hostfile("a slots = 2 max-slots = 2 username=me cpu_set=0-3\n", 1, h), "");
+  // Given before slots, max_slots is raised to them (mpirun reads the line in order); and a
+  // comment after // is mpirun's too.
+  EXPECT_EQ(parse_hostfile("a max_slots=2 slots=4 // x=y\n// b=c\n", 1, h), "");
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].slots, 4);
 }
 
 // This host under two names, each with slots=: mpirun's "multiple definitions" internal error.

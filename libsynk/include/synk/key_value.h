@@ -123,7 +123,9 @@ class KeyValue {
   // inputs): until every rank has joined or closed, this rank takes part in every key the
   // others push, with the op's identity (0 for sum and avg, 1 for prod, the dtype's extreme for
   // min and max); avg still divides by every rank. An owner's Updater still updates its keys.
-  // Waits, without SYNK_TIMEOUT, until every rank has joined or closed.
+  // Waits, without SYNK_TIMEOUT, until every rank has joined or closed (where the cycles run
+  // on the caller's thread, each of its cycles waits for the others' within SYNK_TIMEOUT).
+  // Every key is declared before any rank joins.
   void join();
 
   std::size_t count(int key) const;
