@@ -274,12 +274,19 @@ void report_daemon_failure(const Options& o, const FailureParser& failure, int e
                found.c_str(), exit_code);
 }
 
-// The host that holds `rank` as synkrun mapped the job's ranks (--node-slots), or "" where it
-// did not (one host, or a host's slots unknown).
+// The job's hosts in mapping order and its ranks, as synkrun mapped them (--node-slots); false
+// where it did not (one host, or a host's slots unknown).
+bool mapped_hosts(const Options& o, std::vector<HostSlots>& ordered, long long& world) {
+  if (o.node_slots.empty() || !parse_host_list(o.node_slots, ordered).empty()) return false;
+  world = o.np ? *o.np : total_slots(ordered).value_or(0);
+  return true;
+}
+
+// The host that holds `rank` as synkrun mapped the job's ranks, or "" where it did not.
 std::string mapped_host(const Options& o, std::optional<int> rank) {
   std::vector<HostSlots> ordered;
-  if (!rank || o.node_slots.empty() || !parse_host_list(o.node_slots, ordered).empty()) return "";
-  const long long world = o.np ? *o.np : total_slots(ordered).value_or(0);
+  long long world = 0;
+  if (!rank || !mapped_hosts(o, ordered, world)) return "";
   return host_of_rank(ordered, *rank, world);
 }
 
@@ -312,11 +319,8 @@ void print_broken_pipe_note() {
 // is stopped, or cut off from this one, looks (its ranks' output does not come through).
 void print_unheard_hosts(const Options& o, const FailureParser& failure) {
   std::vector<HostSlots> ordered;
-  if (failure.timed_out_ranks().empty() || o.node_slots.empty() ||
-      !parse_host_list(o.node_slots, ordered).empty()) {
-    return;
-  }
-  const long long world = o.np ? *o.np : total_slots(ordered).value_or(0);
+  long long world = 0;
+  if (failure.timed_out_ranks().empty() || !mapped_hosts(o, ordered, world)) return;
   const std::string unheard = unheard_hosts(ordered, world, failure.timed_out_ranks());
   if (unheard.empty()) return;
   std::fprintf(stderr,
