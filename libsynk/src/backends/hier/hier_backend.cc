@@ -107,15 +107,12 @@ void leader_part(shm::Group& g, const CollArgs& next, const std::function<void()
 
 HierBackend::HierBackend(const CommContext& ctx)
     : ctx_(ctx), node_(join_every_node(ctx)), mpi_(ctx) {
-  // Every rank's node, gathered when the context was made (all on node 0 where one node).
-  node_of_rank_ = ctx.node_of_rank;
-  node_of_rank_.resize(static_cast<std::size_t>(ctx.size), 0);
   local_rank_of_rank_.resize(static_cast<std::size_t>(ctx.size));
   SYNK_CHECK_MPI(MPI_Allgather(&ctx.local_rank, 1, MPI_INT, local_rank_of_rank_.data(), 1, MPI_INT,
                                ctx.comm));
   leader_of_node_.assign(static_cast<std::size_t>(ctx.num_nodes), -1);
   for (int r = ctx.size - 1; r >= 0; --r) {
-    leader_of_node_[static_cast<std::size_t>(node_of_rank_[static_cast<std::size_t>(r)])] = r;
+    leader_of_node_[static_cast<std::size_t>(ctx.node_of_rank[static_cast<std::size_t>(r)])] = r;
   }
   // The sliced all-reduce needs the same number of ranks on every node.
   Spread sizes({static_cast<std::uint64_t>(ctx.local_size)});
@@ -206,7 +203,7 @@ void HierBackend::all_reduce_sliced(const CollArgs& a) {
 }
 
 Request HierBackend::broadcast(const CollArgs& a) {
-  const int root_node = node_of_rank_[static_cast<std::size_t>(a.root)];
+  const int root_node = ctx_.node_of_rank[static_cast<std::size_t>(a.root)];
   const int root_leader = leader_of_node_[static_cast<std::size_t>(root_node)];
   const std::size_t es = size_of(a.dtype);
   const MPI_Datatype t = mpi_datatype(a.dtype);

@@ -44,7 +44,6 @@ class HierBackend final : public Backend {
   CommContext ctx_;
   ShmNode node_;
   MpiBackend mpi_;
-  std::vector<int> node_of_rank_;    // node index of every rank
   std::vector<int> local_rank_of_rank_;
   std::vector<int> leader_of_node_;  // global rank of every node's leader
   // Local rank i of every node (ordered by node); MPI_COMM_NULL when nodes differ in size.
