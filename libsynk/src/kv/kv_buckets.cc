@@ -271,7 +271,6 @@ void KvEngine::deliver(const std::vector<KeySlot*>& keys, const std::vector<cons
       KeySlot& k = *keys[i];
       const bool shadow = k.shadow_push;
       k.shadow_push = false;
-      if (shadow) --shadow_pending_;
       k.push_pending = false;
       k.parts_done = 0;  // also where one rank's push delivered a key a cycle had begun
       k.parts_dest = nullptr;

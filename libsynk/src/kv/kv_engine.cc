@@ -297,7 +297,6 @@ void KvEngine::start_shadow_push_locked(KeySlot& k) {
     fill_identity(k.shadow.data(), k.count, k.dtype, k.op);
   }
   ++pending_;
-  ++shadow_pending_;
   start_push_locked(k, k.shadow.data(), std::numeric_limits<int>::min());
   k.shadow_push = true;
   k.awaiting_pull = false;
@@ -581,11 +580,13 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     std::lock_guard lk(m_);
     const auto now = KvClock::now();
     bool stalled = false;
+    std::size_t shadows = 0;  // this joined rank's shadow pushes among the pending ones
     for (std::size_t i = 0; i < pending_slots_.size(); ++i) {
       if (pending_slots_[i] == 0) continue;
       const KeySlot& k = slots_[i];
       const KeyStatus s = status_of(k, now, stall_warn_s_, timeout_s_);
       stalled = stalled || s == kTimedOut || (s == kStalled && !k.warned);
+      shadows += k.shadow_push ? 1 : 0;
     }
     header[0] = static_cast<std::int64_t>(slots_.size());
     header[1] = pending_ > 0 ? 1 : 0;
@@ -594,7 +595,7 @@ KvEngine::CycleOutcome KvEngine::run_cycle() {
     header[4] = closing_ ? 1 : 0;
     // Shadowing goes on while a rank has not joined, or has a push of its own still to reduce
     // (pushed just before its join): the last rank to join may have one.
-    header[5] = !joined_ || pending_ > shadow_pending_ ? 1 : 0;
+    header[5] = !joined_ || pending_ > shadows ? 1 : 0;
     joined = joined_;
   }
   engine_comm_.all_reduce(header, header, 6, DataType::int64, ReduceOp::max);

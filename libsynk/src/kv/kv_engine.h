@@ -197,7 +197,6 @@ class KvEngine {
   std::deque<KeySlot> slots_;     // deque: a slot stays where it is while others are added
   std::unordered_map<int, std::size_t> index_;
   std::size_t pending_ = 0;       // pushes not yet reduced, queued ones included
-  std::size_t shadow_pending_ = 0;  // of which a joined rank's shadow pushes
   // Per slot, 1 while its push is pending (KeySlot::push_pending): a cycle reads a byte per
   // key, not each key's slot, so that keys not pushed cost next to nothing.
   std::vector<std::uint8_t> pending_slots_;
