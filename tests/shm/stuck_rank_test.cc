@@ -56,9 +56,9 @@ int main() {
     // Across (simulated) nodes the calls are compared first; that comparison names the ranks
     // that have not reached it, with their node and its host ("(node 0 on vm)").
     const std::string stuck = "rank " + std::to_string(kStuck);
-    const std::string want = comm.backend() == "hier" ? "for " + stuck + " (node 0 on " : stuck;
+    const std::string naming = comm.backend() == "hier" ? "for " + stuck + " (node 0 on " : stuck;
     const bool named =
-        msg.find(want) != std::string::npos && msg.find("SYNK_TIMEOUT") != std::string::npos;
+        msg.find(naming) != std::string::npos && msg.find("SYNK_TIMEOUT") != std::string::npos;
     if (e.code() != synk::ErrorCode::Timeout || !named) {
       return say("stuck_rank: rank " + std::to_string(me) + " FAILED: expected a Timeout naming " +
                  "rank 1 and SYNK_TIMEOUT, got " + synk::to_string(e.code()) + ": " + msg +
