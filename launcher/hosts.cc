@@ -62,14 +62,19 @@ std::vector<std::string> hostfile_settings(const std::string& rest) {
   return out;
 }
 
-// "slots=4" among a hostfile line's settings; Open MPI takes count= and cpu= as the same.
+// Open MPI takes count= and cpu= as slots=.
+bool names_slots(const std::string& key) {
+  return key == "slots" || key == "count" || key == "cpu";
+}
+
+// "slots=4" among a hostfile line's settings.
 std::string hostfile_slots(const std::vector<std::string>& settings,
                            std::optional<long long>& slots) {
   bool given = false;
   for (const std::string& p : settings) {
     const auto eq = p.find('=');
     const std::string key = lower(p.substr(0, eq));
-    if (key != "slots" && key != "count" && key != "cpu") continue;
+    if (!names_slots(key)) continue;
     // mpirun refuses the line ("multiple definitions").
     if (given) return "slots are given twice (\"" + p + "\"); give them once";
     given = true;
@@ -94,9 +99,7 @@ std::string hostfile_setting_error(const std::vector<std::string>& settings) {
     const auto eq = p.find('=');
     if (eq == std::string::npos) continue;
     const std::string key = lower(p.substr(0, eq));
-    if (key == "slots" || key == "count" || key == "cpu") {
-      slots = parse_count(p.substr(eq + 1), kMaxRanks);
-    }
+    if (names_slots(key)) slots = parse_count(p.substr(eq + 1), kMaxRanks);
     if (key == "slot") {
       return "\"" + p + "\" is not a hostfile setting (slots" + p.substr(eq) + " gives the slots)";
     }
