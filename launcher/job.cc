@@ -279,16 +279,20 @@ void FailureParser::feed_line(const std::string& line) {
   // the same pipe, and a rank that prints mpirun's words outside such a frame (a log it copies)
   // must not be taken for mpirun.
   static const std::regex rule(R"(-{20,}\s*$)");
-  // synk's own Timeout, a rank's line (outside mpirun's frames).
-  static const std::regex waited(R"(synk Timeout: .*\(SYNK_TIMEOUT\) for ranks? (\d+))");
+  // synk's own Timeout, a rank's line (outside mpirun's frames). A rank of a split
+  // communicator is named with its job rank: "rank 1 (job rank 3)", and the job rank counts.
+  static const std::regex waited(
+      R"(synk Timeout: .*\(SYNK_TIMEOUT\) for ranks? (\d+)(?: \(job rank (\d+))?)");
   // Whose: "synk Timeout: rank 0: ..." (the watchdog's), "synk Timeout: all_reduce: rank 1
   // waited".
-  static const std::regex gave_up(R"(synk Timeout: (?:.*?: )?rank (\d+)(?::| waited))");
+  static const std::regex gave_up(
+      R"(synk Timeout: (?:.*?: )?rank (\d+)(?: \(job rank (\d+)\))?(?::| waited))");
+  const auto job_rank = [](const std::smatch& m) { return rank_number(m[m[2].matched ? 2 : 1]); };
   std::smatch w;
   if (line.find("synk Timeout: ") != std::string::npos) {
-    if (!waited_for_ && std::regex_search(line, w, waited)) waited_for_ = rank_number(w[1]);
+    if (!waited_for_ && std::regex_search(line, w, waited)) waited_for_ = job_rank(w);
     if (std::regex_search(line, w, gave_up)) {
-      if (const std::optional<int> r = rank_number(w[1])) timed_out_ranks_.insert(*r);
+      if (const std::optional<int> r = job_rank(w)) timed_out_ranks_.insert(*r);
     }
   }
   if (line.find("synk Timeout: rank ") != std::string::npos &&

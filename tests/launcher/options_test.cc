@@ -670,6 +670,24 @@ TEST(FailureParser, TheRanksThatTimedOut) {
   EXPECT_EQ(p.timed_out_ranks(), (std::set<int>{0, 3, 5}));
 }
 
+// A split communicator's ranks are not the job's: its Timeout names both, and synkrun takes the
+// job's (the rank mpirun and the host list number).
+TEST(FailureParser, ASplitCommunicatorsRanksCountByTheirJobRank) {
+  FailureParser p;
+  p.feed_line("synk Timeout: all_reduce(count 4, float32, sum): rank 0 (job rank 1) waited 2 s "
+              "(SYNK_TIMEOUT) for rank 1 (job rank 3, node 1 on hostB), which has not reached");
+  p.feed_line("synk Timeout: rank 1 (job rank 2): all_reduce(count 4, float32, sum) on the mpi "
+              "backend has waited 12 s inside MPI without progress");
+  p.feed_line("synk Timeout: broadcast: rank 0 waited 2 s (SYNK_TIMEOUT) for rank 1 (node 1)");
+  EXPECT_EQ(p.waited_for(), 3);
+  EXPECT_EQ(p.timed_out_ranks(), (std::set<int>{0, 1, 2}));
+  FailureParser own;  // a communicator's rank that is the job's too: no job rank written
+  own.feed_line("synk Timeout: barrier: rank 2 waited 2 s (SYNK_TIMEOUT) for ranks 0 (job rank "
+                "4) and 1 (job rank 5), which have not reached this call");
+  EXPECT_EQ(own.waited_for(), 4);
+  EXPECT_EQ(own.timed_out_ranks(), (std::set<int>{2}));
+}
+
 // A rank's stderr comes through mpirun's: mpirun's words outside its frame of dashes (a rank
 // that copies an old log) neither fail the job nor name a rank.
 TEST(FailureParser, MpirunsWordsOutsideItsFrameAreARanksOutput) {

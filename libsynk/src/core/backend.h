@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,9 +76,15 @@ struct CommContext {
   // host name (its first rank's); empty on one node.
   std::vector<int> node_of_rank;
   std::vector<std::string> node_hosts;
+  // Each rank's rank in MPI_COMM_WORLD (the job's, as mpirun and synkrun name them) where some
+  // rank's differs from its rank here (a split communicator); empty where none does.
+  std::vector<int> job_ranks;
 
   // "node 1 on hostB" (or "node 1" where the hosts are not known), for messages.
   std::string node_text(int n) const;
+  // "3", or "3 (job rank 5)" where rank 3 of this communicator is not the job's rank 3; with
+  // a node, "3 (job rank 5, node 1 on hostB)". For messages.
+  std::string rank_text(int r, std::optional<int> on_node = std::nullopt) const;
 };
 
 // One call, as the user made it. Meaning of count: per rank for all_gather, gather and scatter,

@@ -168,11 +168,9 @@ void take_notices(Arrivals& st, const CommContext& ctx) {
 // has told this rank the nodes, "3" before.
 std::string with_node(const Arrivals& st, const CommContext& ctx, int r) {
   const auto i = static_cast<std::size_t>(r);
-  if (i < ctx.node_of_rank.size()) {
-    return std::to_string(r) + " (" + ctx.node_text(ctx.node_of_rank[i]) + ")";
-  }
-  if (i < st.node.size()) return std::to_string(r) + " (node " + std::to_string(st.node[i]) + ")";
-  return std::to_string(r);
+  if (i < ctx.node_of_rank.size()) return ctx.rank_text(r, ctx.node_of_rank[i]);
+  if (i < st.node.size()) return ctx.rank_text(r, st.node[i]);
+  return ctx.rank_text(r);
 }
 
 // The Timeout of a comparison that has not completed, naming the ranks that never said they
@@ -197,7 +195,7 @@ std::string missing_ranks_text(const Arrivals& st, const CommContext& ctx) {
 
 Error missing_ranks_error(const Arrivals& st, const CommContext& ctx, const CallRecord& mine,
                           bool at_issue) {
-  std::string text = describe(mine) + ": rank " + std::to_string(ctx.rank) + " waited " +
+  std::string text = describe(mine) + ": rank " + ctx.rank_text(ctx.rank) + " waited " +
                      seconds_text(settings().timeout_s) + " (SYNK_TIMEOUT) for ";
   const std::string missing = missing_ranks_text(st, ctx);
   if (missing.empty()) {

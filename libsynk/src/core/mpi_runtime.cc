@@ -47,7 +47,15 @@ int launcher_world_rank() {
   return -1;
 }
 
+// This process's rank in MPI_COMM_WORLD once a communicator was made (-1 before).
+std::atomic<int> world_rank{-1};
+
 }  // namespace
+
+int job_rank_of_process() {
+  const int known = world_rank.load(std::memory_order_relaxed);
+  return known >= 0 ? known : launcher_world_rank();
+}
 
 void ensure_mpi_initialized() {
   // MPI_Initialized stays true after MPI_Finalize, so this comes first (else the next MPI call,
@@ -159,6 +167,13 @@ void fill_context(CommContext& c, int simulate_nodes) {
   c.node = node_info[0];
   c.num_nodes = node_info[1];
   if (c.num_nodes > 1) gather_nodes(c);
+  int in_world = -1;
+  SYNK_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &in_world));
+  world_rank.store(in_world, std::memory_order_relaxed);
+  c.job_ranks = ranks_in(c.comm, MPI_COMM_WORLD);
+  bool same = true;
+  for (int r = 0; r < c.size; ++r) same = same && c.job_ranks[static_cast<std::size_t>(r)] == r;
+  if (same) c.job_ranks.clear();
   SYNK_LOG_AT(debug, "rank " << c.rank << "/" << c.size << ": local rank " << c.local_rank << "/"
                              << c.local_size << " on node " << c.node << "/" << c.num_nodes);
 }
@@ -183,6 +198,33 @@ std::string CommContext::node_text(int n) const {
                      !node_hosts[static_cast<std::size_t>(n)].empty();
   return "node " + std::to_string(n) +
          (known ? " on " + node_hosts[static_cast<std::size_t>(n)] : std::string());
+}
+
+std::string CommContext::rank_text(int r, std::optional<int> on_node) const {
+  const auto i = static_cast<std::size_t>(r);
+  std::string where;
+  if (i < job_ranks.size() && job_ranks[i] != r && job_ranks[i] != MPI_UNDEFINED) {
+    where = "job rank " + std::to_string(job_ranks[i]);
+  }
+  if (on_node) where += (where.empty() ? "" : ", ") + node_text(*on_node);
+  return std::to_string(r) + (where.empty() ? "" : " (" + where + ")");
+}
+
+std::vector<int> ranks_in(MPI_Comm comm, MPI_Comm other) {
+  MPI_Group mine = MPI_GROUP_NULL, theirs = MPI_GROUP_NULL;
+  SYNK_CHECK_MPI(MPI_Comm_group(comm, &mine));
+  int rc = MPI_Comm_group(other, &theirs);
+  int size = 0;
+  if (rc == MPI_SUCCESS) rc = MPI_Group_size(mine, &size);
+  std::vector<int> in_comm(static_cast<std::size_t>(size)), in_other(in_comm.size());
+  for (int r = 0; r < size; ++r) in_comm[static_cast<std::size_t>(r)] = r;
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Group_translate_ranks(mine, size, in_comm.data(), theirs, in_other.data());
+  }
+  MPI_Group_free(&mine);
+  if (theirs != MPI_GROUP_NULL) MPI_Group_free(&theirs);
+  if (rc != MPI_SUCCESS) throw_mpi_error(rc, "MPI_Group_translate_ranks");
+  return in_other;
 }
 
 CommContext duplicate_context(const CommContext& ctx) {

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/backend.h"
 
@@ -34,6 +35,13 @@ CommContext make_context(MPI_Comm comm, int simulate_nodes);
 // on the caller's thread (alloc, split, Data) on the communicators of ctx. Collective over
 // ctx.comm.
 CommContext duplicate_context(const CommContext& ctx);
+
+// This process's rank in MPI_COMM_WORLD (the job's rank, as mpirun names it): from the first
+// communicator made, or from the launcher's environment before; -1 where neither says.
+int job_rank_of_process();
+// The rank in `other` of each rank of `comm` (MPI_UNDEFINED where it is not in `other`).
+std::vector<int> ranks_in(MPI_Comm comm, MPI_Comm other);
+
 // Frees the communicators of ctx (a no-op after MPI_Finalize). Never throws.
 void free_context(CommContext& ctx) noexcept;
 

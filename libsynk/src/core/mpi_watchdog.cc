@@ -20,6 +20,7 @@
 #include "core/call_label.h"
 #include "core/env.h"
 #include "core/logging.h"
+#include "core/mpi_runtime.h"
 
 namespace synk::detail {
 
@@ -88,10 +89,18 @@ std::atomic<int> slots_used{0};  // the highest slot ever taken + 1
 std::atomic<std::int64_t> shortest_timeout_ns{0};  // sets how often the watchdog looks
 std::once_flag started;
 
+// "1", or "1 (job rank 3)" where this process's rank in the communicator is not its rank in
+// MPI_COMM_WORLD.
+std::string rank_of_process_text(int rank) {
+  const int job = job_rank_of_process();
+  return std::to_string(rank) +
+         (job >= 0 && job != rank ? " (job rank " + std::to_string(job) + ")" : "");
+}
+
 // What a stuck step that is no call says (making a communicator, split, alloc).
 // "rank 3", or "this process" before MPI (and the launcher) could say its rank.
 std::string who(const WatchedCall& c) {
-  return c.rank >= 0 ? "rank " + std::to_string(c.rank) : "this process";
+  return c.rank >= 0 ? "rank " + rank_of_process_text(c.rank) : "this process";
 }
 
 std::string step_expired_text(const WatchedCall& c, double waited_s) {
@@ -108,7 +117,7 @@ std::string step_expired_text(const WatchedCall& c, double waited_s) {
 
 std::string call_expired_text(const WatchedCall& c, double waited_s) {
   std::string text =
-      "synk Timeout: rank " + std::to_string(c.rank) + ": " +
+      "synk Timeout: rank " + rank_of_process_text(c.rank) + ": " +
       labeled_call(c.label, describe_call(c.coll, c.count, c.dtype, c.op, c.root)) + " on the " +
       c.backend +
       " backend has waited " + std::to_string(static_cast<long long>(waited_s)) +

@@ -62,8 +62,8 @@ void agree(const CommContext& ctx, bool ok, const std::string& what, const std::
   const std::optional<RankFailure> first = first_failure(ctx.comm, !ok, error, ctx.node);
   if (!first) return;
   if (!ok) throw Error(ErrorCode::System, what + own_where + ": " + error);
-  throw Error(ErrorCode::Remote, what + ": failed on rank " + std::to_string(first->rank) +
-                                     " (" + ctx.node_text(first->node) + "): " + first->text);
+  throw Error(ErrorCode::Remote, what + ": failed on rank " +
+                                     ctx.rank_text(first->rank, first->node) + ": " + first->text);
 }
 
 // Collective: every rank passed what rank 0 passed (`mine` describes this rank's arguments).
@@ -234,7 +234,7 @@ void DataStore::load(const std::function<void(void*)>& loader) {
     }
   }
   agree(c, ok, "Data::load: the loader", error.empty() && !ok ? "(no message)" : error,
-        " on rank " + std::to_string(c.rank) + " (" + c.node_text(c.node) + ")");
+        " on rank " + c.rank_text(c.rank, c.node));
   if (c.local_rank != 0) populate_rows(bytes(), shape_[0] * row_elems_ * elem_size_);
 }
 

@@ -137,15 +137,15 @@ void CmaPull::finish() {
       // the same error every other rank's liveness check gives, naming the dead rank.
       steps_.mark_broken();
       throw Error(ErrorCode::Remote, std::string(steps_.op_name()) + ": rank " +
-                                         std::to_string(steps_.job_rank(other)) + " (pid " +
+                                         steps_.rank_text(other) + " (pid " +
                                          std::to_string(steps_.peer_pid(other)) + ") died; rank " +
-                                         std::to_string(steps_.job_rank(q)) +
+                                         steps_.rank_text(q) +
                                          " could not copy from it (process_vm_readv: " +
                                          std::strerror(err) + ")");
     }
     const std::string what = std::string(steps_.op_name()) + ": rank " +
-                             std::to_string(steps_.job_rank(q)) + " could not copy from/to rank " +
-                             std::to_string(steps_.job_rank(other)) + ": " + std::strerror(err);
+                             steps_.rank_text(q) + " could not copy from/to rank " +
+                             steps_.rank_text(other) + ": " + std::strerror(err);
     throw Error(q == steps_.rank() ? ErrorCode::System : ErrorCode::Remote, what);
   }
 }

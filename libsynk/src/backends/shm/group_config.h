@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backends/shm/algo_chooser.h"
@@ -58,12 +59,24 @@ struct GroupConfig {
   // SYNK_SIMULATE_NODES splits a machine into groups): with fewer CPUs than these, the ranks
   // share CPUs whatever this group's affinity masks say. 0: `size`.
   int machine_ranks = 0;
-  // The job's rank of each group rank, for messages: under the hier backend a group is one
-  // node's ranks, and "rank 0 died" would name another rank of the job. Empty: the same.
+  // Each group rank's rank in the communicator, for messages: under the hier backend a group is
+  // one node's ranks, and "rank 0 died" would name another rank of the communicator. Empty: the
+  // same.
+  std::vector<int> comm_ranks;
+  // Each group rank's rank in MPI_COMM_WORLD (the job's, as mpirun names it) where some differ
+  // from comm_ranks (a split communicator); empty where none does.
   std::vector<int> job_ranks;
-  int job_rank(int group_rank) const {
+  int comm_rank(int group_rank) const {
     const auto r = static_cast<std::size_t>(group_rank);
-    return r < job_ranks.size() ? job_ranks[r] : group_rank;
+    return r < comm_ranks.size() ? comm_ranks[r] : group_rank;
+  }
+  // "3", or "3 (job rank 5)" where the communicator's rank 3 is not the job's.
+  std::string rank_text(int group_rank) const {
+    const int mine = comm_rank(group_rank);
+    const auto r = static_cast<std::size_t>(group_rank);
+    const int job = r < job_ranks.size() ? job_ranks[r] : mine;
+    return std::to_string(mine) +
+           (job != mine && job >= 0 ? " (job rank " + std::to_string(job) + ")" : "");
   }
 };
 

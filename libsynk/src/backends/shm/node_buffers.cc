@@ -57,10 +57,10 @@ const unsigned char* NodeBuffers::peer_region(int peer) const {
   const auto found = regions_.find(static_cast<std::size_t>(id - 1));
   if (found == regions_.end() || offset > found->second.bytes) {
     throw Error(ErrorCode::Backend, std::string(steps_.op_name()) + ": rank " +
-                                        std::to_string(steps_.job_rank(peer)) +
+                                        steps_.rank_text(peer) +
                                         " offered node buffer " + std::to_string(id - 1) + " at " +
                                         std::to_string(offset) + ", which this rank (" +
-                                        std::to_string(steps_.job_rank(steps_.rank())) +
+                                        steps_.rank_text(steps_.rank()) +
                                         ") does not have");
   }
   const Region& r = found->second;

@@ -10,15 +10,16 @@
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
+#include "core/mpi_runtime.h"
 #include "synk/error.h"
 
 namespace synk::detail {
 
 shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what,
-                           int creator_rank) {
+                           const std::string& creator_rank) {
   shm::SharedSegment s = shm::try_share_segment(comm, bytes);
   if (!s.created) {
-    throw Error(ErrorCode::System, "shm backend: rank " + std::to_string(creator_rank) +
+    throw Error(ErrorCode::System, "shm backend: rank " + creator_rank +
                                        " could not create the " + what + ": " + s.error);
   }
   if (!s.ok) {
@@ -27,25 +28,6 @@ shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what,
   }
   return std::move(s.segment);
 }
-
-namespace {
-
-// The rank in `job` of each rank of `comm`.
-std::vector<int> job_ranks_of(MPI_Comm comm, MPI_Comm job) {
-  MPI_Group mine = MPI_GROUP_NULL, theirs = MPI_GROUP_NULL;
-  SYNK_CHECK_MPI(MPI_Comm_group(comm, &mine));
-  SYNK_CHECK_MPI(MPI_Comm_group(job, &theirs));
-  int size = 0;
-  SYNK_CHECK_MPI(MPI_Group_size(mine, &size));
-  std::vector<int> in_comm(static_cast<std::size_t>(size)), in_job(in_comm.size());
-  for (int r = 0; r < size; ++r) in_comm[static_cast<std::size_t>(r)] = r;
-  SYNK_CHECK_MPI(MPI_Group_translate_ranks(mine, size, in_comm.data(), theirs, in_job.data()));
-  MPI_Group_free(&mine);
-  MPI_Group_free(&theirs);
-  return in_job;
-}
-
-}  // namespace
 
 ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   int rank = 0, size = 1;
@@ -78,10 +60,12 @@ ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once) {
   }
   cfg.machine_ranks = machine_ranks;
   cfg.store_mode = s.store_mode;
-  cfg.job_ranks = job_ranks_of(comm, job);
+  cfg.comm_ranks = ranks_in(comm, job);
+  cfg.job_ranks = ranks_in(comm, MPI_COMM_WORLD);
+  if (cfg.job_ranks == cfg.comm_ranks) cfg.job_ranks.clear();
   const std::size_t bytes = shm::Group::segment_bytes(size, cfg.slot_bytes);
   ShmNode node;
-  node.segment = share_segment(comm, bytes, "shared segment", cfg.job_ranks.front());
+  node.segment = share_segment(comm, bytes, "shared segment", cfg.rank_text(0));
   node.group = std::make_unique<shm::Group>(node.segment.data(), cfg);
   SYNK_LOG_AT(info, "shm group: segment " << node.segment.name() << ", " << bytes << " bytes, slot "
                                            << cfg.slot_bytes << " bytes, " << size << " ranks");
@@ -116,7 +100,8 @@ NodeBuffer ShmBackend::alloc(std::size_t bytes) {
   release_dropped_buffers();
   const std::size_t stride = (bytes + 4095) / 4096 * 4096;  // every part starts a page
   auto segment = std::make_shared<shm::Segment>(
-      share_segment(comm_, stride * static_cast<std::size_t>(group_->size()), "node buffer"));
+      share_segment(comm_, stride * static_cast<std::size_t>(group_->size()), "node buffer",
+                    group_->rank_text(0)));
   auto* base = static_cast<unsigned char*>(segment->data());
   const int index = group_->add_region(base, stride, bytes, segment);
   SYNK_LOG_AT(info, "shm node buffer " << index << ": " << bytes << " bytes a rank, segment "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "backends/shm/segment.h"
 #include "backends/shm/shm_group.h"
@@ -23,10 +24,10 @@ struct ShmNode {
 ShmNode join_shm_node(MPI_Comm comm, MPI_Comm job, bool yield_at_once = false);
 // A new segment of `bytes` that every rank of `comm` (one node) has mapped, with no name left
 // (try_share_segment). Collective; a failure on any rank is an error on every rank. `what`
-// names it in errors, and creator_rank the rank that makes it (comm's rank 0) as the job
-// numbers it (a hier node's first rank is not rank 0).
+// names it in errors, and creator_rank the rank that makes it (comm's rank 0) as the
+// communicator numbers it (a hier node's first rank is not rank 0), GroupConfig::rank_text.
 shm::Segment share_segment(MPI_Comm comm, std::size_t bytes, const char* what,
-                           int creator_rank = 0);
+                           const std::string& creator_rank);
 
 class ShmBackend final : public Backend {
  public:

@@ -84,6 +84,7 @@ class Group {
 
   int rank() const { return cfg_.rank; }
   int size() const { return cfg_.size; }
+  std::string rank_text(int group_rank) const { return cfg_.rank_text(group_rank); }
   // Whether large copies go straight between the ranks' buffers: known after the first call
   // of at least cma_min_bytes (false before).
   bool cma_on() const { return cma_.on(); }

@@ -25,7 +25,7 @@ using layout::RankBlock;
 
 namespace {
 
-// Polls before a waiting rank looks at the clock (2000 pauses: about 50 us here). With more
+// Polls before a waiting rank looks at the clock (tens of microseconds). With more
 // ranks than CPUs a waiting rank must give its core away almost at once: the rank it waits for
 // may need that very core (4 ranks on 2 cores).
 constexpr int kSpinIterations = 2000;
@@ -116,9 +116,9 @@ StepChannel::~StepChannel() {
 
 void StepChannel::report_at_close(const char* what) {
   std::fprintf(stderr,
-               "synk: rank %d: %s (found when the group closed: the process's exit status will "
+               "synk: rank %s: %s (found when the group closed: the process's exit status will "
                "be 1)\n",
-               cfg_.job_rank(cfg_.rank), what);
+               cfg_.rank_text(cfg_.rank).c_str(), what);
   detail::fail_exit_status();
 }
 
@@ -188,8 +188,8 @@ bool StepChannel::peer_alive(int peer) const {
   const auto pid = static_cast<pid_t>(b.pid.load(std::memory_order_acquire));
   if (pid <= 0) return true;  // not started yet: only the deadline can tell
   // In another PID namespace its pid is not its pid here (a rank in a container of its own,
-  // sharing this node's memory: "rank 0 (pid 17381) died" came after a 10 ms wait for a live
-  // rank). Only the deadline can tell there either. Decided once, when first needed.
+  // sharing this node's memory, was taken for dead). Only the deadline can tell there either.
+  // Decided once, when first needed.
   auto& watch = watched_[static_cast<std::size_t>(peer)];
   if (watch == Watch::unknown) {
     const std::uint64_t theirs = b.pid_namespace.load(std::memory_order_relaxed);

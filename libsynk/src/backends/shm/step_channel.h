@@ -49,7 +49,8 @@ class StepChannel {
   static std::size_t control_bytes(int size);
 
   int rank() const { return cfg_.rank; }
-  int job_rank(int group_rank) const { return cfg_.job_rank(group_rank); }  // for messages
+  // "3", or "3 (job rank 5)": GroupConfig::rank_text, for messages.
+  std::string rank_text(int group_rank) const { return cfg_.rank_text(group_rank); }
   int size() const { return cfg_.size; }
 
   // Every call is begin_call(), its steps, end_call(). end_call throws a mismatch of an earlier

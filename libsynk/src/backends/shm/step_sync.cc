@@ -330,7 +330,7 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word,
     }
     if (warn_pending && now >= warn_at) {
       warn_pending = false;
-      SYNK_LOG_AT(warn, op_name_ << ": rank " << cfg_.job_rank(cfg_.rank) << " has waited "
+      SYNK_LOG_AT(warn, op_name_ << ": rank " << cfg_.rank_text(cfg_.rank) << " has waited "
                                  << detail::seconds_text(cfg_.stall_warn_s)
                                  << " (SYNK_STALL_WARN) for " << late_peer_text(peer)
                                  << "; it fails after " << detail::seconds_text(cfg_.timeout_s)
@@ -342,7 +342,7 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word,
     } else if (now >= deadline) {
       mark_broken();
       throw Error(ErrorCode::Timeout, std::string(op_name_) + ": rank " +
-                                          std::to_string(cfg_.job_rank(cfg_.rank)) + " waited " +
+                                          cfg_.rank_text(cfg_.rank) + " waited " +
                                           detail::seconds_text(cfg_.timeout_s) +
                                           " (SYNK_TIMEOUT) for " + late_peer_text(peer));
     }
@@ -352,7 +352,7 @@ void StepChannel::wait_until(int peer, const std::atomic<std::uint64_t>& word,
 // The second text names no rank as the late one (synkrun blames the rank a Timeout names): the
 // peer reached this call and waits inside MPI for another node's rank, which it cannot name.
 std::string StepChannel::late_peer_text(int peer) const {
-  const std::string rank = std::to_string(cfg_.job_rank(peer));
+  const std::string rank = cfg_.rank_text(peer);
   if (block_at(blocks_, peer).outside.load(std::memory_order_acquire) != 0) {
     return "this call's step between the nodes, where rank " + rank +
            " has made no progress inside MPI (it, or a rank of another node it waits for, is "
@@ -382,9 +382,9 @@ bool StepChannel::peer_moved_on(int peer, std::uint64_t& seen) const {
 void StepChannel::throw_died(int peer) {
   mark_broken();
   throw Error(ErrorCode::Remote,
-              std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) + " (pid " +
+              std::string(op_name_) + ": rank " + cfg_.rank_text(peer) + " (pid " +
                   std::to_string(block_at(blocks_, peer).pid.load()) + ") died; rank " +
-                  std::to_string(cfg_.job_rank(cfg_.rank)) + " was waiting for it");
+                  cfg_.rank_text(cfg_.rank) + " was waiting for it");
 }
 
 // A rank whose program ends (an exception, sys.exit) closes its communicators on the way out:
@@ -407,18 +407,18 @@ void StepChannel::throw_closed(int peer) {
   if (peer_ends_soon(peer)) {
     mark_broken();
     throw Error(ErrorCode::Remote,
-                std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
+                std::string(op_name_) + ": rank " + cfg_.rank_text(peer) +
                     " (pid " + std::to_string(block_at(blocks_, peer).pid.load()) +
                     ") exited before it reached this call; rank " +
-                    std::to_string(cfg_.job_rank(cfg_.rank)) +
-                    " was waiting for it (rank " + std::to_string(cfg_.job_rank(peer)) +
+                    cfg_.rank_text(cfg_.rank) +
+                    " was waiting for it (rank " + cfg_.rank_text(peer) +
                     "'s own output says why)");
   }
   broken_ = true;  // but no peer is lost: the one that left is still up, or in MPI_Finalize
   throw Error(ErrorCode::InvalidUsage,
-              std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
+              std::string(op_name_) + ": rank " + cfg_.rank_text(peer) +
                   " closed this communicator (destroyed it, or called MPI_Finalize) before it "
-                  "reached this call; rank " + std::to_string(cfg_.job_rank(cfg_.rank)) +
+                  "reached this call; rank " + cfg_.rank_text(cfg_.rank) +
                   " was waiting for it. Every rank makes the same calls before it closes one");
 }
 
@@ -428,11 +428,11 @@ void StepChannel::throw_failed_and_closed(int peer) {
   const bool exited = peer_ends_soon(peer);
   mark_broken();
   throw Error(ErrorCode::Remote,
-              std::string(op_name_) + ": rank " + std::to_string(cfg_.job_rank(peer)) +
+              std::string(op_name_) + ": rank " + cfg_.rank_text(peer) +
                   " gave up on this communicator after a call of its failed, and " +
                   (exited ? "exited" : "closed it") + "; rank " +
-                  std::to_string(cfg_.job_rank(cfg_.rank)) + " was waiting for it (rank " +
-                  std::to_string(cfg_.job_rank(peer)) +
+                  cfg_.rank_text(cfg_.rank) + " was waiting for it (rank " +
+                  cfg_.rank_text(peer) +
                   "'s own output says why; a rank that waited past SYNK_TIMEOUT for this one "
                   "gives up so)");
 }
