@@ -424,6 +424,19 @@ std::string isolated_error(const std::vector<HostSlots>& hosts,
          " is another host: unset it (or set plm to rsh) to reach other hosts";
 }
 
+// Why the job cannot run where it needs more ranks than this node has cores and the user's
+// Open MPI setting forbids that (mpirun would refuse synkrun's --oversubscribe); "" where it can.
+std::string oversubscribe_error(const NodeTopology& topo, const MpirunContext& ctx,
+                                const std::vector<std::string>& mca_files) {
+  if (!ctx.oversubscribe) return "";
+  const std::string refused = oversubscription_refused(std::getenv, mca_files);
+  if (refused.empty()) return "";
+  const std::string cores = std::to_string(topo.cores.size());
+  return std::to_string(ctx.nranks) + " ranks on " + cores + " cores need mpirun's "
+         "--oversubscribe, which " + refused + " forbids: unset it, or run at most " + cores +
+         " ranks here";
+}
+
 // The job's hosts in mpirun's mapping order as "host:slots,...", for the rank steps to number
 // the nodes (SYNK_NODE_RANK); "" where a host's slots are unknown.
 std::string node_slots_text(const std::vector<HostSlots>& hosts) {
@@ -482,7 +495,9 @@ int launch(Options& o, const char* argv0) {
     notes.push_back(no_abort + " would let a failed job end with exit code 0: synkrun passes "
                     "orte_abort_on_non_zero_status 1, so that a failing rank ends the job");
   }
-  if (const std::string err = isolated_error(hosts, mca_files); !err.empty()) {
+  for (const std::string& err :
+       {isolated_error(hosts, mca_files), oversubscribe_error(topo, ctx, mca_files)}) {
+    if (err.empty()) continue;
     if (!o.dry_run) return usage_error(err);
     notes.push_back("the job would fail: " + err);
   }

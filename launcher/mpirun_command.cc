@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -112,21 +114,46 @@ bool false_text(std::string v) {
   return v == "0" || v == "false" || v == "no" || v == "f" || v == "n";
 }
 
+// An MCA setting of the user's: where it is made ("OMPI_MCA_NAME=VALUE", or "NAME = VALUE in
+// FILE") and its value.
+struct McaSetting {
+  std::string where;
+  std::string value;
+};
+
+// The setting of `name` that Open MPI would take: the environment's wins over the files', and
+// the first file to set it over the others.
+std::optional<McaSetting> mca_setting(const std::function<const char*(const char*)>& getenv,
+                                      const std::vector<std::string>& mca_files,
+                                      const std::string& wanted) {
+  const std::string env = "OMPI_MCA_" + wanted;
+  if (const char* v = getenv(env.c_str())) return McaSetting{env + "=" + v, v};
+  for (const std::string& file : mca_files) {
+    for (const auto& [name, value] : mca_file_settings(file)) {
+      if (name == wanted) return McaSetting{name + " = " + value + " in " + file, value};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string abort_turned_off(const std::function<const char*(const char*)>& getenv,
                              const std::vector<std::string>& mca_files) {
-  constexpr const char* kName = "orte_abort_on_non_zero_status";
-  const std::string env = std::string("OMPI_MCA_") + kName;
-  if (const char* v = getenv(env.c_str())) {  // the environment's value wins over the files'
-    return false_text(v) ? env + "=" + v : "";
-  }
-  for (const std::string& file : mca_files) {  // the first to set it wins
-    for (const auto& [name, value] : mca_file_settings(file)) {
-      if (name == kName) return false_text(value) ? name + " = " + value + " in " + file : "";
-    }
-  }
-  return "";
+  const auto s = mca_setting(getenv, mca_files, "orte_abort_on_non_zero_status");
+  return s && false_text(s->value) ? s->where : "";
+}
+
+std::string oversubscription_refused(const std::function<const char*(const char*)>& getenv,
+                                     const std::vector<std::string>& mca_files) {
+  const auto no = mca_setting(getenv, mca_files, "rmaps_base_no_oversubscribe");
+  if (no && !no->value.empty() && !false_text(no->value)) return no->where;
+  const auto policy = mca_setting(getenv, mca_files, "rmaps_base_mapping_policy");
+  if (!policy) return "";
+  std::string upper = policy->value;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  return upper.find("NOOVERSUBSCRIBE") != std::string::npos ? policy->where : "";
 }
 
 bool user_sets_shm_dir(const std::function<const char*(const char*)>& getenv,

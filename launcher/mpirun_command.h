@@ -59,6 +59,13 @@ std::string isolated_launcher(const std::function<const char*(const char*)>& get
 std::string abort_turned_off(const std::function<const char*(const char*)>& getenv,
                              const std::vector<std::string>& mca_files);
 
+// Where Open MPI is told never to run more ranks on a node than it has slots
+// ("OMPI_MCA_rmaps_base_no_oversubscribe=1", or a mapping policy with NOOVERSUBSCRIBE, from the
+// environment or the MCA parameter files); "" where it is not. mpirun then refuses synkrun's
+// --oversubscribe ("Conflicting directives for mapping policy").
+std::string oversubscription_refused(const std::function<const char*(const char*)>& getenv,
+                                     const std::vector<std::string>& mca_files);
+
 // Whether the user chose where Open MPI keeps its shared memory (btl_vader_backing_directory,
 // or Open MPI 5's btl_sm_backing_directory, in the environment or the MCA parameter files, or
 // files of their own): synkrun then leaves it alone.

@@ -573,6 +573,18 @@ oversubscribe)
   [ "$(grep -c '^probe ' "$work/out")" = "$n" ] || fail "expected $n ranks"
   [ "$(grep -c '^synkrun: host .* rank .* local rank .*: gpu -, cpus .*, numa ' "$work/err")" = "$n" ] ||
     fail "expected $n --report-bindings lines"
+  # A setting of the user's that forbids it: said before the job starts (mpirun refused
+  # --oversubscribe with "Conflicting directives for mapping policy"), as a dry run's note too.
+  refused="synkrun: error: $n ranks on \([0-9]*\) cores need mpirun's --oversubscribe, which"
+  refused="$refused OMPI_MCA_rmaps_base_no_oversubscribe=1 forbids: unset it, or run at most"
+  OMPI_MCA_rmaps_base_no_oversubscribe=1 "$SYNKRUN" -np "$n" "$PROBE" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" = 2 ] || fail "a refused oversubscription: exit $rc, expected 2"
+  grep -q "^$refused \1 ranks here$" "$work/err" || fail "no line: $refused"
+  [ ! -s "$work/out" ] || fail "a refused oversubscription started ranks"
+  OMPI_MCA_rmaps_base_no_oversubscribe=1 "$SYNKRUN" -np "$n" --dry-run "$PROBE" >"$work/out" \
+    2>&1 || fail "dry run exit $?"
+  grep -q "the job would fail: $n ranks on" "$work/out" || fail "the dry run said nothing"
   ;;
 hosts_without_np)
   # Inside a Slurm allocation of 2 nodes (no -H), mpirun spreads the ranks over the nodes: 4

@@ -339,6 +339,32 @@ TEST(MpirunCommand, JobShmDirectoryUnlessTheUserChoseOne) {
   EXPECT_EQ(*(at + 1), "/dev/shm/synkrun-job.abc");
 }
 
+// A setting that forbids more ranks than slots (mpirun then refuses synkrun's --oversubscribe):
+// synkrun says so before it starts the job.
+TEST(MpirunCommand, ASettingThatRefusesOversubscriptionIsFound) {
+  const std::string dir = ::testing::TempDir() + "synk_oversubscribe";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/no.conf") << "rmaps_base_no_oversubscribe = true\n";
+  std::ofstream(dir + "/policy.conf") << "rmaps_base_mapping_policy = slot:NoOversubscribe\n";
+  std::ofstream(dir + "/allowed.conf") << "rmaps_base_no_oversubscribe = 0\n"
+                                          "rmaps_base_mapping_policy = core:OVERSUBSCRIBE\n";
+  std::map<std::string, std::string> env;
+  const auto getenv = getenv_of(env);
+  EXPECT_EQ(oversubscription_refused(getenv, {}), "");
+  EXPECT_EQ(oversubscription_refused(getenv, {dir + "/allowed.conf"}), "");
+  EXPECT_EQ(oversubscription_refused(getenv, {dir + "/no.conf"}),
+            "rmaps_base_no_oversubscribe = true in " + dir + "/no.conf");
+  EXPECT_EQ(oversubscription_refused(getenv, {dir + "/policy.conf"}),
+            "rmaps_base_mapping_policy = slot:NoOversubscribe in " + dir + "/policy.conf");
+  EXPECT_EQ(oversubscription_refused(getenv, {dir + "/allowed.conf", dir + "/no.conf"}), "");
+  env["OMPI_MCA_rmaps_base_no_oversubscribe"] = "1";
+  EXPECT_EQ(oversubscription_refused(getenv, {dir + "/allowed.conf"}),
+            "OMPI_MCA_rmaps_base_no_oversubscribe=1");
+  env["OMPI_MCA_rmaps_base_no_oversubscribe"] = "false";  // the environment wins over files
+  EXPECT_EQ(oversubscription_refused(getenv, {dir + "/no.conf"}), "");
+  std::filesystem::remove_all(dir);
+}
+
 // A site's orte_abort_on_non_zero_status = 0 (environment, then the first file that sets it):
 // mpirun would exit 0 for a failed job. synkrun turns it back on, on mpirun's command line.
 TEST(MpirunCommand, AbortOnAFailingRankIsRestored) {
