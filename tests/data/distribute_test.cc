@@ -75,6 +75,57 @@ TEST(Distribute, TheWalkthroughDrivenByTheMaster) {
   EXPECT_EQ(total, 3 * n);  // first call: 1 slice per rank; last call: 2 slices per rank
 }
 
+// The master scatters s, then sets the last rank's value and reads it back.
+void master_scatters_and_sets_a_shared(Shared<float>& s, int n) {
+  const int last = n - 1;
+  // Scatter rows 0..5 of the master's value: rank r keeps its linspace share.
+  s.set_local({0, 1, 2, 3, 4, 5}, {6});
+  s.scatter();
+  std::vector<std::size_t> shape;
+  const std::vector<float> share = s.get_value(last, &shape);
+  const std::size_t lo = 6 * static_cast<std::size_t>(last) / static_cast<std::size_t>(n);
+  EXPECT_EQ(shape, (std::vector<std::size_t>{6 - lo}));
+  EXPECT_EQ(share.front(), static_cast<float>(lo));
+  s.set_value(last, {42, 43});
+  EXPECT_THAT(s.get_value(last), ElementsAre(42.0f, 43.0f));
+  std::vector<std::size_t> joined;
+  EXPECT_EQ(s.all_gather(0, &joined).back(), 43.0f);
+}
+
+// The Data, after serve(): the master gives x new values, a new size and a loader, calls total
+// on it, and scatters s from it; the last rank's s ends as {42, 43}.
+void master_changes_the_data(Distributed& dist, Function<float>& total, Data<float>& x,
+                             Shared<float>& s, int n) {
+  const int last = n - 1;
+  x.set_value(std::vector<float>{5, 5, 5, 5});
+  EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(20.0f));
+  x.resize(6);
+  x.load([](float* p) {
+    for (int i = 0; i < 6; ++i) p[i] = 10.0f;
+  });
+  EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(60.0f));
+  // Scatter from the Data: each rank takes its share of the batch's rows from the segment.
+  s.scatter(x, Batch::first(4));
+  std::vector<std::size_t> shape;
+  const std::vector<float> part = s.get_value(last, &shape);
+  const std::size_t first = 4 * static_cast<std::size_t>(last) / static_cast<std::size_t>(n);
+  EXPECT_EQ(shape, (std::vector<std::size_t>{4 - first, 1}));
+  EXPECT_EQ(part, std::vector<float>(4 - first, 10.0f));
+  s.set_value(last, {42, 43});
+}
+
+// Fresh arrays in a call: the master passes total arrays of its own instead of a Data.
+void master_calls_on_fresh_arrays(Distributed& dist, Function<float>& total) {
+  const std::vector<float> fresh{1, 2, 3, 4, 5, 6, 7};
+  DrivenCall<float> c;
+  c.arrays = {Rows<float>{fresh, {}}};
+  c.batch = Batch::first(5);
+  EXPECT_THAT(dist.call(total, c)[0], ElementsAre(15.0f));
+  c.arrays = {Rows<float>{std::span<const float>(fresh).first(3), {3, 1}}};
+  c.batch = Batch::all();
+  EXPECT_THAT(dist.call(total, c)[0], ElementsAre(6.0f));
+}
+
 // The master's program of issue 37: two Functions of different types, a Shared scattered,
 // set on rank 1 and read back, and a Data changed, resized, loaded and passed fresh after
 // serve(), all from the master alone.
@@ -110,41 +161,9 @@ TEST(Distribute, TheMasterDrivesEveryKindOfRequestAlone) {
   if (dist.serve()) {
     EXPECT_THAT(dist.call(mean, {"pixels"})[0], ElementsAre(3.5));
     EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(10.0f));
-    // Scatter rows 0..5 of the master's value: rank r keeps its linspace share.
-    s.set_local({0, 1, 2, 3, 4, 5}, {6});
-    s.scatter();
-    std::vector<std::size_t> shape;
-    const std::vector<float> share = s.get_value(last, &shape);
-    const std::size_t lo = 6 * static_cast<std::size_t>(last) / static_cast<std::size_t>(n);
-    EXPECT_EQ(shape, (std::vector<std::size_t>{6 - lo}));
-    EXPECT_EQ(share.front(), static_cast<float>(lo));
-    s.set_value(last, {42, 43});
-    EXPECT_THAT(s.get_value(last), ElementsAre(42.0f, 43.0f));
-    std::vector<std::size_t> joined;
-    EXPECT_EQ(s.all_gather(0, &joined).back(), 43.0f);
-    // The Data, after serve(): new values, a new size, a loader, and fresh arrays in a call.
-    x.set_value(std::vector<float>{5, 5, 5, 5});
-    EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(20.0f));
-    x.resize(6);
-    x.load([](float* p) {
-      for (int i = 0; i < 6; ++i) p[i] = 10.0f;
-    });
-    EXPECT_THAT(dist.call(total, {"x"})[0], ElementsAre(60.0f));
-    // Scatter from the Data: each rank takes its share of the batch's rows from the segment.
-    s.scatter(x, Batch::first(4));
-    const std::vector<float> part = s.get_value(last, &shape);
-    const std::size_t first = 4 * static_cast<std::size_t>(last) / static_cast<std::size_t>(n);
-    EXPECT_EQ(shape, (std::vector<std::size_t>{4 - first, 1}));
-    EXPECT_EQ(part, std::vector<float>(4 - first, 10.0f));
-    s.set_value(last, {42, 43});
-    const std::vector<float> fresh{1, 2, 3, 4, 5, 6, 7};
-    DrivenCall<float> c;
-    c.arrays = {Rows<float>{fresh, {}}};
-    c.batch = Batch::first(5);
-    EXPECT_THAT(dist.call(total, c)[0], ElementsAre(15.0f));
-    c.arrays = {Rows<float>{std::span<const float>(fresh).first(3), {3, 1}}};
-    c.batch = Batch::all();
-    EXPECT_THAT(dist.call(total, c)[0], ElementsAre(6.0f));
+    master_scatters_and_sets_a_shared(s, n);
+    master_changes_the_data(dist, total, x, s, n);
+    master_calls_on_fresh_arrays(dist, total);
     // A bad rank is an error on the master; the workers keep serving.
     const auto e = caught([&] { s.get_value(n); });
     EXPECT_SYNK_ERROR(e, ErrorCode::InvalidArgument);

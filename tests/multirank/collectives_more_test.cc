@@ -367,17 +367,51 @@ TEST(ZeroCount, NullBuffersAreAccepted) {
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 
+// Rank `rank`'s values in the typed tests: rank + 1 + i at position i.
+std::vector<std::int32_t> typed_values(int rank, std::size_t len) {
+  std::vector<std::int32_t> v(len);
+  for (std::size_t i = 0; i < len; ++i) v[i] = rank + 1 + static_cast<std::int32_t>(i);
+  return v;
+}
+
+// all_to_all and iall_to_all on vectors and spans, and a send that does not split into the ranks.
+void check_typed_all_to_all(synk::Communicator& comm) {
+  const int me = comm.rank(), n = comm.size();
+  const std::size_t un = static_cast<std::size_t>(n);
+  // Block q of rank r's send is {10 * r + q, 100 + 10 * r + q}: rank q receives them in order of r.
+  std::vector<std::int32_t> a2a(2 * un);
+  for (std::size_t q = 0; q < un; ++q) {
+    a2a[2 * q] = 10 * me + static_cast<std::int32_t>(q);
+    a2a[2 * q + 1] = 100 + a2a[2 * q];
+  }
+  std::vector<std::int32_t> a2a_recv(2 * un, -1);
+  comm.iall_to_all(std::span<const std::int32_t>(a2a), std::span<std::int32_t>(a2a_recv)).wait();
+  for (const auto& got : {comm.all_to_all(a2a), a2a_recv}) {
+    ASSERT_EQ(got.size(), 2 * un);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(got[2 * static_cast<std::size_t>(r)], 10 * r + me);
+      EXPECT_EQ(got[2 * static_cast<std::size_t>(r) + 1], 100 + 10 * r + me);
+    }
+  }
+  if (n > 1) {
+    try {
+      // The same size on every rank: all throw.
+      (void)comm.all_to_all(typed_values(me, 2 * un + 1));
+      ADD_FAILURE() << "all_to_all of a send that does not split into the ranks returned";
+    } catch (const synk::Error& e) {
+      EXPECT_EQ(e.code(), synk::ErrorCode::InvalidArgument);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("blocks of 2 are needed"));
+    }
+  }
+}
+
 // The typed helpers (the DataType from the element type), with exact values: rank r holds
 // r + 1 + i at position i.
 TEST(Typed, VectorsAndSpansForEveryCollective) {
   synk::Communicator& comm = world();
   const int me = comm.rank(), n = comm.size();
   const std::size_t un = static_cast<std::size_t>(n);
-  auto mine = [&](std::size_t len) {
-    std::vector<std::int32_t> v(len);
-    for (std::size_t i = 0; i < len; ++i) v[i] = me + 1 + static_cast<std::int32_t>(i);
-    return v;
-  };
+  auto mine = [&](std::size_t len) { return typed_values(me, len); };
   // Sum over ranks of r + 1 + i.
   auto total = [&](std::size_t i) { return n * (n + 1) / 2 + n * static_cast<std::int32_t>(i); };
 
@@ -424,30 +458,8 @@ TEST(Typed, VectorsAndSpansForEveryCollective) {
     }
   }
 
-  // Block q of rank r's send is {10 * r + q, 100 + 10 * r + q}: rank q receives them in order of r.
-  std::vector<std::int32_t> a2a(2 * un);
-  for (std::size_t q = 0; q < un; ++q) {
-    a2a[2 * q] = 10 * me + static_cast<std::int32_t>(q);
-    a2a[2 * q + 1] = 100 + a2a[2 * q];
-  }
-  std::vector<std::int32_t> a2a_recv(2 * un, -1);
-  comm.iall_to_all(std::span<const std::int32_t>(a2a), std::span<std::int32_t>(a2a_recv)).wait();
-  for (const auto& got : {comm.all_to_all(a2a), a2a_recv}) {
-    ASSERT_EQ(got.size(), 2 * un);
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(got[2 * static_cast<std::size_t>(r)], 10 * r + me);
-      EXPECT_EQ(got[2 * static_cast<std::size_t>(r) + 1], 100 + 10 * r + me);
-    }
-  }
-  if (n > 1) {
-    try {
-      (void)comm.all_to_all(mine(2 * un + 1));  // the same size on every rank: all throw
-      ADD_FAILURE() << "all_to_all of a send that does not split into the ranks returned";
-    } catch (const synk::Error& e) {
-      EXPECT_EQ(e.code(), synk::ErrorCode::InvalidArgument);
-      EXPECT_THAT(e.what(), ::testing::HasSubstr("blocks of 2 are needed"));
-    }
-  }
+  check_typed_all_to_all(comm);
+  if (HasFatalFailure()) return;  // a failed ASSERT in it ends the test, as it did here
   EXPECT_TRUE(synk_test::still_usable(comm));
 }
 

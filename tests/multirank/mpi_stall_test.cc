@@ -83,6 +83,103 @@ int start_mode(const char* backend) {
   return 0;
 }
 
+// create: the last rank sleeps while the others make a Communicator.
+int create_mode(const char* backend) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (rank == size - 1) sleep(120);
+  synk::Communicator comm(MPI_COMM_WORLD, synk::CommOptions{backend});
+  std::fprintf(stderr, "rank %d: the communicator was made\n", rank);
+  MPI_Finalize();
+  return 0;
+}
+
+// split: the odd rank sleeps while the others split comm.
+void split_mode(synk::Communicator& comm, bool odd) {
+  if (odd) sleep(120);
+  synk::Communicator part = comm.split(0, 0);
+  std::fprintf(stderr, "rank %d: the split returned\n", comm.rank());
+}
+
+// data: the odd rank sleeps while the others set a Data's value.
+void data_mode(synk::Communicator& comm, bool odd) {
+  synk::Data<float> data(comm, {4});
+  if (odd) sleep(120);
+  const std::vector<float> values(4, 1.0f);
+  data.set_value(std::span<const float>(values));
+  std::fprintf(stderr, "rank %d: set_value returned\n", comm.rank());
+}
+
+// stall: the odd rank sleeps while the others all_reduce.
+void stall_mode(synk::Communicator& comm, bool odd) {
+  float x = 1.0f;
+  if (odd) {
+    sleep(120);
+  } else {
+    comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+  }
+}
+
+// vstall: the odd rank sleeps while the others gatherv.
+void vstall_mode(synk::Communicator& comm, bool odd) {
+  float x = 1.0f;
+  if (odd) {
+    sleep(120);
+  } else {
+    std::vector<float> all(static_cast<std::size_t>(comm.size()));
+    const std::vector<std::size_t> counts(all.size(), 1);
+    comm.gatherv(&x, 1, all.data(), counts, synk::DataType::float32, 0);
+  }
+}
+
+// istall: the odd rank sleeps while the others wait for a non-blocking all_reduce.
+void istall_mode(synk::Communicator& comm, bool odd) {
+  float x = 1.0f;
+  if (odd) {
+    sleep(120);
+  } else {
+    synk::Request r = comm.iall_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the progress thread has it
+    r.wait();
+  }
+}
+
+// iorder: below MPI_THREAD_MULTIPLE non-blocking calls run at issue: issued on two communicators
+// in opposite orders, each rank waits in its first for the other (legal with MPI's own).
+void iorder_mode(synk::Communicator& comm, bool odd, const char* backend) {
+  float x = 1.0f;
+  synk::Communicator other(MPI_COMM_WORLD, synk::CommOptions{backend});
+  synk::Communicator& first = odd ? other : comm;
+  synk::Communicator& second = odd ? comm : other;
+  float y = 1.0f;
+  synk::Request r1 = first.iall_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+  synk::Request r2 = second.iall_reduce(&y, &y, 1, synk::DataType::float32, synk::ReduceOp::sum);
+  r1.wait();
+  r2.wait();
+}
+
+// progress: one all_reduce that keeps making progress for longer than SYNK_TIMEOUT.
+void progress_mode(synk::Communicator& comm) {
+  std::vector<float> v(std::size_t{32} << 20, 1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  comm.all_reduce(v.data(), v.data(), v.size(), synk::DataType::float32, synk::ReduceOp::sum);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "rank %d: one all_reduce took %.1f s, v[last] = %.0f\n", comm.rank(), s,
+               static_cast<double>(v.back()));
+}
+
+// reject: the odd rank's all_reduce has no recv buffer; it rejects it and sleeps.
+void reject_mode(synk::Communicator& comm, bool odd) {
+  float x = 1.0f;
+  try {
+    comm.all_reduce(&x, odd ? nullptr : &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
+  } catch (const synk::Error& e) {
+    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
+    sleep(120);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,78 +198,27 @@ int main(int argc, char** argv) {
                  "       mpi_stall_test compare BACKEND STUCK_RANKS\n");
     return 2;
   }
-  if (mode == "create") {
-    int rank = 0, size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank == size - 1) sleep(120);
-    synk::Communicator comm(MPI_COMM_WORLD, synk::CommOptions{argv[2]});
-    std::fprintf(stderr, "rank %d: the communicator was made\n", rank);
-    MPI_Finalize();
-    return 0;
-  }
+  if (mode == "create") return create_mode(argv[2]);
   synk::Communicator comm(MPI_COMM_WORLD, synk::CommOptions{argv[2]});
   const bool odd = comm.rank() == comm.size() - 1;
-  float x = 1.0f;
   if (mode == "compare") {
     compare_mode(comm, argv[3]);
   } else if (mode == "split") {
-    if (odd) sleep(120);
-    synk::Communicator part = comm.split(0, 0);
-    std::fprintf(stderr, "rank %d: the split returned\n", comm.rank());
+    split_mode(comm, odd);
   } else if (mode == "data") {
-    synk::Data<float> data(comm, {4});
-    if (odd) sleep(120);
-    const std::vector<float> values(4, 1.0f);
-    data.set_value(std::span<const float>(values));
-    std::fprintf(stderr, "rank %d: set_value returned\n", comm.rank());
+    data_mode(comm, odd);
   } else if (mode == "stall") {
-    if (odd) {
-      sleep(120);
-    } else {
-      comm.all_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
-    }
+    stall_mode(comm, odd);
   } else if (mode == "vstall") {
-    if (odd) {
-      sleep(120);
-    } else {
-      std::vector<float> all(static_cast<std::size_t>(comm.size()));
-      const std::vector<std::size_t> counts(all.size(), 1);
-      comm.gatherv(&x, 1, all.data(), counts, synk::DataType::float32, 0);
-    }
+    vstall_mode(comm, odd);
   } else if (mode == "istall") {
-    if (odd) {
-      sleep(120);
-    } else {
-      synk::Request r = comm.iall_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the progress thread has it
-      r.wait();
-    }
+    istall_mode(comm, odd);
   } else if (mode == "iorder") {
-    // Below MPI_THREAD_MULTIPLE non-blocking calls run at issue: issued on two communicators in
-    // opposite orders, each rank waits in its first for the other (legal with MPI's own).
-    synk::Communicator other(MPI_COMM_WORLD, synk::CommOptions{argv[2]});
-    synk::Communicator& first = odd ? other : comm;
-    synk::Communicator& second = odd ? comm : other;
-    float y = 1.0f;
-    synk::Request r1 = first.iall_reduce(&x, &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
-    synk::Request r2 = second.iall_reduce(&y, &y, 1, synk::DataType::float32, synk::ReduceOp::sum);
-    r1.wait();
-    r2.wait();
+    iorder_mode(comm, odd, argv[2]);
   } else if (mode == "progress") {
-    std::vector<float> v(std::size_t{32} << 20, 1.0f);
-    const auto t0 = std::chrono::steady_clock::now();
-    comm.all_reduce(v.data(), v.data(), v.size(), synk::DataType::float32, synk::ReduceOp::sum);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "rank %d: one all_reduce took %.1f s, v[last] = %.0f\n", comm.rank(), s,
-                 static_cast<double>(v.back()));
+    progress_mode(comm);
   } else {
-    try {
-      comm.all_reduce(&x, odd ? nullptr : &x, 1, synk::DataType::float32, synk::ReduceOp::sum);
-    } catch (const synk::Error& e) {
-      std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
-      sleep(120);
-    }
+    reject_mode(comm, odd);
   }
   std::fprintf(stderr, "rank %d: the call returned\n", comm.rank());
   MPI_Finalize();

@@ -206,6 +206,239 @@ class ThroughNccl {
   long before_;
 };
 
+// What every collective's check shares: the case, the communicator, this rank, the size, the
+// root, and the text that names them in a failure.
+struct CaseRun {
+  const Case& c;
+  synk::Communicator& comm;
+  int me, n, root;
+  std::string what;
+};
+
+// A receive buffer off the root holds what it was filled with.
+const auto sentinel = [](std::size_t) { return kSentinel; };
+
+// all_reduce and reduce.
+void check_reduce(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, n = run.n, root = run.root;
+  const std::size_t count = c.count;
+  const std::string& what = run.what;
+  const auto in = [&](std::size_t i) { return reduce_input(c, me, i); };
+  const auto out = [&](std::size_t i) { return reduce_expected(c, n, i); };
+  Buffer send(c.dtype, count), recv(c.dtype, count);
+  send.fill(in);
+  recv.fill_value(kSentinel);
+  Device ds(send, c.dtype), dr(recv, c.dtype);
+  void* r = c.in_place ? ds.data() : dr.data();
+  if (c.coll == Coll::all_reduce)
+    run.comm.all_reduce(ds.data(), r, count, c.dtype, c.op);
+  else
+    run.comm.reduce(ds.data(), r, count, c.dtype, c.op, root);
+  ds.copy_to(send);
+  dr.copy_to(recv);
+  const bool result_here = c.coll == Coll::all_reduce || me == root;
+  Buffer& res = c.in_place ? send : recv;
+  if (result_here) {
+    EXPECT_TRUE(res.check(out, what + ", result"));
+  } else {
+    EXPECT_TRUE(res.check(c.in_place ? std::function<double(std::size_t)>(in) : sentinel,
+                          what + ", untouched off the root"));
+  }
+  if (!c.in_place) {
+    EXPECT_TRUE(send.check(in, what + ", send unchanged"));
+  }
+}
+
+void check_reduce_scatter(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, n = run.n;
+  const std::size_t count = c.count, un = static_cast<std::size_t>(n);
+  const std::string& what = run.what;
+  const std::size_t from = count * static_cast<std::size_t>(me);
+  const auto in = [&](std::size_t k) { return reduce_input(c, me, k); };
+  Buffer send(c.dtype, count * un), recv(c.dtype, count);
+  send.fill(in);
+  recv.fill_value(kSentinel);
+  Device ds(send, c.dtype), dr(recv, c.dtype);
+  run.comm.reduce_scatter(ds.data(), c.in_place ? ds.at(from) : dr.data(), count, c.dtype, c.op);
+  ds.copy_to(send);
+  dr.copy_to(recv);
+  if (c.in_place) {
+    EXPECT_TRUE(send.check(
+        [&](std::size_t k) {
+          return k >= from && k < from + count ? reduce_expected(c, n, k) : in(k);
+        },
+        what + ", send (block rank = result)"));
+  } else {
+    EXPECT_TRUE(recv.check([&](std::size_t j) { return reduce_expected(c, n, from + j); },
+                           what + ", recv"));
+    EXPECT_TRUE(send.check(in, what + ", send unchanged"));
+  }
+}
+
+void check_broadcast(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, root = run.root;
+  const std::size_t count = c.count;
+  Buffer buf(c.dtype, count);
+  if (me == root)
+    buf.fill([&](std::size_t i) { return data(root, i); });
+  else
+    buf.fill_value(kSentinel);
+  Device d(buf, c.dtype);
+  run.comm.broadcast(d.data(), count, c.dtype, root);
+  d.copy_to(buf);
+  EXPECT_TRUE(buf.check([&](std::size_t i) { return data(root, i); }, run.what + ", buf"));
+}
+
+// all_gather and gather.
+void check_gather(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, root = run.root;
+  const std::size_t count = c.count, un = static_cast<std::size_t>(run.n);
+  const std::string& what = run.what;
+  const auto mine = [&](std::size_t i) { return data(me, i); };
+  const bool gets = c.coll == Coll::all_gather || me == root;
+  const std::size_t from = count * static_cast<std::size_t>(me);
+  const auto gathered = [&](std::size_t k) {
+    return data(static_cast<int>(k / count), k % count);
+  };
+  Buffer send(c.dtype, count), recv(c.dtype, count * un);
+  send.fill(mine);
+  recv.fill_value(kSentinel);
+  if (c.in_place && gets)
+    recv.fill([&](std::size_t k) { return data(me, k - from); }, from, from + count);
+  Device ds(send, c.dtype), dr(recv, c.dtype);
+  const void* s = c.in_place && gets ? dr.at(from) : ds.data();
+  if (c.coll == Coll::all_gather)
+    run.comm.all_gather(s, dr.data(), count, c.dtype);
+  else
+    run.comm.gather(s, gets ? dr.data() : nullptr, count, c.dtype, root);
+  dr.copy_to(recv);
+  ds.copy_to(send);
+  EXPECT_TRUE(recv.check(gets ? std::function<double(std::size_t)>(gathered) : sentinel,
+                         what + ", recv"));
+  EXPECT_TRUE(send.check(mine, what + ", send unchanged"));
+}
+
+void check_gatherv(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, root = run.root;
+  const std::size_t um = static_cast<std::size_t>(me);
+  const auto mine = [&](std::size_t i) { return data(me, i); };
+  const VLayout v(c, run.n);
+  const std::size_t mine_n = v.counts[um], from = v.displ[um];
+  const auto gathered = [&](std::size_t k) { return v.block(k); };
+  Buffer send(c.dtype, mine_n), recv(c.dtype, v.total);
+  send.fill(mine);
+  recv.fill_value(kSentinel);
+  const bool in_place = c.in_place && me == root;
+  if (in_place)
+    recv.fill([&](std::size_t k) { return data(me, k - from); }, from, from + mine_n);
+  Device ds(send, c.dtype), dr(recv, c.dtype);
+  run.comm.gatherv(in_place ? dr.at(from) : ds.data(), mine_n, me == root ? dr.data() : nullptr,
+                   v.counts, c.dtype, root);
+  dr.copy_to(recv);
+  EXPECT_TRUE(recv.check(me == root ? std::function<double(std::size_t)>(gathered) : sentinel,
+                         run.what + ", recv"));
+}
+
+void check_scatter(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, root = run.root;
+  const std::size_t count = c.count, un = static_cast<std::size_t>(run.n);
+  const std::string& what = run.what;
+  const auto mine = [&](std::size_t i) { return data(me, i); };
+  const auto blocks = [&](std::size_t k) {
+    return data(static_cast<int>(k / count), k % count);
+  };
+  const std::size_t from = count * static_cast<std::size_t>(me);
+  Buffer send(c.dtype, count * un), recv(c.dtype, count);
+  send.fill(blocks);
+  recv.fill_value(kSentinel);
+  Device ds(send, c.dtype), dr(recv, c.dtype);
+  const bool in_place = c.in_place && me == root;
+  run.comm.scatter(me == root ? ds.data() : nullptr, in_place ? ds.at(from) : dr.data(), count,
+                   c.dtype, root);
+  ds.copy_to(send);
+  dr.copy_to(recv);
+  if (in_place) {
+    EXPECT_TRUE(send.check(blocks, what + ", send (own block in place)"));
+  } else {
+    EXPECT_TRUE(recv.check(mine, what + ", recv"));
+  }
+}
+
+void check_scatterv(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, root = run.root;
+  const std::size_t um = static_cast<std::size_t>(me);
+  const std::string& what = run.what;
+  const auto mine = [&](std::size_t i) { return data(me, i); };
+  const VLayout v(c, run.n);
+  const std::size_t mine_n = v.counts[um], from = v.displ[um];
+  const auto blocks = [&](std::size_t k) { return v.block(k); };
+  Buffer send(c.dtype, v.total), recv(c.dtype, mine_n);
+  send.fill(blocks);
+  recv.fill_value(kSentinel);
+  Device ds(send, c.dtype), dr(recv, c.dtype);
+  const bool in_place = c.in_place && me == root;
+  run.comm.scatterv(me == root ? ds.data() : nullptr, v.counts,
+                    in_place ? ds.at(from) : dr.data(), mine_n, c.dtype, root);
+  ds.copy_to(send);
+  dr.copy_to(recv);
+  if (in_place) {
+    EXPECT_TRUE(send.check(blocks, what + ", send (own block in place)"));
+  } else {
+    EXPECT_TRUE(recv.check(mine, what + ", recv"));
+  }
+}
+
+// Block q of rank r's send holds data(r * n + q, i).
+void check_all_to_all(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, n = run.n;
+  const std::size_t count = c.count, un = static_cast<std::size_t>(n);
+  const auto pair = [&](std::size_t k) { return static_cast<int>(k / count); };
+  const auto sent = [&](std::size_t k) { return data(me * n + pair(k), k % count); };
+  const auto received = [&](std::size_t k) { return data(pair(k) * n + me, k % count); };
+  Buffer send(c.dtype, count * un), recv(c.dtype, count * un);
+  send.fill(sent);
+  recv.fill_value(kSentinel);
+  Device ds(send, c.dtype), dr(recv, c.dtype);
+  run.comm.all_to_all(ds.data(), dr.data(), count, c.dtype);
+  ds.copy_to(send);
+  dr.copy_to(recv);
+  EXPECT_TRUE(recv.check(received, run.what + ", recv"));
+  EXPECT_TRUE(send.check(sent, run.what + ", send unchanged"));
+}
+
+// Rank r sends rank q count + (r + q) % 3 of data(r * n + q, i).
+void check_all_to_allv(const CaseRun& run) {
+  const Case& c = run.c;
+  const int me = run.me, n = run.n;
+  const std::size_t count = c.count;
+  const auto pair = [&](int r, int q) { return count + static_cast<std::size_t>(r + q) % 3; };
+  std::vector<std::size_t> send_counts, recv_counts;
+  std::vector<double> sent, received;
+  for (int q = 0; q < n; ++q) {
+    send_counts.push_back(pair(me, q));
+    recv_counts.push_back(pair(q, me));
+    for (std::size_t i = 0; i < send_counts.back(); ++i) sent.push_back(data(me * n + q, i));
+    for (std::size_t i = 0; i < recv_counts.back(); ++i) {
+      received.push_back(data(q * n + me, i));
+    }
+  }
+  Buffer send(c.dtype, sent.size()), recv(c.dtype, received.size());
+  send.fill([&](std::size_t k) { return sent[k]; });
+  recv.fill_value(kSentinel);
+  Device ds(send, c.dtype), dr(recv, c.dtype);
+  run.comm.all_to_allv(ds.data(), send_counts, dr.data(), recv_counts, c.dtype);
+  dr.copy_to(recv);
+  EXPECT_TRUE(recv.check([&](std::size_t k) { return received[k]; }, run.what + ", recv"));
+}
+
 class NcclGrid : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -217,198 +450,41 @@ class NcclGrid : public ::testing::TestWithParam<Case> {
 TEST_P(NcclGrid, MatchesTheExactResult) {
   const Case& c = GetParam();
   synk::Communicator& comm = nccl();
-  const int me = comm.rank(), n = comm.size(), root = root_of(c.root, n);
-  const std::size_t count = c.count, un = static_cast<std::size_t>(n);
-  const std::size_t um = static_cast<std::size_t>(me);
-  const std::string what = "rank " + std::to_string(me) + " of " + std::to_string(n) + ", " +
-                           case_name(::testing::TestParamInfo<Case>(c, 0));
-  const auto mine = [&](std::size_t i) { return data(me, i); };
-  const auto sentinel = [](std::size_t) { return kSentinel; };
-  const ThroughNccl through_nccl(count > 0 && n > 1, what);  // one rank's gather: a copy
+  const int me = comm.rank(), n = comm.size();
+  const CaseRun run{c, comm, me, n, root_of(c.root, n),
+                    "rank " + std::to_string(me) + " of " + std::to_string(n) + ", " +
+                        case_name(::testing::TestParamInfo<Case>(c, 0))};
+  const ThroughNccl through_nccl(c.count > 0 && n > 1, run.what);  // one rank's gather: a copy
   switch (c.coll) {
     case Coll::all_reduce:
-    case Coll::reduce: {
-      const auto in = [&](std::size_t i) { return reduce_input(c, me, i); };
-      const auto out = [&](std::size_t i) { return reduce_expected(c, n, i); };
-      Buffer send(c.dtype, count), recv(c.dtype, count);
-      send.fill(in);
-      recv.fill_value(kSentinel);
-      Device ds(send, c.dtype), dr(recv, c.dtype);
-      void* r = c.in_place ? ds.data() : dr.data();
-      if (c.coll == Coll::all_reduce)
-        comm.all_reduce(ds.data(), r, count, c.dtype, c.op);
-      else
-        comm.reduce(ds.data(), r, count, c.dtype, c.op, root);
-      ds.copy_to(send);
-      dr.copy_to(recv);
-      const bool result_here = c.coll == Coll::all_reduce || me == root;
-      Buffer& res = c.in_place ? send : recv;
-      if (result_here) {
-        EXPECT_TRUE(res.check(out, what + ", result"));
-      } else {
-        EXPECT_TRUE(res.check(c.in_place ? std::function<double(std::size_t)>(in) : sentinel,
-                              what + ", untouched off the root"));
-      }
-      if (!c.in_place) {
-        EXPECT_TRUE(send.check(in, what + ", send unchanged"));
-      }
+    case Coll::reduce:
+      check_reduce(run);
       break;
-    }
-    case Coll::reduce_scatter: {
-      const std::size_t from = count * static_cast<std::size_t>(me);
-      const auto in = [&](std::size_t k) { return reduce_input(c, me, k); };
-      Buffer send(c.dtype, count * un), recv(c.dtype, count);
-      send.fill(in);
-      recv.fill_value(kSentinel);
-      Device ds(send, c.dtype), dr(recv, c.dtype);
-      comm.reduce_scatter(ds.data(), c.in_place ? ds.at(from) : dr.data(), count, c.dtype, c.op);
-      ds.copy_to(send);
-      dr.copy_to(recv);
-      if (c.in_place) {
-        EXPECT_TRUE(send.check(
-            [&](std::size_t k) {
-              return k >= from && k < from + count ? reduce_expected(c, n, k) : in(k);
-            },
-            what + ", send (block rank = result)"));
-      } else {
-        EXPECT_TRUE(recv.check([&](std::size_t j) { return reduce_expected(c, n, from + j); },
-                               what + ", recv"));
-        EXPECT_TRUE(send.check(in, what + ", send unchanged"));
-      }
+    case Coll::reduce_scatter:
+      check_reduce_scatter(run);
       break;
-    }
-    case Coll::broadcast: {
-      Buffer buf(c.dtype, count);
-      if (me == root)
-        buf.fill([&](std::size_t i) { return data(root, i); });
-      else
-        buf.fill_value(kSentinel);
-      Device d(buf, c.dtype);
-      comm.broadcast(d.data(), count, c.dtype, root);
-      d.copy_to(buf);
-      EXPECT_TRUE(buf.check([&](std::size_t i) { return data(root, i); }, what + ", buf"));
+    case Coll::broadcast:
+      check_broadcast(run);
       break;
-    }
     case Coll::all_gather:
-    case Coll::gather: {
-      const bool gets = c.coll == Coll::all_gather || me == root;
-      const std::size_t from = count * static_cast<std::size_t>(me);
-      const auto gathered = [&](std::size_t k) {
-        return data(static_cast<int>(k / count), k % count);
-      };
-      Buffer send(c.dtype, count), recv(c.dtype, count * un);
-      send.fill(mine);
-      recv.fill_value(kSentinel);
-      if (c.in_place && gets)
-        recv.fill([&](std::size_t k) { return data(me, k - from); }, from, from + count);
-      Device ds(send, c.dtype), dr(recv, c.dtype);
-      const void* s = c.in_place && gets ? dr.at(from) : ds.data();
-      if (c.coll == Coll::all_gather)
-        comm.all_gather(s, dr.data(), count, c.dtype);
-      else
-        comm.gather(s, gets ? dr.data() : nullptr, count, c.dtype, root);
-      dr.copy_to(recv);
-      ds.copy_to(send);
-      EXPECT_TRUE(recv.check(gets ? std::function<double(std::size_t)>(gathered) : sentinel,
-                             what + ", recv"));
-      EXPECT_TRUE(send.check(mine, what + ", send unchanged"));
+    case Coll::gather:
+      check_gather(run);
       break;
-    }
-    case Coll::gatherv: {
-      const VLayout v(c, n);
-      const std::size_t mine_n = v.counts[um], from = v.displ[um];
-      const auto gathered = [&](std::size_t k) { return v.block(k); };
-      Buffer send(c.dtype, mine_n), recv(c.dtype, v.total);
-      send.fill(mine);
-      recv.fill_value(kSentinel);
-      const bool in_place = c.in_place && me == root;
-      if (in_place)
-        recv.fill([&](std::size_t k) { return data(me, k - from); }, from, from + mine_n);
-      Device ds(send, c.dtype), dr(recv, c.dtype);
-      comm.gatherv(in_place ? dr.at(from) : ds.data(), mine_n, me == root ? dr.data() : nullptr,
-                   v.counts, c.dtype, root);
-      dr.copy_to(recv);
-      EXPECT_TRUE(recv.check(me == root ? std::function<double(std::size_t)>(gathered) : sentinel,
-                             what + ", recv"));
+    case Coll::gatherv:
+      check_gatherv(run);
       break;
-    }
-    case Coll::scatter: {
-      const auto blocks = [&](std::size_t k) {
-        return data(static_cast<int>(k / count), k % count);
-      };
-      const std::size_t from = count * static_cast<std::size_t>(me);
-      Buffer send(c.dtype, count * un), recv(c.dtype, count);
-      send.fill(blocks);
-      recv.fill_value(kSentinel);
-      Device ds(send, c.dtype), dr(recv, c.dtype);
-      const bool in_place = c.in_place && me == root;
-      comm.scatter(me == root ? ds.data() : nullptr, in_place ? ds.at(from) : dr.data(), count,
-                   c.dtype, root);
-      ds.copy_to(send);
-      dr.copy_to(recv);
-      if (in_place) {
-        EXPECT_TRUE(send.check(blocks, what + ", send (own block in place)"));
-      } else {
-        EXPECT_TRUE(recv.check(mine, what + ", recv"));
-      }
+    case Coll::scatter:
+      check_scatter(run);
       break;
-    }
-    case Coll::scatterv: {
-      const VLayout v(c, n);
-      const std::size_t mine_n = v.counts[um], from = v.displ[um];
-      const auto blocks = [&](std::size_t k) { return v.block(k); };
-      Buffer send(c.dtype, v.total), recv(c.dtype, mine_n);
-      send.fill(blocks);
-      recv.fill_value(kSentinel);
-      Device ds(send, c.dtype), dr(recv, c.dtype);
-      const bool in_place = c.in_place && me == root;
-      comm.scatterv(me == root ? ds.data() : nullptr, v.counts, in_place ? ds.at(from) : dr.data(),
-                    mine_n, c.dtype, root);
-      ds.copy_to(send);
-      dr.copy_to(recv);
-      if (in_place) {
-        EXPECT_TRUE(send.check(blocks, what + ", send (own block in place)"));
-      } else {
-        EXPECT_TRUE(recv.check(mine, what + ", recv"));
-      }
+    case Coll::scatterv:
+      check_scatterv(run);
       break;
-    }
-    case Coll::all_to_all: {  // block q of rank r's send holds data(r * n + q, i)
-      const auto pair = [&](std::size_t k) { return static_cast<int>(k / count); };
-      const auto sent = [&](std::size_t k) { return data(me * n + pair(k), k % count); };
-      const auto received = [&](std::size_t k) { return data(pair(k) * n + me, k % count); };
-      Buffer send(c.dtype, count * un), recv(c.dtype, count * un);
-      send.fill(sent);
-      recv.fill_value(kSentinel);
-      Device ds(send, c.dtype), dr(recv, c.dtype);
-      comm.all_to_all(ds.data(), dr.data(), count, c.dtype);
-      ds.copy_to(send);
-      dr.copy_to(recv);
-      EXPECT_TRUE(recv.check(received, what + ", recv"));
-      EXPECT_TRUE(send.check(sent, what + ", send unchanged"));
+    case Coll::all_to_all:
+      check_all_to_all(run);
       break;
-    }
-    case Coll::all_to_allv: {  // rank r sends rank q count + (r + q) % 3 of data(r * n + q, i)
-      const auto pair = [&](int r, int q) { return count + static_cast<std::size_t>(r + q) % 3; };
-      std::vector<std::size_t> send_counts, recv_counts;
-      std::vector<double> sent, received;
-      for (int q = 0; q < n; ++q) {
-        send_counts.push_back(pair(me, q));
-        recv_counts.push_back(pair(q, me));
-        for (std::size_t i = 0; i < send_counts.back(); ++i) sent.push_back(data(me * n + q, i));
-        for (std::size_t i = 0; i < recv_counts.back(); ++i) {
-          received.push_back(data(q * n + me, i));
-        }
-      }
-      Buffer send(c.dtype, sent.size()), recv(c.dtype, received.size());
-      send.fill([&](std::size_t k) { return sent[k]; });
-      recv.fill_value(kSentinel);
-      Device ds(send, c.dtype), dr(recv, c.dtype);
-      comm.all_to_allv(ds.data(), send_counts, dr.data(), recv_counts, c.dtype);
-      dr.copy_to(recv);
-      EXPECT_TRUE(recv.check([&](std::size_t k) { return received[k]; }, what + ", recv"));
+    case Coll::all_to_allv:
+      check_all_to_allv(run);
       break;
-    }
   }
 }
 

@@ -28,63 +28,54 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-}  // namespace
+// Rank r's process: pins it where options ask, runs body on its own Group over the segment at
+// segment_base, and leaves the exit code and message in its entry of the result table.
+[[noreturn]] void run_child(int r, const GroupConfig& cfg, void* segment_base,
+                            const HarnessOptions& options, const RankBody& body,
+                            SharedResult& mine) {
+  auto report = [&mine](const std::string& text) {
+    std::snprintf(mine.message, sizeof mine.message, "%s", text.c_str());
+  };
+  int code = 0;
+  try {
+    if (static_cast<std::size_t>(r) < options.pin_cpus.size()) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(options.pin_cpus[static_cast<std::size_t>(r)], &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0)
+        throw std::runtime_error("sched_setaffinity failed");
+    }
+    GroupConfig c = cfg;
+    c.rank = r;
+    Group group(segment_base, c);
+    code = body(group, report);
+  } catch (const std::exception& e) {
+    report(std::string("uncaught: ") + e.what());
+    code = 99;
+  }
+  mine.code = code;
+  _exit(code);
+}
 
-std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, const RankBody& body) {
-  GroupConfig cfg;
-  cfg.size = size;
-  cfg.slot_bytes = options.slot_bytes;
-  cfg.timeout_s = options.timeout_s;
-  cfg.store_mode = options.store_mode;
-  cfg.cma_min_bytes = options.cma_min_bytes;
-  cfg.forced_algos = options.forced_algos;
-  // As shm_backend.cc sets them, so that the tests run the paths a job of `size` ranks runs.
-  cfg.root_reduces_bytes = options.root_reduces_bytes.value_or(default_root_reduces_bytes(size));
-  cfg.small_bytes = options.one_step_bytes.value_or(default_one_step_bytes(size));
-  cfg.spin_us = options.spin_us;
-  cfg.machine_ranks = options.machine_ranks;
-  // Children inherit the mapping across fork: no descriptor (or name) is needed.
-  Segment segment = Segment::create_anonymous(Group::segment_bytes(size, cfg.slot_bytes));
-  segment.close_handle();
-
-  const std::size_t table_bytes = sizeof(SharedResult) * static_cast<std::size_t>(size);
-  void* table = mmap(nullptr, table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (table == MAP_FAILED) throw std::runtime_error("mmap of the result table failed");
-  auto* results = static_cast<SharedResult*>(table);
-  std::memset(results, 0, table_bytes);
-
-  const auto t0 = std::chrono::steady_clock::now();
+// Forks one child per rank, each running run_child; returns their pids, by rank.
+std::vector<pid_t> fork_ranks(int size, const GroupConfig& cfg, void* segment_base,
+                              const HarnessOptions& options, const RankBody& body,
+                              SharedResult* results) {
   std::vector<pid_t> pids(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
     const pid_t pid = fork();
-    if (pid == 0) {
-      SharedResult& mine = results[r];
-      auto report = [&mine](const std::string& text) {
-        std::snprintf(mine.message, sizeof mine.message, "%s", text.c_str());
-      };
-      int code = 0;
-      try {
-        if (static_cast<std::size_t>(r) < options.pin_cpus.size()) {
-          cpu_set_t one;
-          CPU_ZERO(&one);
-          CPU_SET(options.pin_cpus[static_cast<std::size_t>(r)], &one);
-          if (sched_setaffinity(0, sizeof one, &one) != 0)
-            throw std::runtime_error("sched_setaffinity failed");
-        }
-        GroupConfig c = cfg;
-        c.rank = r;
-        Group group(segment.data(), c);
-        code = body(group, report);
-      } catch (const std::exception& e) {
-        report(std::string("uncaught: ") + e.what());
-        code = 99;
-      }
-      mine.code = code;
-      _exit(code);
-    }
+    if (pid == 0) run_child(r, cfg, segment_base, options, body, results[r]);
     pids[static_cast<std::size_t>(r)] = pid;
   }
+  return pids;
+}
 
+// Waits for every child, killing options.kill_rank when asked and every child past the overall
+// deadline; returns each rank's outcome, timed from t0.
+std::vector<RankOutcome> reap_ranks(const std::vector<pid_t>& pids, const HarnessOptions& options,
+                                    std::chrono::steady_clock::time_point t0,
+                                    const SharedResult* results) {
+  const int size = static_cast<int>(pids.size());
   std::vector<RankOutcome> out(static_cast<std::size_t>(size));
   int remaining = size;
   bool kill_sent = options.kill_rank < 0;
@@ -113,6 +104,37 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, const RankBody& body) {
+  GroupConfig cfg;
+  cfg.size = size;
+  cfg.slot_bytes = options.slot_bytes;
+  cfg.timeout_s = options.timeout_s;
+  cfg.store_mode = options.store_mode;
+  cfg.cma_min_bytes = options.cma_min_bytes;
+  cfg.forced_algos = options.forced_algos;
+  // As shm_backend.cc sets them, so that the tests run the paths a job of `size` ranks runs.
+  cfg.root_reduces_bytes = options.root_reduces_bytes.value_or(default_root_reduces_bytes(size));
+  cfg.small_bytes = options.one_step_bytes.value_or(default_one_step_bytes(size));
+  cfg.spin_us = options.spin_us;
+  cfg.machine_ranks = options.machine_ranks;
+  // Children inherit the mapping across fork: no descriptor (or name) is needed.
+  Segment segment = Segment::create_anonymous(Group::segment_bytes(size, cfg.slot_bytes));
+  segment.close_handle();
+
+  const std::size_t table_bytes = sizeof(SharedResult) * static_cast<std::size_t>(size);
+  void* table = mmap(nullptr, table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (table == MAP_FAILED) throw std::runtime_error("mmap of the result table failed");
+  auto* results = static_cast<SharedResult*>(table);
+  std::memset(results, 0, table_bytes);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<pid_t> pids = fork_ranks(size, cfg, segment.data(), options, body, results);
+  std::vector<RankOutcome> out = reap_ranks(pids, options, t0, results);
   munmap(table, table_bytes);
   return out;
 }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "backends/shm/shm_group.h"
 
 namespace synk::shm::testing {
@@ -50,6 +52,16 @@ std::vector<RankOutcome> run_ranks(int size, const HarnessOptions& options, cons
 
 // Names of synk segments now in /dev/shm.
 std::vector<std::string> synk_segments();
+
+// A fixture (over ::testing::Test, or TestWithParam<P>) whose tests, passing or failing, leave
+// no synk segment behind.
+template <class Base = ::testing::Test>
+class NoSegmentLeft : public Base {
+ protected:
+  void SetUp() override { before_ = synk_segments(); }
+  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
+  std::vector<std::string> before_;
+};
 
 // A Group's collectives with the arguments of Communicator's untyped calls, in that order: each
 // makes the call's detail::CollArgs.

@@ -136,12 +136,7 @@ ForcedAlgos all_cma() {
   return f;
 }
 
-class ShmCma : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override { before_ = synk_segments(); }
-  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
-  std::vector<std::string> before_;
-};
+class ShmCma : public NoSegmentLeft<::testing::TestWithParam<int>> {};
 
 TEST_P(ShmCma, CmaCallsAreExactBetweenSlotCalls) {
   const bool allowed = kernel_allows_cma();

@@ -42,15 +42,7 @@ int expect_error(ErrorCode code, const std::function<void(const std::string&)>& 
   return 1;
 }
 
-class ShmFaults : public ::testing::Test {
- protected:
-  void SetUp() override { before_ = synk_segments(); }
-  void TearDown() override {
-    // No test, passing or failing, leaves a synk segment behind.
-    EXPECT_EQ(synk_segments(), before_);
-  }
-  std::vector<std::string> before_;
-};
+class ShmFaults : public NoSegmentLeft<> {};
 
 TEST_F(ShmFaults, KilledRankMidCollectiveIsAnErrorOnTheOthers) {
   HarnessOptions opt;

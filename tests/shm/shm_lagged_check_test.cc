@@ -34,12 +34,7 @@ void expect_reader_fails_root_reports_next(const std::vector<RankOutcome>& out,
   EXPECT_THAT(out[1].message, ::testing::EndsWith("| second: "));
 }
 
-class ShmLaggedCheck : public ::testing::Test {
- protected:
-  void SetUp() override { before_ = synk_segments(); }
-  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
-  std::vector<std::string> before_;
-};
+class ShmLaggedCheck : public NoSegmentLeft<> {};
 
 // Rank 1 expects 20 elements, the root sends 10: rank 1 fails before reading; the root's
 // broadcast returns, its next call (an all_reduce) completes and reports the mismatch.

@@ -126,12 +126,7 @@ std::string run_round(Group& g, const Region& region, bool in_region, std::size_
   return "";
 }
 
-class ShmNodeBuffer : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override { before_ = synk_segments(); }
-  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
-  std::vector<std::string> before_;
-};
+class ShmNodeBuffer : public NoSegmentLeft<::testing::TestWithParam<int>> {};
 
 std::string ranks_name(const ::testing::TestParamInfo<int>& info) {
   return std::to_string(info.param) + "ranks";

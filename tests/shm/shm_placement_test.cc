@@ -100,12 +100,7 @@ std::string run_and_check(Group& g, int kind, std::size_t count, int c) {
   }
 }
 
-class ShmPlacement : public ::testing::Test {
- protected:
-  void SetUp() override { before_ = synk_segments(); }
-  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
-  std::vector<std::string> before_;
-};
+class ShmPlacement : public NoSegmentLeft<> {};
 
 class ShmPlacementRanks : public ShmPlacement, public ::testing::WithParamInterface<int> {};
 

@@ -21,12 +21,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class ShmTinyStep : public ::testing::Test {
- protected:
-  void SetUp() override { before_ = synk_segments(); }
-  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
-  std::vector<std::string> before_;
-};
+class ShmTinyStep : public NoSegmentLeft<> {};
 
 static_assert(Group::kTinyBytes == 8, "the sizes below straddle an 8-byte tiny step");
 

@@ -57,12 +57,7 @@ void expect_decision(HarnessOptions opt, bool need_room, const std::string& want
   }
 }
 
-class ShmWait : public ::testing::Test {
- protected:
-  void SetUp() override { before_ = synk_segments(); }
-  void TearDown() override { EXPECT_EQ(synk_segments(), before_); }
-  std::vector<std::string> before_;
-};
+class ShmWait : public NoSegmentLeft<> {};
 
 TEST_F(ShmWait, RanksOnCpusOfTheirOwnPollBeforeYielding) {
   expect_decision({}, /*need_room=*/true, "polls");
