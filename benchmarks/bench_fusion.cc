@@ -26,12 +26,14 @@
 #include <vector>
 
 #include "bench_cli.h"
+#include "bench_median.h"
 #include "synk/key_value.h"
 #include "synk/synk.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using synk::bench::median;
 
 struct Options {
   std::string modes = "kv,all_reduce,mpi";
@@ -79,12 +81,6 @@ std::int64_t count_wrong(const Buffers& b, int ranks, int step) {
     wrong += std::count_if(b.out[k].begin(), b.out[k].end(), [&](float v) { return v != want; });
   }
   return wrong;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 // "kv fused" (synk's default: 64 MiB), "kv fused NB" or "kv unfused", as SYNK_FUSION_BYTES says.

@@ -27,12 +27,14 @@
 #include <vector>
 
 #include "bench_cli.h"
+#include "bench_median.h"
 #include "synk/key_value.h"
 #include "synk/synk.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using synk::bench::median;
 
 struct Options {
   int large_mib = 64;
@@ -85,12 +87,6 @@ double slowest(MPI_Comm mpi, Clock::time_point from, Clock::time_point to) {
   double us = std::chrono::duration<double, std::micro>(to - from).count();
   MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, mpi);
   return us;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 // One step: the large key pushed, the top key pushed delay_us later; then the top key alone;

@@ -10,6 +10,7 @@
 
 #include "backends/shm/store_tuner.h"
 #include "backends/shm/stream_copy.h"
+#include "bench_median.h"
 
 namespace synk::bench {
 

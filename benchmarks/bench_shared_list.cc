@@ -14,17 +14,14 @@
 #include <vector>
 
 #include "bench_cli.h"
+#include "bench_median.h"
 
 #include "synk/synk.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using synk::bench::median;
 
 // The slowest rank's time of one fn(), in microseconds.
 template <class Fn>

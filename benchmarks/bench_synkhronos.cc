@@ -12,17 +12,14 @@
 #include <vector>
 
 #include "bench_cli.h"
+#include "bench_median.h"
 
 #include "synk/synk.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using synk::bench::median;
 
 // Median over rounds of the mean time per call of fn, the slowest rank's.
 template <class Fn>

@@ -103,10 +103,4 @@ void write_json(const std::string& file, const std::vector<Row>& rows) {
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 }  // namespace synk::bench

@@ -42,9 +42,6 @@ std::string format_row(const Row& r);
 // there are none.
 std::string summary_line(const std::vector<Row>& rows, Coll coll, const std::string& backend);
 
-// The middle value of v (the mean of the middle two when there is an even number).
-double median(std::vector<double> v);
-
 // Writes rows as a JSON list of objects; throws std::runtime_error when the file cannot be
 // written.
 void write_json(const std::string& file, const std::vector<Row>& rows);

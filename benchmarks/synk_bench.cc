@@ -25,6 +25,7 @@
 #include "bench_memory.h"
 #include "bench_options.h"
 #include "bench_raw_nccl.h"
+#include "bench_median.h"
 #include "bench_table.h"
 #include "synk/synk.h"
 
