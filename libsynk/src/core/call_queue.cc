@@ -19,11 +19,11 @@ enum CallState : int { kQueued = 0, kRunning = 1, kDone = 2 };
 
 // How the progress thread waits for calls. While the program issues calls it looks every
 // kPollPeriod, so that issuing never has to wake it (a wake-up is a system call, and on a rank
-// bound to one core the woken thread takes the core from the caller: an issue-then-wait of
-// 8 bytes cost 8 us instead of 0.2). While the calls issued are run by their callers before it
-// looks (each one waited for at once), it looks half as often each time, down to every
-// kLongestPollPeriod: each look takes the core from the caller, in the middle of its calls.
-// kStayAwake after the last new call it sleeps until the next.
+// bound to one core the woken thread takes the core from the caller; docs/measurements.md,
+// "Non-blocking calls beside blocking ones"). While the calls issued are run by their callers
+// before it looks (each one waited for at once), it looks half as often each time, down to
+// every kLongestPollPeriod: each look takes the core from the caller, in the middle of its
+// calls. kStayAwake after the last new call it sleeps until the next.
 constexpr auto kPollPeriod = std::chrono::milliseconds(1);
 constexpr auto kLongestPollPeriod = std::chrono::milliseconds(16);
 constexpr auto kStayAwake = std::chrono::seconds(1);

@@ -62,7 +62,8 @@ struct Settings {
   bool check_calls = false;        // SYNK_CHECK_CALLS: ranks compare every call before running it
   // SYNK_MPI_THREADS: the thread level synk asks for when it initializes MPI: multiple (calls
   // of the mpi and hier backends can run on the progress thread) or serialized (they run at
-  // issue; Open MPI's small messages are about 0.1 us faster without threads).
+  // issue; Open MPI's small messages are a little faster without threads: docs/measurements.md,
+  // "Non-blocking calls on the mpi backend").
   std::string mpi_threads = "multiple";
   int launcher_local_rank = -1;    // SYNK_LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK (-1: neither)
   double stall_warn_s = 60.0;  // SYNK_STALL_WARN: seconds before a stalled call or key is reported

@@ -65,8 +65,7 @@ class AlgoChooser {
   // Calls in a row on one way in a trial: as many as move kRunBytes per rank, from kMinRun to
   // kMaxRun. Short runs of small calls favoured the single copy: each run ends with a sync,
   // which the slot path's pipelined calls pay and a single copy's closing sync already has
-  // (256 KiB broadcasts, runs of 4: slots measured 12.7-17.8 us a call, cma 12.0-12.5; run
-  // alone, 9.8 and 12.4).
+  // (docs/measurements.md#single-copy-or-slots-measured-2026-11-27).
   static constexpr std::size_t kRunBytes = std::size_t{4} << 20;
   static constexpr std::uint32_t kMinRun = 4;
   static constexpr std::uint32_t kMaxRun = 16;

@@ -1,8 +1,8 @@
 // Whether the ranks of a node each have a CPU of their own, which decides how a waiting rank
 // waits (shm::StepChannel::wait_until): where they do, it polls, as MPI does, since yielding hands
-// its core to any other runnable process for a whole time slice (here a scatter of 4 MiB beside
-// two busy nice-19 processes took 2.8 ms a call instead of 0.16); where ranks share CPUs it
-// yields almost at once, since the rank it waits for may need that very core.
+// its core to any other runnable process for a whole time slice (docs/shm-backend.md, "Why 2
+// ms"); where ranks share CPUs it yields almost at once, since the rank it waits for may need
+// that very core.
 #pragma once
 
 #include <sched.h>

@@ -40,8 +40,8 @@ void SlotArena::next_slot_step(std::size_t bytes, bool walk) {
   if (!walk) return;  // at the slots' start
   constexpr std::size_t kAlign = 4096;
   const std::size_t stride = (std::max<std::size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
-  // Up to one page a rank the walk made calls slower, not faster (all_gather of 4 KiB per rank:
-  // 0.75 us a call against 0.62 at the slot's start).
+  // Up to one page a rank the walk made calls slower, not faster
+  // (docs/measurements.md#walking-offsets).
   const std::size_t places =
       stride > kAlign && stride < slot_bytes_ ? slot_bytes_ / stride : 1;
   slot_offset_ = static_cast<std::size_t>((steps_.data_steps() >> 1) % places) * stride;
