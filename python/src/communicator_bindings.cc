@@ -14,8 +14,10 @@
 
 #include "all_reduce_fast.h"
 #include "arrays.h"
+#include "grouped_bindings.h"
 #include "no_gil.h"
 #include "made_only.h"
+#include "refusals.h"
 #include "synk/agreement.h"
 #include "synk/communicator.h"
 #include "synk/error.h"
@@ -88,30 +90,6 @@ std::vector<py::ssize_t> with_leading(py::ssize_t n, std::span<const py::ssize_t
 std::string shape_text(std::span<const py::ssize_t> shape) {
   return py::str(py::tuple(py::cast(std::vector<py::ssize_t>(shape.begin(), shape.end()))))
       .cast<std::string>();
-}
-
-// A rank's own checks of its arguments, run before the ranks agree: the synk error they throw,
-// if any, which the agreement then makes an error on every rank.
-template <class Checks>
-std::optional<Error> failure_of(Checks&& checks) {
-  try {
-    checks();
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
-// After an agreement in which rank `first` was the lowest to fail its checks (`mine`: this
-// rank's failure, if any): as libsynk's own comparison of calls, this rank raises its own error
-// where it failed, the others a Remote naming `first` with its text (which travels only now).
-[[noreturn]] void fail_as_agreed(Communicator& c, const std::string& op, int first,
-                                 const std::optional<Error>& mine) {
-  const std::string text =
-      without_gil([&] { return text_from(c, first, mine ? mine->message() : std::string()); });
-  if (mine) throw *mine;
-  throw Error(ErrorCode::Remote,
-              op + ": rank " + std::to_string(first) + " rejected its arguments: " + text);
 }
 
 // The one rank at fault, as every rank found it from what they agreed on: its own message
@@ -752,6 +730,7 @@ void add_communicator(py::module_& m) {
   bind_call(cls, "all_to_all", &all_to_all, a, py::arg("splits") = py::none(), py::kw_only(),
             out, dtype);
   add_fast_all_reduce(cls);
+  add_grouped_calls(cls);
 }
 
 }  // namespace synk::python
