@@ -48,6 +48,19 @@ TEST(FusedPlan, PacksTinyArraysGreedilyUpToTheFusionSize) {
   EXPECT_EQ(alone.pack_bytes, 0u);
 }
 
+// However large the fusion buffer, an array of kAloneBytes or more is not copied into it.
+TEST(FusedPlan, ArraysOfTheAloneSizeRunInPlaceUnderAnyFusionSize) {
+  std::vector<float> small(16), big(detail::kAloneBytes / sizeof(float)), under(big.size() - 1);
+  const std::vector<SharedRef> list{SharedRef(std::span<float>(small)),
+                                    SharedRef(std::span<float>(big)),
+                                    SharedRef(std::span<float>(under))};
+  const detail::FusedPlan plan = detail::plan_fused(list, std::size_t{64} << 20);
+  ASSERT_EQ(plan.calls.size(), 2u);
+  EXPECT_EQ(plan.calls[0].count, small.size() + under.size());  // packed
+  EXPECT_EQ(plan.calls[1].count, big.size());                   // alone, after the pack
+  EXPECT_EQ(plan.order, (std::vector<std::size_t>{0, 2, 1}));
+}
+
 TEST(FusedPlan, GroupsByDtypeInListOrderAndLeavesLargeArraysInPlace) {
   std::vector<float> f1(10), f2(2000), f3(5), empty;
   std::vector<double> d1(4), d2(6);

@@ -81,10 +81,15 @@ void broadcast(Communicator& comm, std::initializer_list<SharedRef> list, int ro
 
 namespace detail {
 
+// An array of this many bytes or more runs on its own call, in place, however large the fusion
+// buffer: copying it in and out of the buffer costs more than the call it saves
+// (docs/measurements.md, "Lists of arrays from Python").
+inline constexpr std::size_t kAloneBytes = std::size_t{64} << 10;
+
 // How a list travels (exposed for the tests): the non-empty arrays grouped by dtype (groups in
 // the order of their first array in the list), each group's arrays in list order, packed
-// greedily into calls of at most fusion_bytes; then that group's arrays of fusion_bytes or more,
-// one call each. A call of one array runs in place.
+// greedily into calls of at most fusion_bytes; then that group's arrays of fusion_bytes or
+// kAloneBytes or more, one call each. A call of one array runs in place.
 struct FusedPlan {
   struct Call {
     DataType dtype = DataType::float32;

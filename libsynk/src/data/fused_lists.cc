@@ -25,7 +25,7 @@ FusedPlan plan_fused(std::span<const SharedRef> list, std::size_t fusion_bytes) 
       dtypes.push_back(e.dtype());
     }
   }
-  std::vector<std::size_t> alone;  // one group's arrays of fusion_bytes or more
+  std::vector<std::size_t> alone;  // one group's arrays of fusion_bytes or kAloneBytes or more
   for (const DataType t : dtypes) {
     alone.clear();
     FusedPlan::Call open{t, plan.order.size(), plan.order.size(), 0};
@@ -41,7 +41,7 @@ FusedPlan plan_fused(std::span<const SharedRef> list, std::size_t fusion_bytes) 
       const SharedRef& e = list[i];
       if (e.count() == 0 || e.dtype() != t) continue;
       const std::size_t bytes = e.bytes();
-      if (bytes >= fusion_bytes) {  // fusion_bytes 0: every array
+      if (bytes >= fusion_bytes || bytes >= kAloneBytes) {  // fusion_bytes 0: every array
         alone.push_back(i);
         continue;
       }
