@@ -244,6 +244,15 @@ class PyKeyValue {
     }
     pulled_[key] = out;
     callbacks_[key] = callback;
+    // Until synk has the pull, a pull_wait on another thread (this call is without the GIL) is
+    // refused without touching the pull's arrays (it took them, and synk then wrote into a
+    // freed out and read a freed push).
+    registering_.insert(key);
+    struct Registered {
+      std::set<int>& keys;
+      int key;
+      ~Registered() { keys.erase(key); }
+    } registered{registering_, key};
     std::function<void()> run;
     if (!callback.is_none()) run = [this, key] { call_back(key); };
     try {
@@ -280,7 +289,9 @@ class PyKeyValue {
         failed = std::current_exception();
       }
     }
-    // Refused at once (no push yet, in a callback): the pull and its arrays are still synk's.
+    // Refused at once (no push yet, in a callback; or a pull still being handed to synk): the
+    // pull and its arrays are still synk's.
+    if (failed && registering_.count(key) != 0) std::rethrow_exception(failed);
     if (failed && pulled_.count(key) != 0 && pulling(key)) std::rethrow_exception(failed);
     const auto pulled = pulled_.find(key);
     if (pulled == pulled_.end()) {  // no pull of the binding's (synk said why), or another
@@ -361,7 +372,8 @@ class PyKeyValue {
   std::unique_ptr<KeyValue> kv_;
   std::map<int, std::deque<py::object>> pushed_;
   std::map<int, py::object> pulled_, callbacks_;
-  std::set<int> waiting_;  // keys a thread waits for in pull_wait
+  std::set<int> waiting_;      // keys a thread waits for in pull_wait
+  std::set<int> registering_;  // keys whose pull() is handing the pull to synk
 };
 
 // At interpreter exit, before mpi4py's MPI_Finalize (atexit runs the last registered first, and
@@ -379,10 +391,17 @@ void close_live_key_values() {
     }
     std::_Exit(uncaught_exception ? 1 : *exit_code_leaving);
   }
-  const std::vector<PyKeyValue*> open = live_key_values;
+  // Each held while the others close: a close releases the GIL, and another thread may drop a
+  // KeyValue's last reference meanwhile (it was destroyed under the loop, a segfault).
+  std::vector<std::pair<PyKeyValue*, py::object>> open;
+  for (PyKeyValue* kv : live_key_values) {
+    const py::handle self =
+        py::detail::get_object_handle(kv, py::detail::get_type_info(typeid(PyKeyValue)));
+    if (self) open.emplace_back(kv, py::reinterpret_borrow<py::object>(self));
+  }
   for (auto kv = open.rbegin(); kv != open.rend(); ++kv) {
     try {
-      (*kv)->close();
+      kv->first->close();
     } catch (...) {
     }
   }
