@@ -142,7 +142,7 @@ void wait_for(QueueCore& q, QueuedCall& c) {
 }
 
 void rethrow_if_failed(QueuedCall& c) {
-  c.seen = true;
+  c.seen.store(true, std::memory_order_relaxed);
   if (c.error) std::rethrow_exception(c.error);
 }
 
@@ -177,7 +177,7 @@ void wait_call(QueueCore& q, QueuedCall& c) {
 
 void wait_dropped_call(QueueCore& q, QueuedCall& c) noexcept {
   wait_for(q, c);
-  if (!c.error || c.seen) return;
+  if (!c.error || c.seen.load(std::memory_order_relaxed)) return;
   try {
     std::rethrow_exception(c.error);
   } catch (const std::exception& e) {

@@ -35,7 +35,9 @@ class QueuedCall {
   std::uint64_t seq = 0;   // its place in the order of issue, from 1
   std::atomic<int> state{0};
   std::exception_ptr error;  // written before state says done
-  bool seen = false;         // its outcome reached the program (wait or test)
+  // Its outcome reached the program (wait or test); atomic, since several threads may wait on
+  // or test one Request.
+  std::atomic<bool> seen{false};
 };
 
 // What a Request of a queued call does (call_queue.cc). ~CallQueue waits for every call, the
