@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/job_rank_text.h"
 #include "core/logging.h"
 #include "core/mpi_check.h"
 #include "core/mpi_watchdog.h"
@@ -202,10 +203,7 @@ std::string CommContext::node_text(int n) const {
 
 std::string CommContext::rank_text(int r, std::optional<int> on_node) const {
   const auto i = static_cast<std::size_t>(r);
-  std::string where;
-  if (i < job_ranks.size() && job_ranks[i] != r && job_ranks[i] != MPI_UNDEFINED) {
-    where = "job rank " + std::to_string(job_ranks[i]);
-  }
+  std::string where = i < job_ranks.size() ? job_rank_words(r, job_ranks[i]) : std::string();
   if (on_node) where += (where.empty() ? "" : ", ") + node_text(*on_node);
   return std::to_string(r) + (where.empty() ? "" : " (" + where + ")");
 }

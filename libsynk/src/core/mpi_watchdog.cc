@@ -19,6 +19,7 @@
 #include "core/backoff.h"
 #include "core/call_label.h"
 #include "core/env.h"
+#include "core/job_rank_text.h"
 #include "core/logging.h"
 #include "core/mpi_runtime.h"
 
@@ -92,9 +93,7 @@ std::once_flag started;
 // "1", or "1 (job rank 3)" where this process's rank in the communicator is not its rank in
 // MPI_COMM_WORLD.
 std::string rank_of_process_text(int rank) {
-  const int job = job_rank_of_process();
-  return std::to_string(rank) +
-         (job >= 0 && job != rank ? " (job rank " + std::to_string(job) + ")" : "");
+  return rank_with_job_rank(rank, job_rank_of_process());
 }
 
 // What a stuck step that is no call says (making a communicator, split, alloc).

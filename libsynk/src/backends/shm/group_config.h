@@ -9,6 +9,7 @@
 
 #include "backends/shm/algo_chooser.h"
 #include "backends/shm/store_tuner.h"
+#include "core/job_rank_text.h"
 
 namespace synk::shm {
 
@@ -74,9 +75,7 @@ struct GroupConfig {
   std::string rank_text(int group_rank) const {
     const int mine = comm_rank(group_rank);
     const auto r = static_cast<std::size_t>(group_rank);
-    const int job = r < job_ranks.size() ? job_ranks[r] : mine;
-    return std::to_string(mine) +
-           (job != mine && job >= 0 ? " (job rank " + std::to_string(job) + ")" : "");
+    return detail::rank_with_job_rank(mine, r < job_ranks.size() ? job_ranks[r] : mine);
   }
 };
 
