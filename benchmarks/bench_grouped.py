@@ -8,8 +8,8 @@ time the three sides one after another, each after a synk barrier; the median of
     PYTHONPATH=build/python build/bin/synkrun -np 2 python3 benchmarks/bench_grouped.py [--rounds 9]
 
 Prints on rank 0 one row per list: the median time per step of each side in us, and the medians
-of the rounds' ratios one-by-one/grouped and mpi4py/grouped. Every result is checked: exit 1
-where an element is wrong.
+of the rounds' ratios one-by-one/grouped and mpi4py/grouped. A last grouped step on values that
+differ by rank and by array is checked: exit 1 where an element is wrong.
 """
 import argparse
 import statistics
@@ -53,9 +53,15 @@ def sides(comm, world, arrays):
             "one by one": one_by_one, "mpi4py": mpi4py}
 
 
-def check(world, arrays):
-    """Every element is the rank-independent value it started as (an average of equal values)."""
-    wrong = sum(int(np.count_nonzero(a != 1.0)) for a in arrays)
+def check(comm, world, arrays):
+    """One more grouped step on values that differ by rank and by array (rank + 1 + i in array
+    i): every element must be their average, (size + 1) / 2 + i. The wrong elements of every
+    rank."""
+    for i, a in enumerate(arrays):
+        a[...] = world.rank + 1 + i
+    comm.grouped_all_reduce(arrays, "avg")
+    want = [(world.size + 1) / 2 + i for i in range(len(arrays))]
+    wrong = sum(int(np.count_nonzero(~np.isclose(a, w, rtol=1e-6))) for a, w in zip(arrays, want))
     return world.allreduce(wrong)
 
 
@@ -80,7 +86,7 @@ def main():
         for _ in range(args.rounds):
             for k, fn in fns.items():
                 times[k].append(step_us(comm, fn, args.steps))
-        wrong = check(world, arrays)
+        wrong = check(comm, world, arrays)
         all_wrong += wrong
         if world.rank == 0:
             med = {k: statistics.median(v) for k, v in times.items()}
@@ -89,8 +95,6 @@ def main():
             print(f"{name:>10} {med['grouped']:12.1f} {med['one by one']:11.1f} "
                   f"{med['mpi4py']:11.1f} {ratio['one by one']:15.2f} {ratio['mpi4py']:15.2f} "
                   f"{wrong:7d}", flush=True)
-
-
     return 1 if all_wrong else 0
 
 

@@ -16,6 +16,10 @@
 namespace synk::python {
 namespace {
 
+std::string type_name(const py::handle& object) {
+  return py::str(py::type::of(object).attr("__name__")).cast<std::string>();
+}
+
 // What a grouped call reads: the entries as libsynk sees them, and the arrays, held until the
 // call has ended.
 struct Entries {
@@ -30,17 +34,14 @@ struct Entries {
 Entries entries_of(const py::object& arrays, const std::string& op, bool writable) {
   const std::string single = "comm." + op.substr(std::string("grouped_").size());
   if (!py::isinstance<py::list>(arrays) && !py::isinstance<py::tuple>(arrays)) {
-    invalid(op + ": arrays must be a list or tuple of NumPy arrays, not " +
-            py::str(py::type::of(arrays).attr("__name__")).cast<std::string>() + " (one array: " +
-            single + ")");
+    invalid(op + ": arrays must be a list or tuple of NumPy arrays, not " + type_name(arrays) +
+            " (one array: " + single + ")");
   }
   Entries e;
   for (const py::handle item : arrays) {
     const std::string what = "entry " + std::to_string(e.arrays.size());
     if (!py::isinstance<py::array>(item)) {
-      invalid(op + ": " + what + " is a " +
-              py::str(py::type::of(item).attr("__name__")).cast<std::string>() +
-              ", not a NumPy array");
+      invalid(op + ": " + what + " is a " + type_name(item) + ", not a NumPy array");
     }
     e.arrays.push_back(py::reinterpret_borrow<py::array>(item));
     Buffer b;
@@ -68,6 +69,19 @@ void run_as(const std::string& op, const std::string& libsynk_name, Call&& call)
   }
 }
 
+// A rank's own checks, run before the ranks agree; a Python error inside them (an object whose
+// type misbehaves) is refused as theirs are, so that no rank is left waiting in the agreement.
+template <class Checks>
+std::optional<Error> failure_of_checks(const std::string& op, Checks&& checks) {
+  return failure_of([&] {
+    try {
+      checks();
+    } catch (const py::error_already_set& e) {
+      invalid(op + ": " + e.what());
+    }
+  });
+}
+
 py::list as_list(const Entries& e) {
   py::list out;
   for (const py::array& a : e.arrays) out.append(a);
@@ -77,7 +91,7 @@ py::list as_list(const Entries& e) {
 py::list grouped_all_reduce(Communicator& c, const py::object& arrays, const std::string& op) {
   ReduceOp how = ReduceOp::sum;
   Entries e;
-  const std::optional<Error> failed = failure_of([&] {
+  const std::optional<Error> failed = failure_of_checks("grouped_all_reduce", [&] {
     how = reduce_op(op);
     e = entries_of(arrays, "grouped_all_reduce", true);
   });
@@ -89,7 +103,7 @@ py::list grouped_all_reduce(Communicator& c, const py::object& arrays, const std
 
 py::list grouped_broadcast(Communicator& c, const py::object& arrays, int root) {
   Entries e;
-  const std::optional<Error> failed = failure_of([&] {
+  const std::optional<Error> failed = failure_of_checks("grouped_broadcast", [&] {
     if (root < 0 || root >= c.size()) {
       invalid("grouped_broadcast: root " + std::to_string(root) + " is not a rank (" +
               std::to_string(c.size()) + " ranks)");

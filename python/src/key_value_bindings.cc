@@ -247,12 +247,13 @@ class PyKeyValue {
     // Until synk has the pull, a pull_wait on another thread (this call is without the GIL) is
     // refused without touching the pull's arrays (it took them, and synk then wrote into a
     // freed out and read a freed push).
-    registering_.insert(key);
+    // (A multiset: a pull of the key made after this one's pull_wait may register meanwhile.)
+    const auto mine = registering_.insert(key);
     struct Registered {
-      std::set<int>& keys;
-      int key;
-      ~Registered() { keys.erase(key); }
-    } registered{registering_, key};
+      std::multiset<int>& keys;
+      std::multiset<int>::iterator mine;
+      ~Registered() { keys.erase(mine); }
+    } registered{registering_, mine};
     std::function<void()> run;
     if (!callback.is_none()) run = [this, key] { call_back(key); };
     try {
@@ -372,8 +373,8 @@ class PyKeyValue {
   std::unique_ptr<KeyValue> kv_;
   std::map<int, std::deque<py::object>> pushed_;
   std::map<int, py::object> pulled_, callbacks_;
-  std::set<int> waiting_;      // keys a thread waits for in pull_wait
-  std::set<int> registering_;  // keys whose pull() is handing the pull to synk
+  std::set<int> waiting_;           // keys a thread waits for in pull_wait
+  std::multiset<int> registering_;  // keys whose pull() is handing the pull to synk
 };
 
 // At interpreter exit, before mpi4py's MPI_Finalize (atexit runs the last registered first, and

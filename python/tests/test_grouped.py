@@ -41,6 +41,23 @@ def test_many_small_arrays_as_gradients(comm):
         np.testing.assert_allclose(g, np.mean([r + i for r in range(comm.size)]), rtol=1e-6)
 
 
+def test_large_arrays_in_place_among_small_ones(comm):
+    # 64 KiB or more runs alone, in place; the small ones around it are packed.
+    n, r = comm.size, comm.rank
+    big = np.full(40000, r + 1.0, np.float32)  # 160 KB
+    small = [np.full(3, r * 10 + i, np.int64) for i in range(3)]
+    comm.grouped_all_reduce([small[0], big, small[1], small[2]])
+    np.testing.assert_array_equal(big, np.full(40000, n * (n + 1) / 2, np.float32))
+    for i, s in enumerate(small):
+        np.testing.assert_array_equal(s, np.full(3, 10 * n * (n - 1) // 2 + n * i))
+    root = n - 1
+    weights = np.full(50000, float(r), np.float64)
+    if r == root:
+        weights.flags.writeable = False
+    comm.grouped_broadcast([np.zeros(2) + r, weights], root=root)
+    np.testing.assert_array_equal(weights, np.full(50000, float(root)))
+
+
 def test_broadcast_from_the_last_rank(comm):
     root = comm.size - 1
     x = [np.full(4, comm.rank, np.int32), np.full((2, 2), comm.rank * 10.0)]
