@@ -168,10 +168,8 @@ void fill_context(CommContext& c, int simulate_nodes) {
   c.node = node_info[0];
   c.num_nodes = node_info[1];
   if (c.num_nodes > 1) gather_nodes(c);
-  int in_world = -1;
-  SYNK_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &in_world));
-  world_rank.store(in_world, std::memory_order_relaxed);
   c.job_ranks = ranks_in(c.comm, MPI_COMM_WORLD);
+  world_rank.store(c.job_ranks[static_cast<std::size_t>(c.rank)], std::memory_order_relaxed);
   bool same = true;
   for (int r = 0; r < c.size; ++r) same = same && c.job_ranks[static_cast<std::size_t>(r)] == r;
   if (same) c.job_ranks.clear();
