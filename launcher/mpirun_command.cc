@@ -109,8 +109,13 @@ std::string isolated_launcher(const std::function<const char*(const char*)>& get
 
 namespace {
 
-bool false_text(std::string v) {
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+bool false_text(const std::string& value) {
+  const std::string v = lower(value);
   return v == "0" || v == "false" || v == "no" || v == "f" || v == "n";
 }
 
@@ -149,11 +154,9 @@ std::string oversubscription_refused(const std::function<const char*(const char*
   const auto no = mca_setting(getenv, mca_files, "rmaps_base_no_oversubscribe");
   if (no && !no->value.empty() && !false_text(no->value)) return no->where;
   const auto policy = mca_setting(getenv, mca_files, "rmaps_base_mapping_policy");
-  if (!policy) return "";
-  std::string upper = policy->value;
-  std::transform(upper.begin(), upper.end(), upper.begin(),
-                 [](unsigned char c) { return std::toupper(c); });
-  return upper.find("NOOVERSUBSCRIBE") != std::string::npos ? policy->where : "";
+  return policy && lower(policy->value).find("nooversubscribe") != std::string::npos
+             ? policy->where
+             : "";
 }
 
 bool user_sets_shm_dir(const std::function<const char*(const char*)>& getenv,
